@@ -1,0 +1,239 @@
+/*
+ * flashattn.h - the whole public C API of flashattn (C99).
+ *
+ * NAME
+ *   flashattn - exact, IO-aware attention (FlashAttention) for NVIDIA GPUs, AMD GPUs
+ *   and the CPU, with one set of semantics on every backend.
+ *
+ * SYNOPSIS
+ *   fa_context *ctx;
+ *   fa_create(&ctx, FA_BACKEND_AUTO, 0);
+ *   fa_params p; fa_params_init(&p); p.causal = 1;
+ *   fa_tensor q = fa_tensor_bshd(q_ptr, FA_DTYPE_BF16, b, s_q, h, d);   (likewise k, v, out)
+ *   fa_status st = fa_fwd(ctx, &q, &k, &v, &p, &out, &lse, NULL, 0);
+ *   if (st != FA_OK) fprintf(stderr, "%s: %s\n", fa_status_string(st), fa_last_error(ctx));
+ *   fa_destroy(ctx);
+ *
+ * LAYOUT
+ *   q [b, s_q, h, d], k and v [b, s_k, h_k, d], out like q (FlashAttention's BSHD).
+ *   Strides are in elements; any strides for the outer three dims, the last dim must be
+ *   contiguous (stride 1). Varlen (params.cu_seqlens_q/k set): q [total_q, h, d],
+ *   k and v [total_k, h_k, d], out like q; sequence i of the batch is rows
+ *   cu_seqlens[i] .. cu_seqlens[i+1]-1.
+ *   LSE (optional): fp32, [b, h, s_q] (varlen: [h, total_q]), any strides, natural log.
+ *   Pointers (tensors, cu_seqlens, seqused_k, alibi_slopes) live where the context's
+ *   backend computes: host memory for FA_BACKEND_CPU, device memory for CUDA/HIP.
+ *
+ * SEMANTICS (identical on every backend)
+ *   S[i][j] = softmax_scale * (q_i . k_j); softmax_scale 0 means 1/sqrt(d).
+ *   softcap > 0: S = softcap * tanh(S / softcap).
+ *   ALiBi: S[i][j] -= slope[head] * |i + s_k - s_q - j|.
+ *   causal (bottom-right aligned, as FlashAttention >= 2.1): key j is visible to query i
+ *   iff j <= i + s_k - s_q. Sliding window (window_left, window_right; -1 = unbounded):
+ *   visible iff i + s_k - s_q - window_left <= j <= i + s_k - s_q + window_right.
+ *   causal is the same as window_right = 0.
+ *   GQA/MQA: h % h_k == 0; query head i reads kv head i / (h / h_k).
+ *   out_i = sum_j softmax(S_i)_j v_j over visible j; LSE_i = log(sum_j exp(S[i][j])).
+ *   A query row with no visible key gets out_i = 0 and LSE_i = -inf, never NaN.
+ *
+ * DTYPES AND SIZES
+ *   fp16 and bf16 everywhere (fp32 accumulation); fp32 on the CPU backend only.
+ *   Head dims: every multiple of 8 from 8 to 256. q, k, v, out share one dtype.
+ *
+ * ERRORS
+ *   Every entry point returns an fa_status. On any error nothing is written to the
+ *   outputs, fa_last_error(ctx) says what was wrong, and no memory is leaked.
+ *   Unsupported combinations return FA_ERR_UNSUPPORTED with the reason.
+ *
+ * THREADS
+ *   A context may be used by one thread at a time. Distinct contexts are independent.
+ */
+#ifndef FLASHATTN_H
+#define FLASHATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHATTN_VERSION_MAJOR 0
+#define FLASHATTN_VERSION_MINOR 1
+#define FLASHATTN_VERSION_PATCH 0
+#define FLASHATTN_VERSION \
+    (FLASHATTN_VERSION_MAJOR * 10000 + FLASHATTN_VERSION_MINOR * 100 + FLASHATTN_VERSION_PATCH)
+
+/* Largest head dim any backend accepts; every multiple of 8 up to it is supported. */
+#define FA_MAX_HEAD_DIM 256
+
+typedef enum fa_status {
+    FA_OK = 0,
+    FA_ERR_NULL_POINTER,         /* a required pointer argument or tensor data is NULL      */
+    FA_ERR_BAD_RANK,             /* a tensor has the wrong number of dims for the call       */
+    FA_ERR_BAD_SIZE,             /* a dim is <= 0, or a size/offset overflows int64/int32    */
+    FA_ERR_SHAPE_MISMATCH,       /* tensors disagree (batch, seqlen, heads, head dim, out)   */
+    FA_ERR_BAD_HEAD_DIM,         /* head dim not a multiple of 8, or > FA_MAX_HEAD_DIM       */
+    FA_ERR_BAD_GQA,              /* h % h_k != 0                                             */
+    FA_ERR_BAD_STRIDE,           /* last dim not contiguous, or a negative stride            */
+    FA_ERR_BAD_DTYPE,            /* unknown dtype, dtypes differ, or LSE not fp32           */
+    FA_ERR_BAD_SEQLENS,          /* cu_seqlens not non-decreasing from 0, or exceed totals   */
+    FA_ERR_BAD_PARAM,            /* a scalar parameter is out of range (window, softcap...)  */
+    FA_ERR_BAD_BACKEND,          /* unknown backend enum, or a device index out of range    */
+    FA_ERR_BAD_TILE_OVERRIDE,    /* FLASHATTN_FORCE_TILE is malformed or names no config    */
+    FA_ERR_WORKSPACE_TOO_SMALL,  /* workspace given but smaller than the query returned     */
+    FA_ERR_UNSUPPORTED,          /* a valid request this backend/build cannot serve         */
+    FA_ERR_NO_DEVICE,            /* the backend's runtime finds no usable device             */
+    FA_ERR_OUT_OF_MEMORY,        /* an internal allocation failed                            */
+    FA_ERR_DEVICE_RUNTIME,       /* the CUDA/HIP runtime reported an error                   */
+    FA_STATUS_COUNT
+} fa_status;
+
+typedef enum fa_backend {
+    FA_BACKEND_AUTO = 0,  /* best present: CUDA, then HIP, then CPU */
+    FA_BACKEND_CPU = 1,
+    FA_BACKEND_CUDA = 2,
+    FA_BACKEND_HIP = 3
+} fa_backend;
+
+typedef enum fa_dtype {
+    FA_DTYPE_F32 = 0,
+    FA_DTYPE_F16 = 1,
+    FA_DTYPE_BF16 = 2
+} fa_dtype;
+
+/* A strided view of memory. shape/stride entries past ndim are ignored. */
+typedef struct fa_tensor {
+    void *data;
+    fa_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    int64_t stride[4]; /* in elements */
+} fa_tensor;
+
+/* Contiguous [b, s, h, d] (row-major) tensor. */
+fa_tensor fa_tensor_bshd(void *data, fa_dtype dtype, int64_t b, int64_t s, int64_t h, int64_t d);
+/* Contiguous [total, h, d] tensor for varlen. */
+fa_tensor fa_tensor_thd(void *data, fa_dtype dtype, int64_t total, int64_t h, int64_t d);
+/* Contiguous fp32 LSE: [b, h, s_q] (fa_tensor_lse) or [h, total_q] (fa_tensor_lse_varlen). */
+fa_tensor fa_tensor_lse(float *data, int64_t b, int64_t h, int64_t s_q);
+fa_tensor fa_tensor_lse_varlen(float *data, int64_t h, int64_t total_q);
+
+typedef struct fa_params {
+    float softmax_scale;          /* 0: 1/sqrt(head_dim)                                      */
+    int causal;                   /* bottom-right aligned                                     */
+    int window_left;              /* -1: unbounded                                            */
+    int window_right;             /* -1: unbounded (0 with causal)                            */
+    float softcap;                /* 0: off; > 0: softcap * tanh(S / softcap)                 */
+    const float *alibi_slopes;    /* NULL or fp32 [h] (alibi_batch_stride 0) or [b, h]        */
+    int64_t alibi_batch_stride;   /* elements between batches of slopes; 0: shared            */
+    /* Varlen: both NULL, or both set with varlen_batch + 1 int32 entries each. */
+    const int32_t *cu_seqlens_q;
+    const int32_t *cu_seqlens_k;
+    int varlen_batch;             /* b when varlen                                            */
+    int max_seqlen_q;             /* varlen: an upper bound of the per-sequence lengths       */
+    int max_seqlen_k;
+    const int32_t *seqused_k;     /* NULL or int32 [b]: only the first seqused_k[i] keys count */
+    int num_splits;               /* 0: let the dispatcher choose; 1: no split-KV; n: force n */
+    int deterministic;            /* bitwise reproducible results (backward)                  */
+    /* Paged KV cache, reserved: must be NULL / 0 in this version (FA_ERR_UNSUPPORTED). */
+    const int32_t *block_table;
+    int64_t block_table_batch_stride;
+    int page_block_size;
+    int reserved[8];              /* must be zero */
+} fa_params;
+
+/* Defaults: scale 0 (1/sqrt(d)), no mask, no softcap, no ALiBi, no varlen, auto splits. */
+void fa_params_init(fa_params *params);
+
+typedef struct fa_context fa_context;
+
+/* Create a context on a backend and device index. FA_BACKEND_AUTO picks the best backend
+ * compiled in and present. Errors: FA_ERR_BAD_BACKEND, FA_ERR_NO_DEVICE,
+ * FA_ERR_UNSUPPORTED (backend not compiled in), FA_ERR_OUT_OF_MEMORY. On error *ctx is
+ * NULL; fa_create_error() then tells why. */
+fa_status fa_create(fa_context **ctx, fa_backend backend, int device);
+/* The reason the last failed fa_create on this thread failed ("" if none). */
+const char *fa_create_error(void);
+void fa_destroy(fa_context *ctx);
+
+fa_backend fa_context_backend(const fa_context *ctx);
+/* cudaStream_t / hipStream_t on GPU backends (NULL = default stream); CPU: must be NULL. */
+fa_status fa_set_stream(fa_context *ctx, void *stream);
+/* CPU backend: worker threads (0 = all online cores). Ignored on GPU backends. */
+fa_status fa_set_num_threads(fa_context *ctx, int num_threads);
+
+/* Last error message of this context ("" after success). Valid until the next call. */
+const char *fa_last_error(const fa_context *ctx);
+/* Name of a status ("FA_ERR_BAD_HEAD_DIM"); "FA_STATUS_UNKNOWN" for other values. */
+const char *fa_status_string(fa_status status);
+const char *fa_backend_name(fa_backend backend);
+const char *fa_dtype_name(fa_dtype dtype);
+
+/* Bytes of workspace the forward needs for these arguments (0 is possible). */
+fa_status fa_fwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                const fa_tensor *v, const fa_params *params, size_t *bytes);
+
+/* Forward attention. lse may be NULL. workspace may be NULL (the library then allocates
+ * what it needs for the call) or point to workspace_bytes >= fa_fwd_workspace_size()
+ * bytes of backend memory. GPU backends run asynchronously on the context's stream. */
+fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
+                 const fa_params *params, fa_tensor *out, fa_tensor *lse,
+                 void *workspace, size_t workspace_bytes);
+
+/* Backward: dq, dk, dv from q, k, v, out, lse and dout under the same params.
+ * Declared for API stability; this version returns FA_ERR_UNSUPPORTED on every backend. */
+fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                const fa_tensor *v, const fa_params *params, size_t *bytes);
+fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
+                 const fa_tensor *out, const fa_tensor *lse, const fa_tensor *dout,
+                 const fa_params *params, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
+                 void *workspace, size_t workspace_bytes);
+
+/* Which kernel and tiles a forward with these arguments would run, and why. Runs the same
+ * checks and the same selection as fa_fwd, so a plan that succeeds is a call that runs. */
+typedef struct fa_plan {
+    fa_backend backend;
+    char arch[16];          /* table row used: "sm_90", "gfx942", "cpu", ...           */
+    char kernel[64];        /* instance name                                             */
+    int head_dim_instance;  /* head dim of the compiled instance (>= the problem's)      */
+    int tile_m, tile_n;     /* query rows x key rows per block iteration                 */
+    int threads;            /* per block (GPU) or worker threads (CPU)                   */
+    int stages;             /* K/V pipeline depth                                        */
+    int smem_bytes;         /* shared memory / LDS per block; CPU: per-thread tile bytes */
+    int blocks_per_sm;      /* occupancy the selection assumed                           */
+    int num_splits;         /* split-KV factor (1: none)                                 */
+    size_t workspace_bytes;
+    char reason[256];       /* why this config won, in words                             */
+} fa_plan;
+
+fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                      const fa_tensor *v, const fa_params *params, fa_plan *plan);
+
+/* The device the context runs on and the architecture table row the dispatcher uses. */
+typedef struct fa_device_info {
+    fa_backend backend;
+    char device_name[128];   /* as the runtime names it ("NVIDIA H200", "CPU")           */
+    char arch[16];           /* "sm_90", "gfx942", "cpu"; the table row's name           */
+    int row_from_table;      /* 1: a table row; 0: built from the device's own limits   */
+    int wave_size;
+    int smem_per_block;      /* bytes, opt-in maximum                                    */
+    int smem_per_sm;         /* bytes                                                    */
+    int regs_per_sm;         /* 32-bit registers                                         */
+    int max_threads_per_block;
+    int sm_count;            /* multiprocessors / compute units (CPU: cores used)        */
+    char matrix_unit[16];    /* "mma.sync", "mfma", "wmma", "none"                       */
+} fa_device_info;
+
+fa_status fa_get_device_info(fa_context *ctx, fa_device_info *info);
+
+/* Environment:
+ *   FLASHATTN_FORCE_TILE=MxN or MxN:S (e.g. "128x64" or "128x64:2") forces the forward
+ *   tile (and stages) for tuning; it must name a compiled config that fits the device,
+ *   else calls fail with FA_ERR_BAD_TILE_OVERRIDE. */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHATTN_H */

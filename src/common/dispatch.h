@@ -1,0 +1,82 @@
+/*
+ * dispatch.h - the kernel-configuration registry and the pure selection function
+ * (arch row, problem) -> config. Used for fa_fwd and fa_plan_fwd alike, so "is this
+ * supported" and "what would run" can never disagree.
+ */
+#ifndef FA_DISPATCH_H
+#define FA_DISPATCH_H
+
+#include "flashattn.h"
+#include "arch_table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fa_pass { FA_PASS_FWD = 0, FA_PASS_BWD } fa_pass;
+
+/* One kernel configuration: a compiled instance (or a planned one) of a backend. */
+typedef struct fa_kernel_config {
+    const char *name;        /* "cuda_fwd_d128_bf16_128x64"                           */
+    fa_backend backend;      /* FA_BACKEND_CPU / CUDA / HIP                             */
+    fa_vendor vendor;        /* rows it may run on                                      */
+    fa_pass pass;
+    fa_dtype dtype;
+    int head_dim;            /* instance head dim; problems with d <= head_dim use it   */
+    int tile_m, tile_n;
+    int threads;             /* per block                                               */
+    int stages;              /* K/V pipeline depth                                      */
+    int smem_bytes;          /* shared memory per block                                 */
+    int regs_per_thread;     /* from the compiler's report; 0: unknown                  */
+    int min_wave_size;       /* wave size the instance was written for (0: any)         */
+    int compiled;            /* 1: built into this library; 0: planned, never selected  */
+    int kernel_id;           /* backend's own index of the launchable function          */
+} fa_kernel_config;
+
+/* What the selection needs to know about a problem. */
+typedef struct fa_problem_shape {
+    fa_pass pass;
+    fa_dtype dtype;
+    int batch;
+    int heads;
+    int heads_k;
+    int head_dim;
+    long long seqlen_q;        /* max over the batch when varlen */
+    long long seqlen_k;
+    int has_mask;              /* causal or window */
+    int num_splits_request;    /* params.num_splits */
+} fa_problem_shape;
+
+/* A forced tile from FLASHATTN_FORCE_TILE (tile_m == 0: none). */
+typedef struct fa_tile_override {
+    int tile_m, tile_n, stages; /* stages 0: any */
+} fa_tile_override;
+
+typedef struct fa_selection {
+    const fa_kernel_config *config;
+    int blocks_per_sm;
+    int num_splits;
+    char reason[256];
+} fa_selection;
+
+/* Registry of every known config for a backend (compiled and planned), and its size. */
+const fa_kernel_config *fa_registry(fa_backend backend, int *count);
+
+/* The selection: picks among registry[0..count) the compiled configs of the row's vendor,
+ * pass and dtype with head_dim >= shape->head_dim that fit the row's limits, and ranks
+ * them. FA_OK with *out filled; FA_ERR_UNSUPPORTED (no config fits: reason says which
+ * limit) or FA_ERR_BAD_TILE_OVERRIDE (override names no fitting config), with
+ * out->reason explaining. Pure: no globals, no environment, no device calls. */
+fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *registry, int count,
+                           const fa_problem_shape *shape, const fa_tile_override *force,
+                           fa_selection *out);
+
+/* Parses FLASHATTN_FORCE_TILE's syntax ("128x64" or "128x64:2"); NULL/"" gives no
+ * override. FA_ERR_BAD_TILE_OVERRIDE on malformed text. */
+fa_status fa_parse_tile_override(const char *text, fa_tile_override *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_DISPATCH_H */

@@ -1,0 +1,114 @@
+/*
+ * fa_internal.h - what the API layer hands to backends: the validated, resolved problem
+ * (fa_problem), the context, and the backend operations table each backend provides.
+ * api.c checks every argument before a backend sees it; backends may trust fa_problem.
+ */
+#ifndef FA_INTERNAL_H
+#define FA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flashattn.h"
+#include "arch_table.h"
+#include "dispatch.h"
+#include "mask.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element strides of one [batch, row, head, dim] operand; batch stride 0 when varlen. */
+typedef struct fa_strides {
+    int64_t batch;
+    int64_t row;
+    int64_t head;
+} fa_strides;
+
+typedef struct fa_problem {
+    fa_dtype dtype;
+    int batch;
+    int heads;
+    int heads_k;
+    int head_dim;
+    int64_t seqlen_q;        /* fixed-length s_q; varlen: max_seqlen_q */
+    int64_t seqlen_k;        /* fixed-length s_k; varlen: max_seqlen_k */
+    int varlen;
+    int64_t total_q;         /* varlen rows of q / k; fixed: batch * seqlen */
+    int64_t total_k;
+
+    const void *q, *k, *v;
+    void *out;
+    float *lse;              /* NULL: not requested */
+    fa_strides q_stride, k_stride, v_stride, out_stride;
+    /* LSE strides: [b, h, s_q] fixed; varlen [h, total_q] has batch 0 and row offsets  */
+    /* taken from cu_seqlens_q. */
+    fa_strides lse_stride;
+
+    const int32_t *cu_seqlens_q, *cu_seqlens_k, *seqused_k; /* backend memory */
+    const float *alibi_slopes;                              /* backend memory */
+    int64_t alibi_batch_stride;
+
+    float softmax_scale;     /* resolved (never 0)                         */
+    float softcap;           /* 0: off                                     */
+    fa_window window;        /* causal folded in: right = 0                */
+    int num_splits_request;
+    int deterministic;
+} fa_problem;
+
+typedef struct fa_backend_ops fa_backend_ops;
+
+struct fa_context {
+    fa_backend backend;
+    int device;
+    void *stream;
+    int num_threads;
+    fa_arch_row row;             /* the table row (or fallback) this device uses */
+    fa_device_info info;
+    const fa_backend_ops *ops;
+    void *state;                 /* backend private */
+    char last_error[512];
+};
+
+struct fa_backend_ops {
+    /* Fill ctx->row, ctx->info; may allocate ctx->state. Message into `why` on error. */
+    fa_status (*init)(fa_context *ctx, char *why, size_t why_len);
+    void (*destroy)(fa_context *ctx);
+    fa_status (*set_stream)(fa_context *ctx, void *stream);
+    /* Copy bytes of backend memory to the host (used to validate cu_seqlens/seqused_k). */
+    fa_status (*copy_to_host)(fa_context *ctx, void *dst, const void *src, size_t bytes);
+    fa_status (*fwd_workspace)(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               size_t *bytes);
+    /* Run the forward with the selected config. workspace may be NULL (allocate). */
+    fa_status (*fwd)(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                     void *workspace, size_t workspace_bytes);
+};
+
+/* Backend tables; a backend not compiled in has no table (api.c knows via FA_HAVE_*). */
+extern const fa_backend_ops fa_cpu_ops;
+#ifdef FA_HAVE_CUDA
+extern const fa_backend_ops fa_cuda_ops;
+#endif
+#ifdef FA_HAVE_HIP
+extern const fa_backend_ops fa_hip_ops;
+#endif
+
+/* printf-style message into ctx->last_error; returns status for `return fa_fail(...)`. */
+fa_status fa_fail(fa_context *ctx, fa_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Rows of sequence `b` in q/k (varlen aware; seqused_k applied to k). Host-side helpers
+ * for backends whose cu_seqlens live in host memory (the CPU backend). */
+int64_t fa_problem_seqlen_q(const fa_problem *p, int b);
+int64_t fa_problem_seqlen_k(const fa_problem *p, int b);
+int64_t fa_problem_row0_q(const fa_problem *p, int b); /* first varlen row; 0 if fixed */
+int64_t fa_problem_row0_k(const fa_problem *p, int b);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_INTERNAL_H */
