@@ -64,6 +64,15 @@ extern "C" {
 #define FLASHATTN_VERSION \
     (FLASHATTN_VERSION_MAJOR * 10000 + FLASHATTN_VERSION_MINOR * 100 + FLASHATTN_VERSION_PATCH)
 
+/* Symbols of the shared library: the build hides everything else. */
+#if defined(_WIN32) && defined(FLASHATTN_BUILDING_SHARED)
+#define FA_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define FA_API __attribute__((visibility("default")))
+#else
+#define FA_API
+#endif
+
 /* Largest head dim any backend accepts; every multiple of 8 up to it is supported. */
 #define FA_MAX_HEAD_DIM 256
 
@@ -112,12 +121,12 @@ typedef struct fa_tensor {
 } fa_tensor;
 
 /* Contiguous [b, s, h, d] (row-major) tensor. */
-fa_tensor fa_tensor_bshd(void *data, fa_dtype dtype, int64_t b, int64_t s, int64_t h, int64_t d);
+FA_API fa_tensor fa_tensor_bshd(void *data, fa_dtype dtype, int64_t b, int64_t s, int64_t h, int64_t d);
 /* Contiguous [total, h, d] tensor for varlen. */
-fa_tensor fa_tensor_thd(void *data, fa_dtype dtype, int64_t total, int64_t h, int64_t d);
+FA_API fa_tensor fa_tensor_thd(void *data, fa_dtype dtype, int64_t total, int64_t h, int64_t d);
 /* Contiguous fp32 LSE: [b, h, s_q] (fa_tensor_lse) or [h, total_q] (fa_tensor_lse_varlen). */
-fa_tensor fa_tensor_lse(float *data, int64_t b, int64_t h, int64_t s_q);
-fa_tensor fa_tensor_lse_varlen(float *data, int64_t h, int64_t total_q);
+FA_API fa_tensor fa_tensor_lse(float *data, int64_t b, int64_t h, int64_t s_q);
+FA_API fa_tensor fa_tensor_lse_varlen(float *data, int64_t h, int64_t total_q);
 
 typedef struct fa_params {
     float softmax_scale;          /* 0: 1/sqrt(head_dim)                                      */
@@ -144,7 +153,7 @@ typedef struct fa_params {
 } fa_params;
 
 /* Defaults: scale 0 (1/sqrt(d)), no mask, no softcap, no ALiBi, no varlen, auto splits. */
-void fa_params_init(fa_params *params);
+FA_API void fa_params_init(fa_params *params);
 
 typedef struct fa_context fa_context;
 
@@ -152,40 +161,40 @@ typedef struct fa_context fa_context;
  * compiled in and present. Errors: FA_ERR_BAD_BACKEND, FA_ERR_NO_DEVICE,
  * FA_ERR_UNSUPPORTED (backend not compiled in), FA_ERR_OUT_OF_MEMORY. On error *ctx is
  * NULL; fa_create_error() then tells why. */
-fa_status fa_create(fa_context **ctx, fa_backend backend, int device);
+FA_API fa_status fa_create(fa_context **ctx, fa_backend backend, int device);
 /* The reason the last failed fa_create on this thread failed ("" if none). */
-const char *fa_create_error(void);
-void fa_destroy(fa_context *ctx);
+FA_API const char *fa_create_error(void);
+FA_API void fa_destroy(fa_context *ctx);
 
-fa_backend fa_context_backend(const fa_context *ctx);
+FA_API fa_backend fa_context_backend(const fa_context *ctx);
 /* cudaStream_t / hipStream_t on GPU backends (NULL = default stream); CPU: must be NULL. */
-fa_status fa_set_stream(fa_context *ctx, void *stream);
+FA_API fa_status fa_set_stream(fa_context *ctx, void *stream);
 /* CPU backend: worker threads (0 = all online cores). Ignored on GPU backends. */
-fa_status fa_set_num_threads(fa_context *ctx, int num_threads);
+FA_API fa_status fa_set_num_threads(fa_context *ctx, int num_threads);
 
 /* Last error message of this context ("" after success). Valid until the next call. */
-const char *fa_last_error(const fa_context *ctx);
+FA_API const char *fa_last_error(const fa_context *ctx);
 /* Name of a status ("FA_ERR_BAD_HEAD_DIM"); "FA_STATUS_UNKNOWN" for other values. */
-const char *fa_status_string(fa_status status);
-const char *fa_backend_name(fa_backend backend);
-const char *fa_dtype_name(fa_dtype dtype);
+FA_API const char *fa_status_string(fa_status status);
+FA_API const char *fa_backend_name(fa_backend backend);
+FA_API const char *fa_dtype_name(fa_dtype dtype);
 
 /* Bytes of workspace the forward needs for these arguments (0 is possible). */
-fa_status fa_fwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+FA_API fa_status fa_fwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                                 const fa_tensor *v, const fa_params *params, size_t *bytes);
 
 /* Forward attention. lse may be NULL. workspace may be NULL (the library then allocates
  * what it needs for the call) or point to workspace_bytes >= fa_fwd_workspace_size()
  * bytes of backend memory. GPU backends run asynchronously on the context's stream. */
-fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
+FA_API fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
                  const fa_params *params, fa_tensor *out, fa_tensor *lse,
                  void *workspace, size_t workspace_bytes);
 
 /* Backward: dq, dk, dv from q, k, v, out, lse and dout under the same params.
  * Declared for API stability; this version returns FA_ERR_UNSUPPORTED on every backend. */
-fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+FA_API fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                                 const fa_tensor *v, const fa_params *params, size_t *bytes);
-fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
+FA_API fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
                  const fa_tensor *out, const fa_tensor *lse, const fa_tensor *dout,
                  const fa_params *params, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
                  void *workspace, size_t workspace_bytes);
@@ -207,7 +216,7 @@ typedef struct fa_plan {
     char reason[256];       /* why this config won, in words                             */
 } fa_plan;
 
-fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+FA_API fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                       const fa_tensor *v, const fa_params *params, fa_plan *plan);
 
 /* The device the context runs on and the architecture table row the dispatcher uses. */
@@ -225,7 +234,7 @@ typedef struct fa_device_info {
     char matrix_unit[16];    /* "mma.sync", "mfma", "wmma", "none"                       */
 } fa_device_info;
 
-fa_status fa_get_device_info(fa_context *ctx, fa_device_info *info);
+FA_API fa_status fa_get_device_info(fa_context *ctx, fa_device_info *info);
 
 /* Environment:
  *   FLASHATTN_FORCE_TILE=MxN or MxN:S (e.g. "128x64" or "128x64:2") forces the forward

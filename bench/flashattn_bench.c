@@ -1,0 +1,898 @@
+/*
+ * flashattn_bench.c - the benchmark CLI: runs one forward attention shape on a backend,
+ * prints the plan the dispatcher chose, the median time per iteration, GFLOP/s (with
+ * FlashAttention's FLOP count), extra memory, and optionally checks sampled output rows
+ * against an fp64 reference computed here and times an OpenBLAS SGEMM for comparison.
+ *
+ * Exit status: 0 success, 1 --check failed, 2 bad usage or a library error.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef FA_BENCH_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+#include "flashattn.h"
+
+#define EXIT_CHECK_FAILED 1
+#define EXIT_USAGE 2
+#define CHECK_SAMPLES 8
+
+/* ------------------------------------------------------------------------------------ */
+/* Options                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct options {
+    fa_backend backend;
+    int batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim;
+    int dtype_given;
+    fa_dtype dtype;
+    int causal, window_left, window_right;
+    float softcap;
+    int alibi;
+    int iters, threads;
+    int check, sgemm, sgemm_n, json;
+} options;
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: flashattn_bench [options]\n"
+            "  --backend auto|cpu|cuda|hip   (default auto: CUDA, then HIP, then CPU)\n"
+            "  --batch N --heads N --kv-heads N --head-dim N\n"
+            "  --seqlen N | --seqlen-q N --seqlen-k N\n"
+            "  --dtype f32|f16|bf16          (default f32 on the CPU, bf16 on GPUs)\n"
+            "  --causal  --window L,R  --softcap X  --alibi\n"
+            "  --iters N --threads N         (threads 0 = all cores)\n"
+            "  --check                       compare sampled rows with an fp64 reference\n"
+            "  --sgemm [--sgemm-n N]         also time cblas_sgemm N x N x N (N = 4096)\n"
+            "  --json                        print one JSON object on stdout\n");
+}
+
+static void default_options(options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->backend = FA_BACKEND_AUTO;
+    o->batch = 1;
+    o->seqlen_q = o->seqlen_k = 1024;
+    o->heads = 16;
+    o->kv_heads = 0; /* 0: same as heads */
+    o->head_dim = 128;
+    o->window_left = o->window_right = -1;
+    o->iters = 10;
+    o->sgemm_n = 4096;
+}
+
+static int parse_int(const char *text, int min, int *out)
+{
+    char *end;
+    long value = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || value < min || value > 2147483647L)
+        return 0;
+    *out = (int)value;
+    return 1;
+}
+
+static int parse_float(const char *text, float *out)
+{
+    char *end;
+    float value = strtof(text, &end);
+    if (*text == '\0' || *end != '\0' || !(value >= 0.0f) || isinf(value))
+        return 0;
+    *out = value;
+    return 1;
+}
+
+static int parse_backend(const char *text, fa_backend *out)
+{
+    static const struct { const char *name; fa_backend value; } names[] = {
+        {"auto", FA_BACKEND_AUTO}, {"cpu", FA_BACKEND_CPU},
+        {"cuda", FA_BACKEND_CUDA}, {"hip", FA_BACKEND_HIP}};
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; ++i)
+        if (strcmp(text, names[i].name) == 0) {
+            *out = names[i].value;
+            return 1;
+        }
+    return 0;
+}
+
+static int parse_dtype(const char *text, fa_dtype *out)
+{
+    if (strcmp(text, "f32") == 0)
+        *out = FA_DTYPE_F32;
+    else if (strcmp(text, "f16") == 0)
+        *out = FA_DTYPE_F16;
+    else if (strcmp(text, "bf16") == 0)
+        *out = FA_DTYPE_BF16;
+    else
+        return 0;
+    return 1;
+}
+
+static int parse_window(const char *text, int *left, int *right)
+{
+    char extra;
+    return sscanf(text, "%d,%d%c", left, right, &extra) == 2 && *left >= -1 && *right >= -1;
+}
+
+/* An option that takes a value: returns 1 and sets *ok when `flag` matches argv[*i]. */
+static int takes_value(int argc, char **argv, int *i, const char *flag, const char **value)
+{
+    if (strcmp(argv[*i], flag) != 0)
+        return 0;
+    *value = *i + 1 < argc ? argv[++*i] : NULL;
+    return 1;
+}
+
+static int parse_valued(int argc, char **argv, int *i, options *o)
+{
+    const char *v = NULL;
+    int seqlen;
+    if (takes_value(argc, argv, i, "--backend", &v))
+        return v && parse_backend(v, &o->backend);
+    if (takes_value(argc, argv, i, "--batch", &v))
+        return v && parse_int(v, 1, &o->batch);
+    if (takes_value(argc, argv, i, "--seqlen", &v)) {
+        if (!v || !parse_int(v, 1, &seqlen))
+            return 0;
+        o->seqlen_q = o->seqlen_k = seqlen;
+        return 1;
+    }
+    if (takes_value(argc, argv, i, "--seqlen-q", &v))
+        return v && parse_int(v, 1, &o->seqlen_q);
+    if (takes_value(argc, argv, i, "--seqlen-k", &v))
+        return v && parse_int(v, 1, &o->seqlen_k);
+    if (takes_value(argc, argv, i, "--heads", &v))
+        return v && parse_int(v, 1, &o->heads);
+    if (takes_value(argc, argv, i, "--kv-heads", &v))
+        return v && parse_int(v, 1, &o->kv_heads);
+    if (takes_value(argc, argv, i, "--head-dim", &v))
+        return v && parse_int(v, 1, &o->head_dim);
+    if (takes_value(argc, argv, i, "--dtype", &v))
+        return v && (o->dtype_given = parse_dtype(v, &o->dtype));
+    if (takes_value(argc, argv, i, "--window", &v))
+        return v && parse_window(v, &o->window_left, &o->window_right);
+    if (takes_value(argc, argv, i, "--softcap", &v))
+        return v && parse_float(v, &o->softcap);
+    if (takes_value(argc, argv, i, "--iters", &v))
+        return v && parse_int(v, 1, &o->iters);
+    if (takes_value(argc, argv, i, "--threads", &v))
+        return v && parse_int(v, 0, &o->threads);
+    if (takes_value(argc, argv, i, "--sgemm-n", &v))
+        return v && parse_int(v, 1, &o->sgemm_n) && (o->sgemm = 1);
+    return -1; /* not a valued option */
+}
+
+static int parse_flag(const char *arg, options *o)
+{
+    if (strcmp(arg, "--causal") == 0)
+        o->causal = 1;
+    else if (strcmp(arg, "--alibi") == 0)
+        o->alibi = 1;
+    else if (strcmp(arg, "--check") == 0)
+        o->check = 1;
+    else if (strcmp(arg, "--sgemm") == 0)
+        o->sgemm = 1;
+    else if (strcmp(arg, "--json") == 0)
+        o->json = 1;
+    else
+        return 0;
+    return 1;
+}
+
+/* 1 when the command line parsed; otherwise a message on stderr and 0. */
+static int parse_args(int argc, char **argv, options *o)
+{
+    int i;
+    default_options(o);
+    for (i = 1; i < argc; ++i) {
+        int valued;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (parse_flag(argv[i], o))
+            continue;
+        valued = parse_valued(argc, argv, &i, o);
+        if (valued == 1)
+            continue;
+        fprintf(stderr, "flashattn_bench: %s '%s'\n",
+                valued == 0 ? "bad or missing value for" : "unknown option", argv[i]);
+        usage(stderr);
+        return 0;
+    }
+    if (o->kv_heads == 0)
+        o->kv_heads = o->heads;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Numbers: 16-bit floats, random normal inputs                                          */
+/* ------------------------------------------------------------------------------------ */
+
+static uint32_t float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_float(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* IEEE binary16, round to nearest even. */
+static uint16_t float_to_f16(float f)
+{
+    uint32_t x = float_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t mag = x & 0x7fffffffu;
+    if (mag > 0x7f800000u)
+        return sign | 0x7e00u;
+    if (mag >= 0x477ff000u) /* rounds past 65504 */
+        return sign | 0x7c00u;
+    if (mag < 0x38800000u)  /* below 2^-14: subnormal, in units of 2^-24 */
+        return sign | (uint16_t)lrintf(fabsf(f) * 16777216.0f);
+    mag += 0x0fffu + ((mag >> 13) & 1u);
+    return sign | (uint16_t)((mag - 0x38000000u) >> 13);
+}
+
+static float f16_to_float(uint16_t h)
+{
+    int exponent = (h >> 10) & 0x1f;
+    int mantissa = h & 0x3ff;
+    float mag;
+    if (exponent == 0)
+        mag = ldexpf((float)mantissa, -24);
+    else if (exponent == 31)
+        mag = mantissa ? NAN : INFINITY;
+    else
+        mag = ldexpf((float)(mantissa | 0x400), exponent - 25);
+    return (h & 0x8000u) ? -mag : mag;
+}
+
+static uint16_t float_to_bf16(float f)
+{
+    uint32_t x = float_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static float bf16_to_float(uint16_t b)
+{
+    return bits_float((uint32_t)b << 16);
+}
+
+static size_t dtype_bytes(fa_dtype dtype)
+{
+    return dtype == FA_DTYPE_F32 ? 4 : 2;
+}
+
+static void store_element(void *buf, fa_dtype dtype, size_t index, float value)
+{
+    if (dtype == FA_DTYPE_F32)
+        ((float *)buf)[index] = value;
+    else if (dtype == FA_DTYPE_F16)
+        ((uint16_t *)buf)[index] = float_to_f16(value);
+    else
+        ((uint16_t *)buf)[index] = float_to_bf16(value);
+}
+
+static double load_element(const void *buf, fa_dtype dtype, size_t index)
+{
+    if (dtype == FA_DTYPE_F32)
+        return ((const float *)buf)[index];
+    if (dtype == FA_DTYPE_F16)
+        return f16_to_float(((const uint16_t *)buf)[index]);
+    return bf16_to_float(((const uint16_t *)buf)[index]);
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in (0, 1]: never 0, so the Box-Muller log is finite. */
+static double uniform01(uint64_t *state)
+{
+    return ((double)(splitmix64(state) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+}
+
+static void fill_normal(void *buf, fa_dtype dtype, size_t count, uint64_t seed)
+{
+    const double two_pi = 6.283185307179586;
+    uint64_t state = seed;
+    size_t i;
+    for (i = 0; i < count; ++i) {
+        double r = sqrt(-2.0 * log(uniform01(&state)));
+        store_element(buf, dtype, i, (float)(r * cos(two_pi * uniform01(&state))));
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The problem: host buffers and tensors                                                */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct problem {
+    void *q, *k, *v, *out;
+    float *lse, *slopes;
+    void *workspace;
+    size_t workspace_bytes;
+    fa_tensor tq, tk, tv, tout, tlse;
+    fa_params params;
+} problem;
+
+static size_t q_elements(const options *o)
+{
+    return (size_t)o->batch * o->seqlen_q * o->heads * o->head_dim;
+}
+
+static size_t kv_elements(const options *o)
+{
+    return (size_t)o->batch * o->seqlen_k * o->kv_heads * o->head_dim;
+}
+
+/* ALiBi slopes of the usual geometric sequence 2^(-8 (i + 1) / h). */
+static float *make_slopes(int heads)
+{
+    float *slopes = (float *)malloc((size_t)heads * sizeof(float));
+    int i;
+    for (i = 0; slopes != NULL && i < heads; ++i)
+        slopes[i] = (float)pow(2.0, -8.0 * (i + 1) / heads);
+    return slopes;
+}
+
+static void set_params(const options *o, problem *p)
+{
+    fa_params_init(&p->params);
+    p->params.causal = o->causal;
+    p->params.window_left = o->window_left;
+    p->params.window_right = o->window_right;
+    p->params.softcap = o->softcap;
+    p->params.alibi_slopes = p->slopes;
+}
+
+/* Host buffers (CPU backend). Inputs random normal, outputs touched so that the page
+ * faults of first use are not counted as the library's memory. */
+static int make_problem(const options *o, problem *p)
+{
+    size_t elem = dtype_bytes(o->dtype);
+    memset(p, 0, sizeof *p);
+    p->q = malloc(q_elements(o) * elem);
+    p->k = malloc(kv_elements(o) * elem);
+    p->v = malloc(kv_elements(o) * elem);
+    p->out = malloc(q_elements(o) * elem);
+    p->lse = (float *)malloc((size_t)o->batch * o->heads * o->seqlen_q * sizeof(float));
+    p->slopes = o->alibi ? make_slopes(o->heads) : NULL;
+    if (!p->q || !p->k || !p->v || !p->out || !p->lse || (o->alibi && !p->slopes))
+        return 0;
+    fill_normal(p->q, o->dtype, q_elements(o), 1);
+    fill_normal(p->k, o->dtype, kv_elements(o), 2);
+    fill_normal(p->v, o->dtype, kv_elements(o), 3);
+    memset(p->out, 0, q_elements(o) * elem);
+    memset(p->lse, 0, (size_t)o->batch * o->heads * o->seqlen_q * sizeof(float));
+    p->tq = fa_tensor_bshd(p->q, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
+    p->tk = fa_tensor_bshd(p->k, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
+    p->tv = fa_tensor_bshd(p->v, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
+    p->tout = fa_tensor_bshd(p->out, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
+    p->tlse = fa_tensor_lse(p->lse, o->batch, o->heads, o->seqlen_q);
+    set_params(o, p);
+    return 1;
+}
+
+static void free_problem(problem *p)
+{
+    free(p->q);
+    free(p->k);
+    free(p->v);
+    free(p->out);
+    free(p->lse);
+    free(p->slopes);
+    free(p->workspace);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* FLOPs                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+/* Keys visible to query row i under the window (causal folded into right = 0). */
+static long long visible_keys(long long i, const options *o, int right)
+{
+    long long diag = i + o->seqlen_k - o->seqlen_q;
+    long long lo = o->window_left < 0 ? 0 : diag - o->window_left;
+    long long hi = right < 0 ? o->seqlen_k - 1 : diag + right;
+    if (lo < 0)
+        lo = 0;
+    if (hi > o->seqlen_k - 1)
+        hi = o->seqlen_k - 1;
+    return hi >= lo ? hi - lo + 1 : 0;
+}
+
+/* FlashAttention's count: 4 b h s_q s_k d, halved for causal with s_q == s_k; any other
+ * mask counts the visible (query, key) pairs exactly. */
+static double attention_flops(const options *o)
+{
+    int right = o->causal ? 0 : o->window_right;
+    double per_pair = 4.0 * o->batch * o->heads * o->head_dim;
+    long long pairs = 0, i;
+    if (o->window_left < 0 && right < 0)
+        return per_pair * o->seqlen_q * o->seqlen_k;
+    if (o->causal && o->window_left < 0 && o->seqlen_q == o->seqlen_k)
+        return per_pair * o->seqlen_q * o->seqlen_k / 2.0;
+    for (i = 0; i < o->seqlen_q; ++i)
+        pairs += visible_keys(i, o, right);
+    return per_pair * (double)pairs;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Timing and memory                                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static long long peak_rss_bytes(void)
+{
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return (long long)usage.ru_maxrss * 1024; /* Linux reports KiB */
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *values, int count)
+{
+    qsort(values, (size_t)count, sizeof *values, compare_doubles);
+    return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Running attention                                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct results {
+    fa_device_info info;
+    fa_plan plan;
+    double median_s, min_s, flops;
+    long long extra_bytes;
+    int checked, check_passed;
+    double max_err, max_lse_err, tolerance;
+    int sgemm_n;
+    double sgemm_gflops;
+} results;
+
+static int library_error(fa_context *ctx, const char *what, fa_status status)
+{
+    fprintf(stderr, "flashattn_bench: %s: %s: %s\n", what, fa_status_string(status),
+            fa_last_error(ctx));
+    return EXIT_USAGE;
+}
+
+static int run_once(fa_context *ctx, problem *p)
+{
+    fa_status st = fa_fwd(ctx, &p->tq, &p->tk, &p->tv, &p->params, &p->tout, &p->tlse,
+                          p->workspace, p->workspace_bytes);
+    return st == FA_OK ? 0 : library_error(ctx, "fa_fwd", st);
+}
+
+/* One warm-up call, then `iters` timed calls; progress on stderr every few seconds. */
+static int time_iterations(fa_context *ctx, const options *o, problem *p, results *r)
+{
+    double *times = (double *)malloc((size_t)o->iters * sizeof(double));
+    double last_progress = now_seconds();
+    int i, rc;
+    if (times == NULL)
+        return EXIT_USAGE;
+    rc = run_once(ctx, p);
+    for (i = 0; rc == 0 && i < o->iters; ++i) {
+        double start = now_seconds();
+        rc = run_once(ctx, p);
+        times[i] = now_seconds() - start;
+        if (now_seconds() - last_progress > 2.0) {
+            fprintf(stderr, "flashattn_bench: iteration %d/%d: %.3f ms\n", i + 1, o->iters,
+                    1e3 * times[i]);
+            last_progress = now_seconds();
+        }
+    }
+    if (rc == 0) {
+        r->median_s = median(times, o->iters);
+        r->min_s = times[0]; /* sorted by median() */
+    }
+    free(times);
+    return rc;
+}
+
+/* Plan, workspace of the size the library asks for, then the timed loop. Peak memory
+ * growth is measured around everything the library does (workspace included). */
+static int run_attention(fa_context *ctx, const options *o, problem *p, results *r)
+{
+    long long rss_before = peak_rss_bytes();
+    fa_status st = fa_plan_fwd(ctx, &p->tq, &p->tk, &p->tv, &p->params, &r->plan);
+    int rc;
+    if (st != FA_OK)
+        return library_error(ctx, "fa_plan_fwd", st);
+    p->workspace_bytes = r->plan.workspace_bytes;
+    if (p->workspace_bytes > 0) {
+        p->workspace = calloc(1, p->workspace_bytes);
+        if (p->workspace == NULL) {
+            fprintf(stderr, "flashattn_bench: out of memory for %zu bytes of workspace\n",
+                    p->workspace_bytes);
+            return EXIT_USAGE;
+        }
+    }
+    rc = time_iterations(ctx, o, p, r);
+    r->extra_bytes = peak_rss_bytes() - rss_before;
+    r->flops = attention_flops(o);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* --check: fp64 reference of sampled rows                                              */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct sample {
+    int batch, head;
+    long long row;
+} sample;
+
+static size_t q_index(const options *o, int b, long long row, int head)
+{
+    return (((size_t)b * o->seqlen_q + (size_t)row) * o->heads + head) * o->head_dim;
+}
+
+static size_t kv_index(const options *o, int b, long long row, int kv_head)
+{
+    return (((size_t)b * o->seqlen_k + (size_t)row) * o->kv_heads + kv_head) * o->head_dim;
+}
+
+static int key_visible(const options *o, long long i, long long j)
+{
+    long long diag = i + o->seqlen_k - o->seqlen_q;
+    int right = o->causal ? 0 : o->window_right;
+    return (o->window_left < 0 || j >= diag - o->window_left) && (right < 0 || j <= diag + right);
+}
+
+/* The score of (query row i, key j) exactly as the header defines it, in fp64. */
+static double reference_score(const options *o, const problem *p, const sample *s, long long j)
+{
+    int kv_head = s->head / (o->heads / o->kv_heads);
+    size_t qi = q_index(o, s->batch, s->row, s->head), ki = kv_index(o, s->batch, j, kv_head);
+    double dot = 0.0, score;
+    long long dist = s->row + o->seqlen_k - o->seqlen_q - j;
+    int c;
+    for (c = 0; c < o->head_dim; ++c)
+        dot += load_element(p->q, o->dtype, qi + c) * load_element(p->k, o->dtype, ki + c);
+    score = dot / sqrt((double)o->head_dim);
+    if (o->softcap > 0.0f)
+        score = o->softcap * tanh(score / o->softcap);
+    if (p->slopes != NULL)
+        score -= p->slopes[s->head] * (double)(dist < 0 ? -dist : dist);
+    return score;
+}
+
+/* Reference output row (into ref[head_dim]) and LSE of one sample. */
+static double reference_row(const options *o, const problem *p, const sample *s, double *ref,
+                            double *scores)
+{
+    int kv_head = s->head / (o->heads / o->kv_heads), c;
+    double max = -INFINITY, sum = 0.0;
+    long long j;
+    for (c = 0; c < o->head_dim; ++c)
+        ref[c] = 0.0;
+    for (j = 0; j < o->seqlen_k; ++j) {
+        scores[j] = key_visible(o, s->row, j) ? reference_score(o, p, s, j) : -INFINITY;
+        if (scores[j] > max)
+            max = scores[j];
+    }
+    if (max == -INFINITY)
+        return -INFINITY;
+    for (j = 0; j < o->seqlen_k; ++j) {
+        double w = exp(scores[j] - max);
+        size_t vi = kv_index(o, s->batch, j, kv_head);
+        if (w == 0.0)
+            continue;
+        sum += w;
+        for (c = 0; c < o->head_dim; ++c)
+            ref[c] += w * load_element(p->v, o->dtype, vi + c);
+    }
+    for (c = 0; c < o->head_dim; ++c)
+        ref[c] /= sum;
+    return max + log(sum);
+}
+
+/* Spread samples over the batch, the heads and the rows: first and last rows included. */
+static void pick_samples(const options *o, sample *samples)
+{
+    uint64_t state = 99;
+    int i;
+    for (i = 0; i < CHECK_SAMPLES; ++i) {
+        samples[i].batch = (int)(splitmix64(&state) % (uint64_t)o->batch);
+        samples[i].head = (int)(splitmix64(&state) % (uint64_t)o->heads);
+        samples[i].row = (long long)(splitmix64(&state) % (uint64_t)o->seqlen_q);
+    }
+    samples[0].row = 0;
+    samples[1].row = o->seqlen_q - 1;
+    samples[1].batch = o->batch - 1;
+    samples[1].head = o->heads - 1;
+}
+
+/* Error a correct kernel stays within: the output's own rounding plus the rounding of
+ * the probabilities before P.V on 16-bit GPU kernels. */
+static double check_tolerance(fa_dtype dtype)
+{
+    return dtype == FA_DTYPE_F32 ? 2e-4 : dtype == FA_DTYPE_F16 ? 4e-3 : 3e-2;
+}
+
+static double lse_error(double ref, float got)
+{
+    if (ref == -INFINITY)
+        return got == -INFINITY ? 0.0 : INFINITY;
+    return fabs(ref - (double)got);
+}
+
+static int check_samples(const options *o, const problem *p, results *r)
+{
+    double *ref = (double *)malloc((size_t)o->head_dim * sizeof(double));
+    double *scores = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
+    sample samples[CHECK_SAMPLES];
+    int i, c;
+    if (ref == NULL || scores == NULL) {
+        free(ref);
+        free(scores);
+        return 0;
+    }
+    pick_samples(o, samples);
+    for (i = 0; i < CHECK_SAMPLES; ++i) {
+        const sample *s = &samples[i];
+        double lse = reference_row(o, p, s, ref, scores);
+        size_t oi = q_index(o, s->batch, s->row, s->head);
+        float got_lse = p->lse[((size_t)s->batch * o->heads + s->head) * o->seqlen_q + s->row];
+        for (c = 0; c < o->head_dim; ++c) {
+            double err = fabs(load_element(p->out, o->dtype, oi + c) - ref[c]);
+            if (!(err <= r->max_err)) /* NaN counts as the worst error */
+                r->max_err = err;
+        }
+        if (!(lse_error(lse, got_lse) <= r->max_lse_err))
+            r->max_lse_err = lse_error(lse, got_lse);
+    }
+    free(ref);
+    free(scores);
+    r->checked = 1;
+    r->tolerance = check_tolerance(o->dtype);
+    r->check_passed = r->max_err <= r->tolerance && r->max_lse_err <= r->tolerance;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* --sgemm                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+#ifdef FA_BENCH_HAVE_CBLAS
+/* Median of three N x N x N SGEMMs after a warm-up, on the bench's thread count. */
+static int time_sgemm(const options *o, results *r)
+{
+    size_t n = (size_t)o->sgemm_n;
+    float *a = (float *)malloc(n * n * sizeof(float));
+    float *b = (float *)malloc(n * n * sizeof(float));
+    float *c = (float *)malloc(n * n * sizeof(float));
+    double times[3];
+    int i, threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (!a || !b || !c) {
+        free(a);
+        free(b);
+        free(c);
+        fprintf(stderr, "flashattn_bench: out of memory for --sgemm-n %d\n", o->sgemm_n);
+        return EXIT_USAGE;
+    }
+    fill_normal(a, FA_DTYPE_F32, n * n, 4);
+    fill_normal(b, FA_DTYPE_F32, n * n, 5);
+    openblas_set_num_threads(threads);
+    for (i = -1; i < 3; ++i) {
+        double start = now_seconds();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o->sgemm_n, o->sgemm_n,
+                    o->sgemm_n, 1.0f, a, o->sgemm_n, b, o->sgemm_n, 0.0f, c, o->sgemm_n);
+        if (i >= 0)
+            times[i] = now_seconds() - start;
+    }
+    r->sgemm_n = o->sgemm_n;
+    r->sgemm_gflops = 2.0 * (double)n * (double)n * (double)n / median(times, 3) * 1e-9;
+    free(a);
+    free(b);
+    free(c);
+    return 0;
+}
+#else
+static int time_sgemm(const options *o, results *r)
+{
+    (void)o;
+    (void)r;
+    fprintf(stderr, "flashattn_bench: --sgemm needs OpenBLAS, and this build has none\n");
+    return EXIT_USAGE;
+}
+#endif
+
+/* ------------------------------------------------------------------------------------ */
+/* Reports                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+static double gflops(const results *r)
+{
+    return r->flops / r->median_s * 1e-9;
+}
+
+static void print_text(const options *o, const results *r)
+{
+    const fa_plan *pl = &r->plan;
+    printf("backend      %s (%s, arch %s)\n", fa_backend_name(r->info.backend),
+           r->info.device_name, r->info.arch);
+    printf("problem      b=%d s_q=%d s_k=%d h=%d h_k=%d d=%d %s%s", o->batch, o->seqlen_q,
+           o->seqlen_k, o->heads, o->kv_heads, o->head_dim, fa_dtype_name(o->dtype),
+           o->causal ? " causal" : "");
+    if (o->window_left >= 0 || o->window_right >= 0)
+        printf(" window=%d,%d", o->window_left, o->window_right);
+    if (o->softcap > 0.0f)
+        printf(" softcap=%g", (double)o->softcap);
+    printf("%s\n", o->alibi ? " alibi" : "");
+    printf("plan         %s: tile %dx%d, %d stage(s), %d thread(s), splits %d, d_inst %d\n",
+           pl->kernel, pl->tile_m, pl->tile_n, pl->stages, pl->threads, pl->num_splits,
+           pl->head_dim_instance);
+    printf("reason       %s\n", pl->reason);
+    printf("time         %.3f ms median, %.3f ms min over %d iteration(s)\n", 1e3 * r->median_s,
+           1e3 * r->min_s, o->iters);
+    printf("throughput   %.2f GFLOP/s (%.3g FLOP per call)\n", gflops(r), r->flops);
+    if (r->info.backend == FA_BACKEND_CPU)
+        printf("extra memory %.2f MiB peak RSS growth (workspace %zu bytes)\n",
+               (double)r->extra_bytes / 1048576.0, pl->workspace_bytes);
+    else
+        printf("extra memory %zu bytes of workspace\n", pl->workspace_bytes);
+    if (r->checked)
+        printf("check        %s: max |err| out %.3g, lse %.3g (tolerance %.3g, %d rows)\n",
+               r->check_passed ? "PASS" : "FAIL", r->max_err, r->max_lse_err, r->tolerance,
+               CHECK_SAMPLES);
+    if (r->sgemm_n > 0)
+        printf("sgemm        n=%d: %.2f GFLOP/s; attention/sgemm = %.3f\n", r->sgemm_n,
+               r->sgemm_gflops, gflops(r) / r->sgemm_gflops);
+}
+
+static void print_json_string(const char *key, const char *value)
+{
+    const char *c;
+    printf("\"%s\":\"", key);
+    for (c = value; *c; ++c) {
+        if (*c == '"' || *c == '\\')
+            printf("\\%c", *c);
+        else if ((unsigned char)*c < 0x20)
+            printf("\\u%04x", (unsigned)*c);
+        else
+            putchar(*c);
+    }
+    printf("\"");
+}
+
+static void print_json(const options *o, const results *r)
+{
+    const fa_plan *pl = &r->plan;
+    printf("{");
+    print_json_string("backend", fa_backend_name(r->info.backend));
+    printf(",");
+    print_json_string("device", r->info.device_name);
+    printf(",");
+    print_json_string("arch", r->info.arch);
+    printf(",\"batch\":%d,\"seqlen_q\":%d,\"seqlen_k\":%d,\"heads\":%d,\"kv_heads\":%d,"
+           "\"head_dim\":%d,\"dtype\":\"%s\",\"causal\":%d,\"window_left\":%d,"
+           "\"window_right\":%d,\"softcap\":%g,\"alibi\":%d,",
+           o->batch, o->seqlen_q, o->seqlen_k, o->heads, o->kv_heads, o->head_dim,
+           fa_dtype_name(o->dtype), o->causal, o->window_left, o->window_right,
+           (double)o->softcap, o->alibi);
+    printf("\"plan\":{");
+    print_json_string("kernel", pl->kernel);
+    printf(",\"tile_m\":%d,\"tile_n\":%d,\"stages\":%d,\"threads\":%d,\"num_splits\":%d,"
+           "\"head_dim_instance\":%d,\"workspace_bytes\":%zu,",
+           pl->tile_m, pl->tile_n, pl->stages, pl->threads, pl->num_splits,
+           pl->head_dim_instance, pl->workspace_bytes);
+    print_json_string("reason", pl->reason);
+    printf("},\"iters\":%d,\"time_ms_median\":%.6f,\"time_ms_min\":%.6f,\"flops\":%.6g,"
+           "\"gflops\":%.4f,\"peak_extra_bytes\":%lld",
+           o->iters, 1e3 * r->median_s, 1e3 * r->min_s, r->flops, gflops(r),
+           r->info.backend == FA_BACKEND_CPU ? r->extra_bytes : (long long)pl->workspace_bytes);
+    if (r->checked)
+        printf(",\"check\":{\"passed\":%s,\"max_abs_err\":%.6g,\"max_lse_err\":%.6g,"
+               "\"tolerance\":%g,\"rows\":%d}",
+               r->check_passed ? "true" : "false", r->max_err, r->max_lse_err, r->tolerance,
+               CHECK_SAMPLES);
+    if (r->sgemm_n > 0)
+        printf(",\"sgemm\":{\"n\":%d,\"gflops\":%.4f,\"ratio\":%.6f}", r->sgemm_n,
+               r->sgemm_gflops, gflops(r) / r->sgemm_gflops);
+    printf("}\n");
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* main                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+static int open_context(const options *o, fa_context **ctx)
+{
+    fa_status st = fa_create(ctx, o->backend, 0);
+    if (st != FA_OK) {
+        fprintf(stderr, "flashattn_bench: fa_create(%s): %s: %s\n", fa_backend_name(o->backend),
+                fa_status_string(st), fa_create_error());
+        return EXIT_USAGE;
+    }
+    if (fa_context_backend(*ctx) != FA_BACKEND_CPU) {
+        /* Device buffers need the vendor runtime, which this CLI does not link yet. */
+        fprintf(stderr, "flashattn_bench: the %s backend is not wired into this CLI yet\n",
+                fa_backend_name(fa_context_backend(*ctx)));
+        return EXIT_USAGE;
+    }
+    st = fa_set_num_threads(*ctx, o->threads);
+    return st == FA_OK ? 0 : library_error(*ctx, "fa_set_num_threads", st);
+}
+
+static int run(const options *o, fa_context *ctx, results *r)
+{
+    problem p;
+    int rc = 0;
+    if (!make_problem(o, &p)) {
+        fprintf(stderr, "flashattn_bench: out of memory for the inputs\n");
+        rc = EXIT_USAGE;
+    }
+    if (rc == 0)
+        rc = run_attention(ctx, o, &p, r);
+    if (rc == 0 && o->check && !check_samples(o, &p, r))
+        rc = EXIT_USAGE;
+    free_problem(&p);
+    if (rc == 0 && o->sgemm)
+        rc = time_sgemm(o, r);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    results r;
+    fa_context *ctx = NULL;
+    int rc;
+    if (!parse_args(argc, argv, &o))
+        return EXIT_USAGE;
+    rc = open_context(&o, &ctx);
+    memset(&r, 0, sizeof r);
+    if (rc == 0)
+        rc = fa_get_device_info(ctx, &r.info) == FA_OK ? 0 : EXIT_USAGE;
+    if (rc == 0 && !o.dtype_given)
+        o.dtype = r.info.backend == FA_BACKEND_CPU ? FA_DTYPE_F32 : FA_DTYPE_BF16;
+    if (rc == 0)
+        rc = run(&o, ctx, &r);
+    fa_destroy(ctx);
+    if (rc != 0)
+        return rc;
+    if (o.json)
+        print_json(&o, &r);
+    else
+        print_text(&o, &r);
+    return r.checked && !r.check_passed ? EXIT_CHECK_FAILED : 0;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# install_deps.sh - installs the Debian 12 packages flashattn builds and tests with.
+# As root it always runs apt-get (a fresh CI machine has none of them, and skipping the
+# step when tools happen to be present would hide a missing package); otherwise it uses
+# sudo when there is one, or names what is missing and fails.
+set -euo pipefail
+
+PACKAGES=(cmake ninja-build g++ gcc catch2 libopenblas-dev pkg-config ca-certificates)
+
+install_with() { # install_with [sudo]: env passes the variable through sudo as well
+  "$@" env DEBIAN_FRONTEND=noninteractive apt-get update
+  "$@" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+}
+
+if [ "$(id -u)" -eq 0 ]; then
+  install_with
+elif command -v sudo >/dev/null 2>&1; then
+  install_with sudo
+else
+  missing=()
+  for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "install_deps.sh: not root and no sudo; missing packages: ${missing[*]}" >&2
+    exit 1
+  fi
+fi

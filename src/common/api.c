@@ -1,0 +1,1032 @@
+/*
+ * api.c - the public entry points of flashattn.h that are not a backend: contexts and
+ * backend choice, tensor constructors, names of statuses/backends/dtypes, and the one
+ * argument checker that turns (q, k, v, params, out, lse) into a resolved fa_problem.
+ * fa_fwd, fa_fwd_workspace_size and fa_plan_fwd all go through prepare_forward(), so
+ * "is this supported", "how much workspace" and "what runs" can never disagree.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa_internal.h"
+
+/* The library is built with hidden visibility; the public API is exported explicitly so
+ * a shared build exposes exactly flashattn.h. */
+#if defined(__GNUC__)
+#define FA_EXPORT __attribute__((visibility("default")))
+#define FA_THREAD_LOCAL __thread
+#elif defined(_MSC_VER)
+#define FA_EXPORT
+#define FA_THREAD_LOCAL __declspec(thread)
+#else
+#define FA_EXPORT
+#define FA_THREAD_LOCAL
+#endif
+
+#define FA_INT32_MAX 2147483647LL
+
+/* ------------------------------------------------------------------------------------ */
+/* Names                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+FA_EXPORT const char *fa_status_string(fa_status status)
+{
+    switch (status) {
+    case FA_OK: return "FA_OK";
+    case FA_ERR_NULL_POINTER: return "FA_ERR_NULL_POINTER";
+    case FA_ERR_BAD_RANK: return "FA_ERR_BAD_RANK";
+    case FA_ERR_BAD_SIZE: return "FA_ERR_BAD_SIZE";
+    case FA_ERR_SHAPE_MISMATCH: return "FA_ERR_SHAPE_MISMATCH";
+    case FA_ERR_BAD_HEAD_DIM: return "FA_ERR_BAD_HEAD_DIM";
+    case FA_ERR_BAD_GQA: return "FA_ERR_BAD_GQA";
+    case FA_ERR_BAD_STRIDE: return "FA_ERR_BAD_STRIDE";
+    case FA_ERR_BAD_DTYPE: return "FA_ERR_BAD_DTYPE";
+    case FA_ERR_BAD_SEQLENS: return "FA_ERR_BAD_SEQLENS";
+    case FA_ERR_BAD_PARAM: return "FA_ERR_BAD_PARAM";
+    case FA_ERR_BAD_BACKEND: return "FA_ERR_BAD_BACKEND";
+    case FA_ERR_BAD_TILE_OVERRIDE: return "FA_ERR_BAD_TILE_OVERRIDE";
+    case FA_ERR_WORKSPACE_TOO_SMALL: return "FA_ERR_WORKSPACE_TOO_SMALL";
+    case FA_ERR_UNSUPPORTED: return "FA_ERR_UNSUPPORTED";
+    case FA_ERR_NO_DEVICE: return "FA_ERR_NO_DEVICE";
+    case FA_ERR_OUT_OF_MEMORY: return "FA_ERR_OUT_OF_MEMORY";
+    case FA_ERR_DEVICE_RUNTIME: return "FA_ERR_DEVICE_RUNTIME";
+    case FA_STATUS_COUNT: break;
+    }
+    return "FA_STATUS_UNKNOWN";
+}
+
+FA_EXPORT const char *fa_backend_name(fa_backend backend)
+{
+    switch (backend) {
+    case FA_BACKEND_AUTO: return "auto";
+    case FA_BACKEND_CPU: return "cpu";
+    case FA_BACKEND_CUDA: return "cuda";
+    case FA_BACKEND_HIP: return "hip";
+    }
+    return "unknown";
+}
+
+FA_EXPORT const char *fa_dtype_name(fa_dtype dtype)
+{
+    switch (dtype) {
+    case FA_DTYPE_F32: return "f32";
+    case FA_DTYPE_F16: return "f16";
+    case FA_DTYPE_BF16: return "bf16";
+    }
+    return "unknown";
+}
+
+static int dtype_is_known(fa_dtype dtype)
+{
+    return dtype == FA_DTYPE_F32 || dtype == FA_DTYPE_F16 || dtype == FA_DTYPE_BF16;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Errors                                                                               */
+/* ------------------------------------------------------------------------------------ */
+
+fa_status fa_fail(fa_context *ctx, fa_status status, const char *fmt, ...)
+{
+    va_list args;
+    if (ctx == NULL)
+        return status;
+    va_start(args, fmt);
+    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, args);
+    va_end(args);
+    return status;
+}
+
+/* A backend that failed without a message still leaves the user a reason. */
+static fa_status backend_failed(fa_context *ctx, fa_status status, const char *what)
+{
+    if (status != FA_OK && ctx->last_error[0] == '\0')
+        fa_fail(ctx, status, "%s backend: %s failed (%s)", fa_backend_name(ctx->backend), what,
+                fa_status_string(status));
+    return status;
+}
+
+FA_EXPORT const char *fa_last_error(const fa_context *ctx)
+{
+    return ctx == NULL ? "context is NULL" : ctx->last_error;
+}
+
+static FA_THREAD_LOCAL char create_error[512];
+
+FA_EXPORT const char *fa_create_error(void)
+{
+    return create_error;
+}
+
+static fa_status create_failed(fa_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static fa_status create_failed(fa_status status, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(create_error, sizeof create_error, fmt, args);
+    va_end(args);
+    return status;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Tensors and params                                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+static fa_tensor contiguous_tensor(void *data, fa_dtype dtype, int ndim, const int64_t *shape)
+{
+    fa_tensor t;
+    int64_t stride = 1;
+    int i;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.ndim = ndim;
+    for (i = ndim - 1; i >= 0; --i) {
+        t.shape[i] = shape[i];
+        t.stride[i] = stride;
+        stride *= shape[i];
+    }
+    return t;
+}
+
+FA_EXPORT fa_tensor fa_tensor_bshd(void *data, fa_dtype dtype, int64_t b, int64_t s, int64_t h,
+                                   int64_t d)
+{
+    int64_t shape[4];
+    shape[0] = b;
+    shape[1] = s;
+    shape[2] = h;
+    shape[3] = d;
+    return contiguous_tensor(data, dtype, 4, shape);
+}
+
+FA_EXPORT fa_tensor fa_tensor_thd(void *data, fa_dtype dtype, int64_t total, int64_t h, int64_t d)
+{
+    int64_t shape[3];
+    shape[0] = total;
+    shape[1] = h;
+    shape[2] = d;
+    return contiguous_tensor(data, dtype, 3, shape);
+}
+
+FA_EXPORT fa_tensor fa_tensor_lse(float *data, int64_t b, int64_t h, int64_t s_q)
+{
+    int64_t shape[3];
+    shape[0] = b;
+    shape[1] = h;
+    shape[2] = s_q;
+    return contiguous_tensor(data, FA_DTYPE_F32, 3, shape);
+}
+
+FA_EXPORT fa_tensor fa_tensor_lse_varlen(float *data, int64_t h, int64_t total_q)
+{
+    int64_t shape[2];
+    shape[0] = h;
+    shape[1] = total_q;
+    return contiguous_tensor(data, FA_DTYPE_F32, 2, shape);
+}
+
+FA_EXPORT void fa_params_init(fa_params *params)
+{
+    if (params == NULL)
+        return;
+    memset(params, 0, sizeof *params);
+    params->window_left = -1;
+    params->window_right = -1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Contexts                                                                             */
+/* ------------------------------------------------------------------------------------ */
+
+/* The ops table of a backend compiled into this build, or NULL. */
+static const fa_backend_ops *compiled_ops(fa_backend backend)
+{
+    switch (backend) {
+    case FA_BACKEND_CPU: return &fa_cpu_ops;
+#ifdef FA_HAVE_CUDA
+    case FA_BACKEND_CUDA: return &fa_cuda_ops;
+#endif
+#ifdef FA_HAVE_HIP
+    case FA_BACKEND_HIP: return &fa_hip_ops;
+#endif
+    default: return NULL;
+    }
+}
+
+/* Allocates a context and runs the backend's init; on failure create_error says why. */
+static fa_status open_backend(fa_backend backend, int device, fa_context **out)
+{
+    char why[sizeof create_error];
+    fa_status st;
+    fa_context *ctx = (fa_context *)calloc(1, sizeof *ctx);
+    if (ctx == NULL)
+        return create_failed(FA_ERR_OUT_OF_MEMORY, "out of memory allocating the context");
+    ctx->backend = backend;
+    ctx->device = device;
+    ctx->ops = compiled_ops(backend);
+    why[0] = '\0';
+    st = ctx->ops->init(ctx, why, sizeof why);
+    if (st != FA_OK) {
+        free(ctx);
+        return create_failed(st, "%s backend, device %d: %s", fa_backend_name(backend), device,
+                             why[0] ? why : fa_status_string(st));
+    }
+    *out = ctx;
+    return FA_OK;
+}
+
+static fa_status open_cpu(int device, fa_context **out)
+{
+    if (device != 0)
+        return create_failed(FA_ERR_BAD_BACKEND,
+                             "device %d: the cpu backend has a single device, index 0", device);
+    return open_backend(FA_BACKEND_CPU, device, out);
+}
+
+/* AUTO: the first GPU backend compiled in that finds a device, else the CPU. Any error
+ * other than "no device" (a bad index, a broken driver) is reported, never skipped. */
+static fa_status open_auto(int device, fa_context **out)
+{
+    static const fa_backend gpu_order[] = {FA_BACKEND_CUDA, FA_BACKEND_HIP};
+    size_t i;
+    for (i = 0; i < sizeof gpu_order / sizeof gpu_order[0]; ++i) {
+        fa_status st;
+        if (compiled_ops(gpu_order[i]) == NULL)
+            continue;
+        st = open_backend(gpu_order[i], device, out);
+        if (st != FA_ERR_NO_DEVICE)
+            return st;
+    }
+    return open_cpu(device, out);
+}
+
+FA_EXPORT fa_status fa_create(fa_context **ctx, fa_backend backend, int device)
+{
+    fa_status st;
+    create_error[0] = '\0';
+    if (ctx == NULL)
+        return create_failed(FA_ERR_NULL_POINTER, "ctx (the fa_context ** argument) is NULL");
+    *ctx = NULL;
+    if (device < 0)
+        return create_failed(FA_ERR_BAD_BACKEND, "device index %d is negative", device);
+    switch (backend) {
+    case FA_BACKEND_AUTO:
+        st = open_auto(device, ctx);
+        break;
+    case FA_BACKEND_CPU:
+        st = open_cpu(device, ctx);
+        break;
+    case FA_BACKEND_CUDA:
+    case FA_BACKEND_HIP:
+        if (compiled_ops(backend) == NULL)
+            return create_failed(FA_ERR_UNSUPPORTED, "built without %s (configure with %s=ON)",
+                                 backend == FA_BACKEND_CUDA ? "CUDA" : "HIP",
+                                 backend == FA_BACKEND_CUDA ? "FA_ENABLE_CUDA" : "FA_ENABLE_HIP");
+        st = open_backend(backend, device, ctx);
+        break;
+    default:
+        return create_failed(FA_ERR_BAD_BACKEND, "backend %d is not a known fa_backend value",
+                             (int)backend);
+    }
+    if (st == FA_OK)
+        create_error[0] = '\0';
+    return st;
+}
+
+FA_EXPORT void fa_destroy(fa_context *ctx)
+{
+    if (ctx == NULL)
+        return;
+    if (ctx->ops->destroy != NULL)
+        ctx->ops->destroy(ctx);
+    free(ctx);
+}
+
+FA_EXPORT fa_backend fa_context_backend(const fa_context *ctx)
+{
+    return ctx == NULL ? FA_BACKEND_AUTO : ctx->backend;
+}
+
+FA_EXPORT fa_status fa_set_stream(fa_context *ctx, void *stream)
+{
+    fa_status st;
+    if (ctx == NULL)
+        return FA_ERR_NULL_POINTER;
+    ctx->last_error[0] = '\0';
+    if (ctx->ops->set_stream == NULL) {
+        if (stream != NULL)
+            return fa_fail(ctx, FA_ERR_BAD_PARAM, "stream must be NULL on the %s backend",
+                           fa_backend_name(ctx->backend));
+        return FA_OK;
+    }
+    st = ctx->ops->set_stream(ctx, stream);
+    if (st != FA_OK)
+        return backend_failed(ctx, st, "set_stream");
+    ctx->stream = stream;
+    return FA_OK;
+}
+
+FA_EXPORT fa_status fa_set_num_threads(fa_context *ctx, int num_threads)
+{
+    if (ctx == NULL)
+        return FA_ERR_NULL_POINTER;
+    ctx->last_error[0] = '\0';
+    if (num_threads < 0)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "num_threads %d is negative (0 means all cores)",
+                       num_threads);
+    ctx->num_threads = num_threads;
+    return FA_OK;
+}
+
+static void copy_name(char *dst, size_t dst_len, const char *src)
+{
+    snprintf(dst, dst_len, "%s", src);
+}
+
+FA_EXPORT fa_status fa_get_device_info(fa_context *ctx, fa_device_info *info)
+{
+    if (ctx == NULL)
+        return FA_ERR_NULL_POINTER;
+    ctx->last_error[0] = '\0';
+    if (info == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "info is NULL");
+    *info = ctx->info;
+    info->backend = ctx->backend;
+    copy_name(info->arch, sizeof info->arch, ctx->row.name);
+    return FA_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Operand checks                                                                       */
+/* ------------------------------------------------------------------------------------ */
+
+/* One q/k/v/out-like operand read as (batch, seqlen, heads, head_dim) whatever its rank:
+ * a varlen [total, h, d] tensor has batch 0 here and seqlen = total rows. */
+typedef struct operand_dims {
+    int64_t batch, seqlen, heads, head_dim;
+    fa_strides stride;
+} operand_dims;
+
+static const char *const bshd_dim_names[4] = {"batch", "seqlen", "heads", "head_dim"};
+static const char *const thd_dim_names[3] = {"total rows", "heads", "head_dim"};
+static const char *const lse_dim_names[3] = {"batch", "heads", "seqlen"};
+static const char *const lse_varlen_dim_names[2] = {"heads", "total rows"};
+
+/* Every dim in 1..INT32_MAX (kernels index rows and heads with int32; cu_seqlens are
+ * int32), every stride >= 0, and the largest element offset representable in int64. */
+static fa_status check_extent(fa_context *ctx, const char *name, const fa_tensor *t,
+                              const char *const *dim_names)
+{
+    int64_t max_offset = 0;
+    int i;
+    for (i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] <= 0 || t->shape[i] > FA_INT32_MAX)
+            return fa_fail(ctx, FA_ERR_BAD_SIZE, "%s %s %lld is out of range 1..%lld", name,
+                           dim_names[i], (long long)t->shape[i], FA_INT32_MAX);
+        if (t->stride[i] < 0)
+            return fa_fail(ctx, FA_ERR_BAD_STRIDE, "%s stride[%d] = %lld is negative", name, i,
+                           (long long)t->stride[i]);
+    }
+    for (i = 0; i < t->ndim; ++i) {
+        int64_t steps = t->shape[i] - 1;
+        if (steps > 0 && t->stride[i] > (INT64_MAX - max_offset) / steps)
+            return fa_fail(ctx, FA_ERR_BAD_SIZE,
+                           "%s element offsets overflow int64 (%s %lld x stride %lld)", name,
+                           dim_names[i], (long long)t->shape[i], (long long)t->stride[i]);
+        max_offset += steps * t->stride[i];
+    }
+    return FA_OK;
+}
+
+static fa_status check_present(fa_context *ctx, const char *name, const fa_tensor *t,
+                               int expected_rank, const char *layout)
+{
+    if (t == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s is NULL", name);
+    if (t->ndim != expected_rank)
+        return fa_fail(ctx, FA_ERR_BAD_RANK, "%s has %d dims, expected %d %s", name, t->ndim,
+                       expected_rank, layout);
+    if (t->data == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s data is NULL", name);
+    if (!dtype_is_known(t->dtype))
+        return fa_fail(ctx, FA_ERR_BAD_DTYPE, "%s dtype %d is not a known fa_dtype", name,
+                       (int)t->dtype);
+    return FA_OK;
+}
+
+/* q, k, v, out and the gradients: [b, s, h, d] (or [total, h, d] varlen), last dim
+ * contiguous. */
+static fa_status check_operand(fa_context *ctx, const char *name, const fa_tensor *t,
+                               int varlen, operand_dims *dims)
+{
+    fa_status st;
+    int rank = varlen ? 3 : 4;
+    int first = varlen ? 1 : 0; /* index into the [b, s, h, d] view of t's first dim */
+    st = check_present(ctx, name, t, rank, varlen ? "[total, h, d] (varlen)" : "[b, s, h, d]");
+    if (st != FA_OK)
+        return st;
+    st = check_extent(ctx, name, t, varlen ? thd_dim_names : bshd_dim_names);
+    if (st != FA_OK)
+        return st;
+    if (t->stride[rank - 1] != 1)
+        return fa_fail(ctx, FA_ERR_BAD_STRIDE, "%s head_dim stride is %lld, must be 1", name,
+                       (long long)t->stride[rank - 1]);
+    dims->batch = varlen ? 0 : t->shape[0];
+    dims->seqlen = t->shape[1 - first];
+    dims->heads = t->shape[2 - first];
+    dims->head_dim = t->shape[3 - first];
+    dims->stride.batch = varlen ? 0 : t->stride[0];
+    dims->stride.row = t->stride[1 - first];
+    dims->stride.head = t->stride[2 - first];
+    return FA_OK;
+}
+
+static fa_status check_same_dim(fa_context *ctx, const char *name, const char *ref_name,
+                                const char *what, int64_t value, int64_t ref_value)
+{
+    if (value != ref_value)
+        return fa_fail(ctx, FA_ERR_SHAPE_MISMATCH, "%s %s %lld != %s %s %lld", name, what,
+                       (long long)value, ref_name, what, (long long)ref_value);
+    return FA_OK;
+}
+
+/* A tensor that must have exactly the shape and dtype of another (out like q, v like k). */
+static fa_status check_like(fa_context *ctx, const char *name, const fa_tensor *t,
+                            const operand_dims *d, const char *ref_name,
+                            const fa_tensor *ref, const operand_dims *ref_d)
+{
+    fa_status st;
+    if (t->dtype != ref->dtype)
+        return fa_fail(ctx, FA_ERR_BAD_DTYPE, "%s dtype %s != %s dtype %s", name,
+                       fa_dtype_name(t->dtype), ref_name, fa_dtype_name(ref->dtype));
+    st = check_same_dim(ctx, name, ref_name, "batch", d->batch, ref_d->batch);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, name, ref_name, "seqlen", d->seqlen, ref_d->seqlen);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, name, ref_name, "heads", d->heads, ref_d->heads);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, name, ref_name, "head_dim", d->head_dim, ref_d->head_dim);
+    return st;
+}
+
+static fa_status check_head_dim(fa_context *ctx, int64_t head_dim)
+{
+    if (head_dim % 8 != 0)
+        return fa_fail(ctx, FA_ERR_BAD_HEAD_DIM, "q head_dim %lld is not a multiple of 8",
+                       (long long)head_dim);
+    if (head_dim > FA_MAX_HEAD_DIM)
+        return fa_fail(ctx, FA_ERR_BAD_HEAD_DIM, "q head_dim %lld > %d (the largest supported)",
+                       (long long)head_dim, FA_MAX_HEAD_DIM);
+    return FA_OK;
+}
+
+/* GPU backends compute in fp16/bf16 only; fp32 is a CPU-backend convenience. */
+static fa_status check_dtype_on_backend(fa_context *ctx, fa_dtype dtype)
+{
+    if (dtype == FA_DTYPE_F32 && ctx->backend != FA_BACKEND_CPU)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "q dtype f32 is supported on the cpu backend only; the %s backend takes "
+                       "f16 or bf16",
+                       fa_backend_name(ctx->backend));
+    return FA_OK;
+}
+
+/* LSE: fp32 [b, h, s_q] (varlen [h, total_q]), any non-negative strides. */
+static fa_status check_lse(fa_context *ctx, const char *name, const fa_tensor *lse, int varlen,
+                           const operand_dims *q, int64_t batch, fa_strides *stride)
+{
+    fa_status st;
+    int rank = varlen ? 2 : 3;
+    st = check_present(ctx, name, lse, rank, varlen ? "[h, total_q] (varlen)" : "[b, h, s_q]");
+    if (st != FA_OK)
+        return st;
+    if (lse->dtype != FA_DTYPE_F32)
+        return fa_fail(ctx, FA_ERR_BAD_DTYPE, "%s dtype %s must be f32", name,
+                       fa_dtype_name(lse->dtype));
+    st = check_extent(ctx, name, lse, varlen ? lse_varlen_dim_names : lse_dim_names);
+    if (st != FA_OK)
+        return st;
+    if (varlen) {
+        st = check_same_dim(ctx, name, "q", "heads", lse->shape[0], q->heads);
+        if (st == FA_OK)
+            st = check_same_dim(ctx, name, "q", "total rows", lse->shape[1], q->seqlen);
+        stride->batch = 0;
+        stride->head = lse->stride[0];
+        stride->row = lse->stride[1];
+        return st;
+    }
+    st = check_same_dim(ctx, name, "q", "batch", lse->shape[0], batch);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, name, "q", "heads", lse->shape[1], q->heads);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, name, "q", "seqlen", lse->shape[2], q->seqlen);
+    stride->batch = lse->stride[0];
+    stride->head = lse->stride[1];
+    stride->row = lse->stride[2];
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Parameter checks                                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+static fa_status check_scalars(fa_context *ctx, const fa_params *p)
+{
+    int i;
+    if (!isfinite(p->softmax_scale) || p->softmax_scale < 0.0f)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "softmax_scale %g must be finite and >= 0 (0 means 1/sqrt(d))",
+                       (double)p->softmax_scale);
+    if (!isfinite(p->softcap) || p->softcap < 0.0f)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "softcap %g must be finite and >= 0 (0 is off)",
+                       (double)p->softcap);
+    if (p->window_left < -1)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "window_left %d < -1 (-1 means unbounded)",
+                       p->window_left);
+    if (p->window_right < -1)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "window_right %d < -1 (-1 means unbounded)",
+                       p->window_right);
+    if (p->num_splits < 0)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "num_splits %d is negative (0 means auto)",
+                       p->num_splits);
+    if (p->alibi_batch_stride < 0)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "alibi_batch_stride %lld is negative",
+                       (long long)p->alibi_batch_stride);
+    for (i = 0; i < (int)(sizeof p->reserved / sizeof p->reserved[0]); ++i)
+        if (p->reserved[i] != 0)
+            return fa_fail(ctx, FA_ERR_BAD_PARAM, "params.reserved[%d] = %d, must be 0", i,
+                           p->reserved[i]);
+    if (p->block_table != NULL || p->block_table_batch_stride != 0 || p->page_block_size != 0)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "paged KV cache (block_table, page_block_size) is not supported in this "
+                       "version");
+    return FA_OK;
+}
+
+/* Varlen needs both cu_seqlens arrays, a positive batch and non-negative max lengths. */
+static fa_status check_varlen_params(fa_context *ctx, const fa_params *p)
+{
+    int has_q = p->cu_seqlens_q != NULL, has_k = p->cu_seqlens_k != NULL;
+    if (has_q != has_k)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "varlen needs both cu_seqlens_q and cu_seqlens_k; only %s is set",
+                       has_q ? "cu_seqlens_q" : "cu_seqlens_k");
+    if (!has_q)
+        return FA_OK;
+    if (p->varlen_batch <= 0)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "varlen_batch %d must be > 0 with cu_seqlens",
+                       p->varlen_batch);
+    if (p->max_seqlen_q < 0 || p->max_seqlen_k < 0)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "max_seqlen_q %d / max_seqlen_k %d is negative",
+                       p->max_seqlen_q, p->max_seqlen_k);
+    return FA_OK;
+}
+
+/* Host copy of `count` int32 of backend memory; *out is malloc'ed (caller frees). */
+static fa_status fetch_int32(fa_context *ctx, const char *name, const int32_t *src, int count,
+                             int32_t **out)
+{
+    fa_status st;
+    int32_t *host = (int32_t *)malloc((size_t)count * sizeof(int32_t));
+    if (host == NULL)
+        return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "out of memory copying %s (%d entries)", name,
+                       count);
+    st = ctx->ops->copy_to_host(ctx, host, src, (size_t)count * sizeof(int32_t));
+    if (st != FA_OK) {
+        free(host);
+        return backend_failed(ctx, st, "copying cu_seqlens/seqused_k to the host");
+    }
+    *out = host;
+    return FA_OK;
+}
+
+/* cu_seqlens: starts at 0, non-decreasing, ends at the tensor's rows, every length within
+ * max_seqlen. *longest receives the largest length. */
+static fa_status check_cu_seqlens(fa_context *ctx, const char *name, const int32_t *cu,
+                                  int batch, int64_t total_rows, int max_seqlen,
+                                  const char *max_name, int64_t *longest)
+{
+    int i;
+    *longest = 0;
+    if (cu[0] != 0)
+        return fa_fail(ctx, FA_ERR_BAD_SEQLENS, "%s[0] = %d, must be 0", name, cu[0]);
+    for (i = 0; i < batch; ++i) {
+        int64_t len = (int64_t)cu[i + 1] - cu[i];
+        if (len < 0)
+            return fa_fail(ctx, FA_ERR_BAD_SEQLENS, "%s decreases: [%d] = %d > [%d] = %d", name,
+                           i, cu[i], i + 1, cu[i + 1]);
+        if (len > max_seqlen)
+            return fa_fail(ctx, FA_ERR_BAD_SEQLENS,
+                           "%s sequence %d has length %lld > %s %d", name, i, (long long)len,
+                           max_name, max_seqlen);
+        if (len > *longest)
+            *longest = len;
+    }
+    if (cu[batch] != total_rows)
+        return fa_fail(ctx, FA_ERR_BAD_SEQLENS, "%s[%d] = %d != the tensor's total rows %lld",
+                       name, batch, cu[batch], (long long)total_rows);
+    return FA_OK;
+}
+
+/* seqused_k[i] within 0 .. the number of keys sequence i has. */
+static fa_status check_seqused(fa_context *ctx, const int32_t *used, const int32_t *cu_k,
+                               int batch, int64_t seqlen_k)
+{
+    int i;
+    for (i = 0; i < batch; ++i) {
+        int64_t keys = cu_k != NULL ? (int64_t)cu_k[i + 1] - cu_k[i] : seqlen_k;
+        if (used[i] < 0 || used[i] > keys)
+            return fa_fail(ctx, FA_ERR_BAD_SEQLENS,
+                           "seqused_k[%d] = %d is outside 0..%lld (the keys of sequence %d)", i,
+                           used[i], (long long)keys, i);
+    }
+    return FA_OK;
+}
+
+/* The host-side checks of cu_seqlens and seqused_k. Varlen resolves seqlen_q/k to the
+ * longest sequence actually present: a tighter bound than max_seqlen, so GPU grids are
+ * no larger than needed. */
+static fa_status check_sequences(fa_context *ctx, const fa_params *params, fa_problem *p)
+{
+    int32_t *cu_q = NULL, *cu_k = NULL, *used = NULL;
+    int count = p->batch + 1;
+    fa_status st = FA_OK;
+    if (p->varlen) {
+        st = fetch_int32(ctx, "cu_seqlens_q", params->cu_seqlens_q, count, &cu_q);
+        if (st == FA_OK)
+            st = fetch_int32(ctx, "cu_seqlens_k", params->cu_seqlens_k, count, &cu_k);
+        if (st == FA_OK)
+            st = check_cu_seqlens(ctx, "cu_seqlens_q", cu_q, p->batch, p->total_q,
+                                  params->max_seqlen_q, "max_seqlen_q", &p->seqlen_q);
+        if (st == FA_OK)
+            st = check_cu_seqlens(ctx, "cu_seqlens_k", cu_k, p->batch, p->total_k,
+                                  params->max_seqlen_k, "max_seqlen_k", &p->seqlen_k);
+    }
+    if (st == FA_OK && params->seqused_k != NULL) {
+        st = fetch_int32(ctx, "seqused_k", params->seqused_k, p->batch, &used);
+        if (st == FA_OK)
+            st = check_seqused(ctx, used, cu_k, p->batch, p->seqlen_k);
+    }
+    free(cu_q);
+    free(cu_k);
+    free(used);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The one argument checker                                                             */
+/* ------------------------------------------------------------------------------------ */
+
+/* The tensors of a call. out/lse are NULL for the queries (workspace size, plan). */
+typedef struct call_tensors {
+    const fa_tensor *q, *k, *v, *out, *lse;
+} call_tensors;
+
+/* The dims of each checked tensor of a call. */
+typedef struct call_dims {
+    operand_dims q, k, v, out;
+} call_dims;
+
+static fa_status check_qkv(fa_context *ctx, const call_tensors *t, int varlen, call_dims *d)
+{
+    const operand_dims *q = &d->q, *k = &d->k;
+    fa_status st = check_operand(ctx, "q", t->q, varlen, &d->q);
+    if (st == FA_OK)
+        st = check_operand(ctx, "k", t->k, varlen, &d->k);
+    if (st == FA_OK)
+        st = check_operand(ctx, "v", t->v, varlen, &d->v);
+    if (st == FA_OK)
+        st = check_head_dim(ctx, q->head_dim);
+    if (st == FA_OK && t->k->dtype != t->q->dtype)
+        st = fa_fail(ctx, FA_ERR_BAD_DTYPE, "k dtype %s != q dtype %s",
+                     fa_dtype_name(t->k->dtype), fa_dtype_name(t->q->dtype));
+    if (st == FA_OK)
+        st = check_dtype_on_backend(ctx, t->q->dtype);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, "k", "q", "batch", k->batch, q->batch);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, "k", "q", "head_dim", k->head_dim, q->head_dim);
+    if (st == FA_OK)
+        st = check_like(ctx, "v", t->v, &d->v, "k", t->k, k);
+    if (st == FA_OK && q->heads % k->heads != 0)
+        st = fa_fail(ctx, FA_ERR_BAD_GQA, "q heads %lld is not a multiple of k heads %lld",
+                     (long long)q->heads, (long long)k->heads);
+    return st;
+}
+
+/* out and the gradients must match q (or k) exactly: same dtype and dims. */
+static fa_status check_operand_like(fa_context *ctx, const char *name, const fa_tensor *t,
+                                    int varlen, const char *ref_name, const fa_tensor *ref,
+                                    const operand_dims *ref_dims, operand_dims *dims)
+{
+    fa_status st = check_operand(ctx, name, t, varlen, dims);
+    if (st != FA_OK)
+        return st;
+    return check_like(ctx, name, t, dims, ref_name, ref, ref_dims);
+}
+
+static void fill_problem(const call_tensors *t, const fa_params *params, int varlen,
+                         int64_t batch, const call_dims *d, fa_problem *p)
+{
+    const operand_dims *q = &d->q, *k = &d->k;
+    memset(p, 0, sizeof *p);
+    p->dtype = t->q->dtype;
+    p->batch = (int)batch;
+    p->heads = (int)q->heads;
+    p->heads_k = (int)k->heads;
+    p->head_dim = (int)q->head_dim;
+    p->varlen = varlen;
+    p->seqlen_q = q->seqlen; /* varlen: replaced by the longest sequence */
+    p->seqlen_k = k->seqlen;
+    p->total_q = varlen ? q->seqlen : batch * q->seqlen;
+    p->total_k = varlen ? k->seqlen : batch * k->seqlen;
+    p->q = t->q->data;
+    p->k = t->k->data;
+    p->v = t->v->data;
+    p->out = t->out != NULL ? t->out->data : NULL;
+    p->q_stride = q->stride;
+    p->k_stride = k->stride;
+    p->v_stride = d->v.stride;
+    p->out_stride = d->out.stride;
+    p->cu_seqlens_q = params->cu_seqlens_q;
+    p->cu_seqlens_k = params->cu_seqlens_k;
+    p->seqused_k = params->seqused_k;
+    p->alibi_slopes = params->alibi_slopes;
+    p->alibi_batch_stride = params->alibi_batch_stride;
+    p->softmax_scale = params->softmax_scale != 0.0f
+                           ? params->softmax_scale
+                           : (float)(1.0 / sqrt((double)q->head_dim));
+    p->softcap = params->softcap;
+    p->window.left = params->window_left;
+    p->window.right = params->causal ? 0 : params->window_right;
+    p->num_splits_request = params->num_splits;
+    p->deterministic = params->deterministic;
+}
+
+/* Every check of a forward (or backward) call, in one place, producing the resolved
+ * problem. Nothing is written anywhere but *p and ctx->last_error. */
+static fa_status build_problem(fa_context *ctx, const call_tensors *t, const fa_params *params,
+                               fa_problem *p)
+{
+    call_dims d;
+    fa_strides lse_stride;
+    int64_t batch;
+    int varlen;
+    fa_status st;
+    if (params == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "params is NULL (use fa_params_init)");
+    st = check_varlen_params(ctx, params);
+    if (st != FA_OK)
+        return st;
+    varlen = params->cu_seqlens_q != NULL;
+    memset(&d, 0, sizeof d);
+    st = check_qkv(ctx, t, varlen, &d);
+    if (st == FA_OK && t->out != NULL)
+        st = check_operand_like(ctx, "out", t->out, varlen, "q", t->q, &d.q, &d.out);
+    if (st != FA_OK)
+        return st;
+    batch = varlen ? params->varlen_batch : d.q.batch;
+    if (t->lse != NULL) {
+        st = check_lse(ctx, "lse", t->lse, varlen, &d.q, batch, &lse_stride);
+        if (st != FA_OK)
+            return st;
+    }
+    st = check_scalars(ctx, params);
+    if (st != FA_OK)
+        return st;
+    fill_problem(t, params, varlen, batch, &d, p);
+    if (t->lse != NULL) {
+        p->lse = (float *)t->lse->data;
+        p->lse_stride = lse_stride;
+    }
+    return check_sequences(ctx, params, p);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Selection and the forward entry points                                               */
+/* ------------------------------------------------------------------------------------ */
+
+static fa_status read_tile_override(fa_context *ctx, fa_tile_override *force)
+{
+    const char *text = getenv("FLASHATTN_FORCE_TILE");
+    memset(force, 0, sizeof *force);
+    if (fa_parse_tile_override(text, force) != FA_OK)
+        return fa_fail(ctx, FA_ERR_BAD_TILE_OVERRIDE,
+                       "FLASHATTN_FORCE_TILE=\"%s\" is malformed: expected MxN or MxN:S "
+                       "(e.g. 128x64 or 128x64:2)",
+                       text);
+    return FA_OK;
+}
+
+static fa_status select_forward(fa_context *ctx, const fa_problem *p, fa_selection *sel)
+{
+    fa_problem_shape shape;
+    fa_tile_override force;
+    const fa_kernel_config *registry;
+    int count = 0;
+    fa_status st = read_tile_override(ctx, &force);
+    if (st != FA_OK)
+        return st;
+    memset(&shape, 0, sizeof shape);
+    shape.pass = FA_PASS_FWD;
+    shape.dtype = p->dtype;
+    shape.batch = p->batch;
+    shape.heads = p->heads;
+    shape.heads_k = p->heads_k;
+    shape.head_dim = p->head_dim;
+    shape.seqlen_q = p->seqlen_q;
+    shape.seqlen_k = p->seqlen_k;
+    shape.has_mask = p->window.left >= 0 || p->window.right >= 0;
+    shape.num_splits_request = p->num_splits_request;
+    memset(sel, 0, sizeof *sel);
+    registry = fa_registry(ctx->backend, &count);
+    st = fa_select_config(&ctx->row, registry, count, &shape, &force, sel);
+    if (st == FA_ERR_BAD_TILE_OVERRIDE)
+        return fa_fail(ctx, st, "FLASHATTN_FORCE_TILE=\"%s\": %s",
+                       getenv("FLASHATTN_FORCE_TILE"), sel->reason);
+    if (st != FA_OK)
+        return fa_fail(ctx, st, "no %s forward kernel for %s d=%d on %s: %s",
+                       fa_backend_name(ctx->backend), fa_dtype_name(p->dtype), p->head_dim,
+                       ctx->row.name, sel->reason);
+    return FA_OK;
+}
+
+/* Validation, selection and the workspace query: everything a forward does but launch. */
+static fa_status prepare_forward(fa_context *ctx, const call_tensors *t, const fa_params *params,
+                                 fa_problem *p, fa_selection *sel, size_t *workspace_bytes)
+{
+    fa_status st = build_problem(ctx, t, params, p);
+    if (st == FA_OK)
+        st = select_forward(ctx, p, sel);
+    if (st != FA_OK)
+        return st;
+    *workspace_bytes = 0;
+    st = ctx->ops->fwd_workspace(ctx, p, sel, workspace_bytes);
+    return backend_failed(ctx, st, "workspace query");
+}
+
+/* Entry of every call on a context: clear the message; NULL ctx has nowhere to say why. */
+static fa_status begin_call(fa_context *ctx)
+{
+    if (ctx == NULL)
+        return FA_ERR_NULL_POINTER;
+    ctx->last_error[0] = '\0';
+    return FA_OK;
+}
+
+FA_EXPORT fa_status fa_fwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                          const fa_tensor *v, const fa_params *params,
+                                          size_t *bytes)
+{
+    call_tensors t = {q, k, v, NULL, NULL};
+    fa_problem p;
+    fa_selection sel;
+    size_t needed;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    if (bytes == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "bytes is NULL");
+    st = prepare_forward(ctx, &t, params, &p, &sel, &needed);
+    if (st == FA_OK)
+        *bytes = needed;
+    return st;
+}
+
+FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                           const fa_tensor *v, const fa_params *params, fa_tensor *out,
+                           fa_tensor *lse, void *workspace, size_t workspace_bytes)
+{
+    call_tensors t = {q, k, v, out, lse};
+    fa_problem p;
+    fa_selection sel;
+    size_t needed;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    if (out == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "out is NULL");
+    st = prepare_forward(ctx, &t, params, &p, &sel, &needed);
+    if (st != FA_OK)
+        return st;
+    if (workspace != NULL && workspace_bytes < needed)
+        return fa_fail(ctx, FA_ERR_WORKSPACE_TOO_SMALL,
+                       "workspace of %zu bytes < %zu bytes needed (fa_fwd_workspace_size)",
+                       workspace_bytes, needed);
+    st = ctx->ops->fwd(ctx, &p, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
+    return backend_failed(ctx, st, "forward");
+}
+
+/* CPU plans report worker threads; GPU plans report threads per block. */
+static int plan_threads(const fa_context *ctx, const fa_kernel_config *config)
+{
+    if (ctx->backend != FA_BACKEND_CPU)
+        return config->threads;
+    return ctx->num_threads > 0 ? ctx->num_threads : ctx->info.sm_count;
+}
+
+FA_EXPORT fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                const fa_tensor *v, const fa_params *params, fa_plan *plan)
+{
+    call_tensors t = {q, k, v, NULL, NULL};
+    fa_problem p;
+    fa_selection sel;
+    size_t needed;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    if (plan == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "plan is NULL");
+    st = prepare_forward(ctx, &t, params, &p, &sel, &needed);
+    if (st != FA_OK)
+        return st;
+    memset(plan, 0, sizeof *plan);
+    plan->backend = ctx->backend;
+    copy_name(plan->arch, sizeof plan->arch, ctx->row.name);
+    copy_name(plan->kernel, sizeof plan->kernel, sel.config->name);
+    plan->head_dim_instance = sel.config->head_dim;
+    plan->tile_m = sel.config->tile_m;
+    plan->tile_n = sel.config->tile_n;
+    plan->threads = plan_threads(ctx, sel.config);
+    plan->stages = sel.config->stages;
+    plan->smem_bytes = sel.config->smem_bytes;
+    plan->blocks_per_sm = sel.blocks_per_sm;
+    plan->num_splits = sel.num_splits;
+    plan->workspace_bytes = needed;
+    copy_name(plan->reason, sizeof plan->reason, sel.reason);
+    return FA_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Backward: declared for API stability; arguments are checked, then refused.          */
+/* ------------------------------------------------------------------------------------ */
+
+static fa_status backward_unsupported(fa_context *ctx)
+{
+    return fa_fail(ctx, FA_ERR_UNSUPPORTED, "backward pass is not implemented in this version");
+}
+
+FA_EXPORT fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                          const fa_tensor *v, const fa_params *params,
+                                          size_t *bytes)
+{
+    call_tensors t = {q, k, v, NULL, NULL};
+    fa_problem p;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    if (bytes == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "bytes is NULL");
+    st = build_problem(ctx, &t, params, &p);
+    return st != FA_OK ? st : backward_unsupported(ctx);
+}
+
+/* dout and dq are shaped like q, dk and dv like k. */
+static fa_status check_gradients(fa_context *ctx, const call_tensors *t, int varlen,
+                                 const fa_tensor *dout, const fa_tensor *dq,
+                                 const fa_tensor *dk, const fa_tensor *dv)
+{
+    operand_dims q, k, grad;
+    fa_status st = check_operand(ctx, "q", t->q, varlen, &q);
+    if (st == FA_OK)
+        st = check_operand(ctx, "k", t->k, varlen, &k);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "dout", dout, varlen, "q", t->q, &q, &grad);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "dq", dq, varlen, "q", t->q, &q, &grad);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "dk", dk, varlen, "k", t->k, &k, &grad);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "dv", dv, varlen, "k", t->k, &k, &grad);
+    return st;
+}
+
+FA_EXPORT fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                           const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
+                           const fa_tensor *dout, const fa_params *params, fa_tensor *dq,
+                           fa_tensor *dk, fa_tensor *dv, void *workspace, size_t workspace_bytes)
+{
+    call_tensors t = {q, k, v, out, lse};
+    fa_problem p;
+    fa_status st = begin_call(ctx);
+    (void)workspace;
+    (void)workspace_bytes;
+    if (st != FA_OK)
+        return st;
+    if (out == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "out is NULL");
+    if (lse == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "lse is NULL (the backward needs it)");
+    st = build_problem(ctx, &t, params, &p);
+    if (st == FA_OK)
+        st = check_gradients(ctx, &t, p.varlen, dout, dq, dk, dv);
+    return st != FA_OK ? st : backward_unsupported(ctx);
+}

@@ -1,0 +1,34 @@
+/*
+ * attn_args.h - the argument block every GPU forward kernel receives (by value), filled
+ * once by the vendor backend from the validated fa_problem. Plain C, shared by host and
+ * device code of both vendors.
+ */
+#ifndef FA_ATTN_ARGS_H
+#define FA_ATTN_ARGS_H
+
+typedef struct fa_fwd_args {
+    const void *q, *k, *v;
+    void *out;
+    float *lse;                           /* NULL: not requested                     */
+    long long q_batch, q_row, q_head;     /* element strides (batch 0 when varlen)   */
+    long long k_batch, k_row, k_head;
+    long long v_batch, v_row, v_head;
+    long long o_batch, o_row, o_head;
+    long long lse_batch, lse_row, lse_head;
+    const int *cu_seqlens_q, *cu_seqlens_k; /* NULL unless varlen                   */
+    const int *seqused_k;                 /* NULL: all keys                          */
+    const float *alibi_slopes;            /* NULL: no ALiBi                          */
+    long long alibi_batch;
+    int batch, heads, heads_k, head_dim;  /* head_dim: the problem's, <= instance's   */
+    int seqlen_q, seqlen_k;               /* fixed-length sizes (varlen: maxima)     */
+    int window_left, window_right;        /* -1: unbounded; causal has right = 0     */
+    float scale_log2;                     /* softmax_scale * log2(e), no softcap      */
+    float softcap_inv_scale;              /* softmax_scale / softcap (softcap on)     */
+    float softcap_log2;                   /* softcap * log2(e); 0: softcap off        */
+    int num_splits;                       /* 1: write out/lse; >1: write partials     */
+    float *partial_out;                   /* fp32 [splits][total_q][heads][head_dim]  */
+    float *partial_lse;                   /* fp32 [splits][heads][total_q]            */
+    int total_q;                          /* rows of q over the batch                 */
+} fa_fwd_args;
+
+#endif /* FA_ATTN_ARGS_H */

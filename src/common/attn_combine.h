@@ -1,0 +1,54 @@
+/*
+ * attn_combine.h - the split-KV combine kernel, written once for every vendor: merges
+ * the fp32 partial outputs and LSEs of each split into the final O (fp16/bf16) and LSE.
+ * One block per (query row, head, batch); threads stride over the head dim.
+ * Included once by the vendor translation unit after fa_device.h.
+ */
+#ifndef FA_ATTN_COMBINE_H
+#define FA_ATTN_COMBINE_H
+
+#include "attn_args.h"
+
+/* out_bf16 selects the output element type at run time: one combine kernel serves both
+ * dtypes, since it is memory-bound and tiny next to the main kernel. */
+extern "C" FA_GLOBAL void fa_fwd_combine(fa_fwd_args args, int out_bf16)
+{
+    const int row = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+    long long q_row0 = 0;
+    int seqlen_q = args.seqlen_q;
+    if (args.cu_seqlens_q) {
+        q_row0 = args.cu_seqlens_q[batch];
+        seqlen_q = args.cu_seqlens_q[batch + 1] - (int)q_row0;
+    }
+    if (row >= seqlen_q)
+        return;
+    const long long grow = (args.cu_seqlens_q ? q_row0 : (long long)batch * args.seqlen_q) + row;
+
+    float lse_max = -INFINITY;
+    for (int sp = 0; sp < args.num_splits; ++sp)
+        lse_max = fmaxf(lse_max, args.partial_lse[((long long)sp * args.heads + head) * args.total_q + grow]);
+    float sum = 0.f;
+    if (lse_max != -INFINITY)
+        for (int sp = 0; sp < args.num_splits; ++sp)
+            sum += expf(args.partial_lse[((long long)sp * args.heads + head) * args.total_q + grow] - lse_max);
+    const float lse = sum > 0.f ? lse_max + logf(sum) : -INFINITY;
+
+    unsigned short *out = (unsigned short *)args.out + batch * args.o_batch +
+                          (q_row0 + row) * args.o_row + head * args.o_head;
+    for (int col = 2 * threadIdx.x; col < args.head_dim; col += 2 * blockDim.x) {
+        float lo = 0.f, hi = 0.f;
+        for (int sp = 0; sp < args.num_splits && sum > 0.f; ++sp) {
+            float lse_sp = args.partial_lse[((long long)sp * args.heads + head) * args.total_q + grow];
+            float weight = expf(lse_sp - lse);
+            const float *part = args.partial_out +
+                                (((long long)sp * args.total_q + grow) * args.heads + head) * args.head_dim;
+            lo += weight * part[col];
+            hi += weight * part[col + 1];
+        }
+        *(uint32_t *)(out + col) = out_bf16 ? fa_pack2_bf16(lo, hi) : fa_pack2_f16(lo, hi);
+    }
+    if (args.lse && threadIdx.x == 0)
+        args.lse[batch * args.lse_batch + head * args.lse_head + (q_row0 + row) * args.lse_row] = lse;
+}
+
+#endif /* FA_ATTN_COMBINE_H */

@@ -1,0 +1,404 @@
+/*
+ * attn_fwd.h - the forward attention kernel, written once for every vendor against the
+ * device vocabulary of fa_device.h (src/cuda or src/hip). One translation unit includes
+ * it once, after defining the instance:
+ *   FA_INST_D (head dim), FA_INST_M x FA_INST_N (query x key tile), FA_INST_WARPS,
+ *   FA_INST_STAGES (K/V buffers), FA_INST_BF16 (else fp16), FA_INST_NAME (kernel name).
+ *
+ * Algorithm (FlashAttention-2): the Q tile stays in shared memory; K/V tiles stream
+ * through FA_INST_STAGES shared buffers with asynchronous copies; each warp owns
+ * FA_INST_M / FA_INST_WARPS query rows; S = Q·Kᵀ on the matrix units; masking only on
+ * tiles that straddle a mask edge (fully masked tiles are never visited); online softmax
+ * in the exp2 domain with the scale folded in; P stays in registers for O += P·V; O and
+ * LSE are written once (or, with split-KV, fp32 partials for the combine kernel).
+ */
+#ifdef FA_ATTN_FWD_INCLUDED
+#error "attn_fwd.h instantiates one kernel per translation unit"
+#endif
+#define FA_ATTN_FWD_INCLUDED
+
+#include "attn_args.h"
+#include "fwd_instances.h"
+#include "mask.h"
+
+#define FA_CHUNKS (FA_INST_D / 8)            /* 16-byte chunks per row                  */
+#define FA_SWIZZLED ((FA_CHUNKS % 8) == 0)
+/* Rows with a multiple of 8 chunks are XOR-swizzled; others get one chunk of padding,
+ * which makes the row pitch an odd number of chunks. Either way the 8 rows one ldmatrix
+ * phase reads fall in 8 distinct 16-byte bank groups. */
+#define FA_PITCH FA_FWD_SMEM_PITCH(FA_INST_D)
+#define FA_THREADS (FA_INST_WARPS * FA_WARP_SIZE)
+#define FA_WARP_ROWS (FA_INST_M / FA_INST_WARPS)
+#define FA_MF (FA_WARP_ROWS / FA_MMA_M)       /* m-tiles per warp                       */
+#define FA_NF (FA_INST_N / FA_MMA_N)          /* n-tiles of S per warp                  */
+#define FA_DF (FA_INST_D / FA_MMA_N)          /* n-tiles of O per warp                  */
+#define FA_LOG2E 1.4426950408889634f
+#define FA_LN2 0.6931471805599453f
+
+#if FA_WARP_ROWS % FA_MMA_M != 0 || FA_INST_N % 16 != 0 || FA_INST_D % 16 != 0
+#error "instance tile does not divide into matrix-unit tiles"
+#endif
+
+typedef unsigned short fa_elem; /* fp16 / bf16 storage */
+
+FA_DEVICE int fa_smem_offset(int row, int chunk)
+{
+    return row * FA_PITCH + (FA_SWIZZLED ? (chunk ^ (row & 7)) : chunk) * 8;
+}
+
+/* Copy tile_rows x FA_INST_D elements to shared memory; rows >= rows_valid and columns
+ * >= head_dim become zeros, so padded rows and columns contribute nothing (and no stale
+ * shared memory can turn into 0 * NaN). When the block's threads cover whole rows, each
+ * thread keeps one chunk column and steps down by a fixed row count: one pointer and
+ * compile-time shared offsets instead of a live address per copy (registers are the
+ * scarce resource of this kernel). */
+FA_DEVICE void fa_load_tile(fa_elem *smem, const fa_elem *gmem, long long row_stride,
+                            int rows_valid, int head_dim, int tile_rows)
+{
+#if FA_THREADS % FA_CHUNKS == 0
+    const int step = FA_THREADS / FA_CHUNKS;
+    const int row0 = threadIdx.x / FA_CHUNKS;
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    const int col_valid = chunk * 8 < head_dim;
+    const fa_elem *src = gmem + row0 * row_stride + chunk * 8;
+    fa_elem *dst = smem + fa_smem_offset(row0, chunk);
+#pragma unroll
+    for (int i = 0; i < tile_rows / step; ++i) {
+        int valid = col_valid && row0 + i * step < rows_valid;
+        fa_async_copy16(dst + i * step * FA_PITCH, valid ? src : gmem, valid);
+        src += step * row_stride;
+    }
+#else
+#pragma unroll
+    for (int idx = threadIdx.x; idx < tile_rows * FA_CHUNKS; idx += FA_THREADS) {
+        int row = idx / FA_CHUNKS;
+        int chunk = idx % FA_CHUNKS;
+        int valid = row < rows_valid && chunk * 8 < head_dim;
+        const fa_elem *src = valid ? gmem + row * row_stride + chunk * 8 : gmem;
+        fa_async_copy16(smem + fa_smem_offset(row, chunk), src, valid);
+    }
+#endif
+}
+
+/* Where one block works: its sequence, rows, and the range of key tiles it visits. */
+typedef struct fa_block_span {
+    int batch, head, split;
+    long long q_row0, k_row0;  /* first row of this sequence in q / k                   */
+    int seqlen_q, seqlen_k;
+    int m0, rows_valid;        /* first query row of the tile, rows inside the sequence */
+    int tile_lo, tile_hi;      /* key tiles [tile_lo, tile_hi) of this split           */
+} fa_block_span;
+
+FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
+{
+    fa_block_span s;
+    s.batch = blockIdx.z / args->num_splits;
+    s.split = blockIdx.z % args->num_splits;
+    s.head = blockIdx.y;
+    s.q_row0 = 0;
+    s.k_row0 = 0;
+    s.seqlen_q = args->seqlen_q;
+    s.seqlen_k = args->seqlen_k;
+    if (args->cu_seqlens_q) {
+        s.q_row0 = args->cu_seqlens_q[s.batch];
+        s.k_row0 = args->cu_seqlens_k[s.batch];
+        s.seqlen_q = args->cu_seqlens_q[s.batch + 1] - (int)s.q_row0;
+        s.seqlen_k = args->cu_seqlens_k[s.batch + 1] - (int)s.k_row0;
+    }
+    if (args->seqused_k)
+        s.seqlen_k = args->seqused_k[s.batch];
+    /* Heavy (late, causal) query tiles first: they start while the light ones fill in. */
+    s.m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_INST_M;
+    s.rows_valid = min(FA_INST_M, s.seqlen_q - s.m0);
+
+    fa_window w = {args->window_left, args->window_right};
+    long long key_lo = fa_first_visible_key(s.m0, s.seqlen_q, s.seqlen_k, w);
+    long long key_hi = fa_end_visible_key(s.m0 + s.rows_valid - 1, s.seqlen_q, s.seqlen_k, w);
+    int first = (int)(key_lo / FA_INST_N);
+    int count = key_hi > key_lo ? (int)((key_hi + FA_INST_N - 1) / FA_INST_N) - first : 0;
+    int per_split = (count + args->num_splits - 1) / args->num_splits;
+    s.tile_lo = first + s.split * per_split;
+    s.tile_hi = min(first + count, s.tile_lo + per_split);
+    if (s.tile_hi < s.tile_lo)
+        s.tile_hi = s.tile_lo;
+    return s;
+}
+
+/* Does key tile n0 .. n0+N-1 need per-element masking for query rows of this span? */
+FA_DEVICE int fa_tile_needs_mask(const fa_block_span *s, const fa_fwd_args *args, int n0)
+{
+    fa_window w = {args->window_left, args->window_right};
+    int last_row = s->m0 + s->rows_valid - 1;
+    return n0 + FA_INST_N > s->seqlen_k ||
+           n0 < fa_first_visible_key(last_row, s->seqlen_q, s->seqlen_k, w) ||
+           n0 + FA_INST_N > fa_end_visible_key(s->m0, s->seqlen_q, s->seqlen_k, w);
+}
+
+/* Scores of one warp's rows x the key tile, turned into log2-domain logits in place:
+ * scale or softcap, ALiBi bias, and -inf where masked. */
+FA_DEVICE void fa_scores_to_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
+                                   const fa_block_span *s, const fa_fwd_args *args,
+                                   int warp_row0, int n0, int masked, float alibi_log2)
+{
+    const int lane = fa_lane();
+    fa_window w = {args->window_left, args->window_right};
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+        for (int nf = 0; nf < FA_NF; ++nf)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r) {
+                float x = acc_s[mf][nf][r];
+                int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, r);
+                int col = n0 + nf * FA_MMA_N + fa_acc_col(lane, r);
+                x = args->softcap_log2 > 0.f
+                        ? args->softcap_log2 * fa_tanh(x * args->softcap_inv_scale)
+                        : x * args->scale_log2;
+                if (alibi_log2 != 0.f)
+                    x -= alibi_log2 * fa_alibi_distance(row, col, s->seqlen_q, s->seqlen_k);
+                if (masked && (col >= s->seqlen_k ||
+                               !fa_key_visible(row, col, s->seqlen_q, s->seqlen_k, w)))
+                    x = -INFINITY;
+                acc_s[mf][nf][r] = x;
+            }
+}
+
+/* Online softmax step: new running max, P = exp2(logit - max) in place, running sums
+ * (per lane; reduced across the row's lanes only at the end) and the O rescale. */
+FA_DEVICE void fa_online_softmax(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
+                                 float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
+                                 float row_max[FA_MF][2], float row_sum[FA_MF][2])
+{
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            float mx = row_max[mf][half];
+#pragma unroll
+            for (int nf = 0; nf < FA_NF; ++nf)
+                mx = fmaxf(mx, fmaxf(acc_s[mf][nf][2 * half], acc_s[mf][nf][2 * half + 1]));
+            mx = fa_row_max(mx);
+            /* A row that has seen only masked keys keeps max -inf; exponentiate against 0
+             * so its P is exactly 0 instead of exp2(-inf + inf) = NaN. */
+            float base = mx == -INFINITY ? 0.f : mx;
+            float correction = fa_exp2(row_max[mf][half] - base);
+            row_max[mf][half] = mx;
+            float sum = row_sum[mf][half] * correction;
+#pragma unroll
+            for (int nf = 0; nf < FA_NF; ++nf)
+#pragma unroll
+                for (int r = 2 * half; r < 2 * half + 2; ++r) {
+                    float p = fa_exp2(acc_s[mf][nf][r] - base);
+                    acc_s[mf][nf][r] = p;
+                    sum += p;
+                }
+            row_sum[mf][half] = sum;
+#pragma unroll
+            for (int df = 0; df < FA_DF; ++df) {
+                acc_o[mf][df][2 * half] *= correction;
+                acc_o[mf][df][2 * half + 1] *= correction;
+            }
+        }
+}
+
+FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem_q,
+                     const fa_elem *smem_k, int warp_row0, int head_dim)
+{
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+        for (int nf = 0; nf < FA_NF; ++nf)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r)
+                acc_s[mf][nf][r] = 0.f;
+#pragma unroll
+    for (int k0 = 0; k0 < FA_INST_D; k0 += FA_MMA_K) {
+        if (k0 >= head_dim) /* padded columns are zero: skip them */
+            break;
+        uint32_t a[FA_MF][FA_A_REGS];
+#pragma unroll
+        for (int mf = 0; mf < FA_MF; ++mf)
+            fa_load_a(a[mf], smem_q, fa_smem_offset, warp_row0 + mf * FA_MMA_M, k0);
+#pragma unroll
+        for (int nf = 0; nf < FA_NF; nf += 2) {
+            uint32_t b[2][FA_B_REGS];
+            fa_load_bt_pair(b, smem_k, fa_smem_offset, nf * FA_MMA_N, k0);
+#pragma unroll
+            for (int mf = 0; mf < FA_MF; ++mf) {
+                fa_mma(acc_s[mf][nf], a[mf], b[0]);
+                fa_mma(acc_s[mf][nf + 1], a[mf], b[1]);
+            }
+        }
+    }
+}
+
+FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
+                     float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem_v, int head_dim)
+{
+#pragma unroll
+    for (int kf = 0; kf < FA_NF; kf += 2) {
+        uint32_t a[FA_MF][FA_A_REGS];
+#pragma unroll
+        for (int mf = 0; mf < FA_MF; ++mf)
+            fa_acc_pair_to_a(a[mf], acc_s[mf][kf], acc_s[mf][kf + 1]);
+#pragma unroll
+        for (int df = 0; df < FA_DF; df += 2) {
+            if (df * FA_MMA_N >= head_dim)
+                break;
+            uint32_t b[2][FA_B_REGS];
+            fa_load_b_pair(b, smem_v, fa_smem_offset, kf * FA_MMA_N, df * FA_MMA_N);
+#pragma unroll
+            for (int mf = 0; mf < FA_MF; ++mf) {
+                fa_mma(acc_o[mf][df], a[mf], b[0]);
+                fa_mma(acc_o[mf][df + 1], a[mf], b[1]);
+            }
+        }
+    }
+}
+
+/* Normalise and write O and LSE once (or the split's fp32 partials). */
+FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, int warp_row0,
+                               float acc_o[FA_MF][FA_DF][FA_ACC_REGS], float row_max[FA_MF][2],
+                               float row_sum[FA_MF][2])
+{
+    const int lane = fa_lane();
+    const long long seq_base = args->cu_seqlens_q ? s->q_row0 : (long long)s->batch * args->seqlen_q;
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            float sum = fa_row_sum(row_sum[mf][half]);
+            float inv = sum > 0.f ? 1.f / sum : 0.f;
+            float lse = sum > 0.f ? row_max[mf][half] * FA_LN2 + fa_log(sum) : -INFINITY;
+            int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, 2 * half);
+            if (row >= s->seqlen_q)
+                continue;
+            int col0 = fa_acc_col(lane, 2 * half);
+            if (args->num_splits == 1) {
+                fa_elem *out = (fa_elem *)args->out + s->batch * args->o_batch +
+                               (s->q_row0 + row) * args->o_row + s->head * args->o_head;
+#pragma unroll
+                for (int df = 0; df < FA_DF; ++df) {
+                    int col = df * FA_MMA_N + col0;
+                    if (col < args->head_dim)
+                        fa_store2(out + col, acc_o[mf][df][2 * half] * inv,
+                                  acc_o[mf][df][2 * half + 1] * inv);
+                }
+                if (args->lse && (lane & 3) == 0)
+                    args->lse[s->batch * args->lse_batch + s->head * args->lse_head +
+                              (s->q_row0 + row) * args->lse_row] = lse;
+            } else {
+                long long grow = seq_base + row;
+                float *part = args->partial_out +
+                              (((long long)s->split * args->total_q + grow) * args->heads + s->head) *
+                                  args->head_dim;
+#pragma unroll
+                for (int df = 0; df < FA_DF; ++df) {
+                    int col = df * FA_MMA_N + col0;
+                    if (col < args->head_dim) {
+                        part[col] = acc_o[mf][df][2 * half] * inv;
+                        part[col + 1] = acc_o[mf][df][2 * half + 1] * inv;
+                    }
+                }
+                if ((lane & 3) == 0)
+                    args->partial_lse[((long long)s->split * args->heads + s->head) * args->total_q +
+                                      grow] = lse;
+            }
+        }
+}
+
+extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args args)
+{
+    FA_DYNAMIC_SMEM(fa_smem);
+    fa_elem *smem_q = (fa_elem *)fa_smem;
+    fa_elem *smem_k = smem_q + FA_INST_M * FA_PITCH;
+    fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_INST_N * FA_PITCH;
+
+    const fa_block_span s = fa_find_span(&args);
+    if (s.rows_valid <= 0)
+        return;
+    const int warp_row0 = fa_warp() * FA_WARP_ROWS;
+    const int kv_head = s.head / (args.heads / args.heads_k);
+    const fa_elem *q = (const fa_elem *)args.q + s.batch * args.q_batch +
+                       (s.q_row0 + s.m0) * args.q_row + s.head * args.q_head;
+    const fa_elem *k = (const fa_elem *)args.k + s.batch * args.k_batch + s.k_row0 * args.k_row +
+                       kv_head * args.k_head;
+    const fa_elem *v = (const fa_elem *)args.v + s.batch * args.v_batch + s.k_row0 * args.v_row +
+                       kv_head * args.v_head;
+    float alibi_log2 = 0.f;
+    if (args.alibi_slopes)
+        alibi_log2 = args.alibi_slopes[s.batch * args.alibi_batch + s.head] * FA_LOG2E;
+
+    const int n_tiles = s.tile_hi - s.tile_lo;
+    /* Tiles are visited from the last one down, so the tiles that straddle the causal
+     * diagonal (the masked ones) come first. */
+#define FA_TILE_N0(t) ((s.tile_hi - 1 - (t)) * FA_INST_N)
+#define FA_LOAD_K(t)                                                                       \
+    fa_load_tile(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,                   \
+                 k + (long long)FA_TILE_N0(t) * args.k_row, args.k_row,                    \
+                 s.seqlen_k - FA_TILE_N0(t), args.head_dim, FA_INST_N)
+#define FA_LOAD_V(t)                                                                       \
+    fa_load_tile(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,                   \
+                 v + (long long)FA_TILE_N0(t) * args.v_row, args.v_row,                    \
+                 s.seqlen_k - FA_TILE_N0(t), args.head_dim, FA_INST_N)
+
+    /* Copy groups go out in the order Q+K0, V0, K1, V1, ..., so "K_t has landed" and
+     * "V_t has landed" are fixed counts of groups still allowed in flight. Every slot
+     * commits a group, empty past the last tile, to keep those counts exact. */
+    fa_load_tile(smem_q, q, args.q_row, s.rows_valid, args.head_dim, FA_INST_M);
+    if (n_tiles > 0)
+        FA_LOAD_K(0);
+    fa_async_commit();
+#pragma unroll
+    for (int t = 1; t < FA_INST_STAGES; ++t) {
+        if (t - 1 < n_tiles)
+            FA_LOAD_V(t - 1);
+        fa_async_commit();
+        if (t < n_tiles)
+            FA_LOAD_K(t);
+        fa_async_commit();
+    }
+
+    float acc_o[FA_MF][FA_DF][FA_ACC_REGS];
+    float acc_s[FA_MF][FA_NF][FA_ACC_REGS];
+    float row_max[FA_MF][2], row_sum[FA_MF][2];
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf) {
+#pragma unroll
+        for (int df = 0; df < FA_DF; ++df)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r)
+                acc_o[mf][df][r] = 0.f;
+        row_max[mf][0] = row_max[mf][1] = -INFINITY;
+        row_sum[mf][0] = row_sum[mf][1] = 0.f;
+    }
+
+    for (int t = 0; t < n_tiles; ++t) {
+        const int n0 = FA_TILE_N0(t);
+        fa_async_wait(2 * FA_INST_STAGES - 2); /* K_t is here (this thread's part) */
+        fa_barrier();                          /* ... everyone's, and P·V_{t-1} is done */
+        if (t + FA_INST_STAGES - 1 < n_tiles)
+            FA_LOAD_V(t + FA_INST_STAGES - 1);
+        fa_async_commit();
+
+        fa_qk(acc_s, smem_q, smem_k + (t % FA_INST_STAGES) * FA_INST_N * FA_PITCH, warp_row0,
+              args.head_dim);
+        fa_barrier(); /* K_t's buffer is free */
+        if (t + FA_INST_STAGES < n_tiles)
+            FA_LOAD_K(t + FA_INST_STAGES);
+        fa_async_commit();
+
+        fa_scores_to_logits(acc_s, &s, &args, warp_row0, n0, fa_tile_needs_mask(&s, &args, n0),
+                            alibi_log2);
+        fa_online_softmax(acc_s, acc_o, row_max, row_sum);
+
+        fa_async_wait(2 * FA_INST_STAGES - 1); /* V_t is here */
+        fa_barrier();
+        fa_pv(acc_o, acc_s, smem_v + (t % FA_INST_STAGES) * FA_INST_N * FA_PITCH, args.head_dim);
+    }
+#undef FA_TILE_N0
+#undef FA_LOAD_K
+#undef FA_LOAD_V
+    fa_async_wait(0); /* with no key tile, the Q copy is still in flight */
+    fa_write_output(&args, &s, warp_row0, acc_o, row_max, row_sum);
+}

@@ -1,0 +1,55 @@
+/*
+ * cpu_backend.c - the CPU backend's operations table: context setup from the "cpu"
+ * architecture row, host-memory copies, and the forward entry points of cpu_fwd.c.
+ */
+#include "cpu_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static fa_status cpu_init(fa_context *ctx, char *why, size_t why_len)
+{
+    const fa_arch_row *row = fa_arch_find("cpu");
+    fa_device_info *info = &ctx->info;
+    if (!row) {
+        snprintf(why, why_len, "the architecture table has no \"cpu\" row");
+        return FA_ERR_UNSUPPORTED;
+    }
+    ctx->row = *row;
+    memset(info, 0, sizeof *info);
+    info->backend = FA_BACKEND_CPU;
+    snprintf(info->device_name, sizeof info->device_name, "CPU");
+    snprintf(info->arch, sizeof info->arch, "%s", row->name);
+    info->row_from_table = 1;
+    info->wave_size = row->wave_size;
+    info->smem_per_block = row->smem_per_block;
+    info->smem_per_sm = row->smem_per_sm;
+    info->regs_per_sm = row->regs_per_sm;
+    info->max_threads_per_block = row->max_threads_per_block;
+    info->sm_count = fa_cpu_worker_threads(ctx);
+    snprintf(info->matrix_unit, sizeof info->matrix_unit, "none");
+    return FA_OK;
+}
+
+static void cpu_destroy(fa_context *ctx)
+{
+    (void)ctx;
+}
+
+static fa_status cpu_set_stream(fa_context *ctx, void *stream)
+{
+    if (stream)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "the CPU backend has no streams: stream must be NULL");
+    return FA_OK;
+}
+
+static fa_status cpu_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    memcpy(dst, src, bytes);
+    return FA_OK;
+}
+
+const fa_backend_ops fa_cpu_ops = {
+    cpu_init, cpu_destroy, cpu_set_stream, cpu_copy_to_host, fa_cpu_fwd_workspace, fa_cpu_fwd,
+};

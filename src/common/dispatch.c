@@ -1,0 +1,497 @@
+/*
+ * dispatch.c - the kernel-configuration registry (CPU tiles and the CUDA forward
+ * instances of fwd_instances.h) and the pure selection (arch row, problem) -> config,
+ * with the reason for the choice in words. Also parses FLASHATTN_FORCE_TILE's syntax.
+ *
+ * Selection rule (fa_select_config):
+ *  Filters, in order (the first one that removes every config names the failure):
+ *    vendor and pass match the row / problem; dtype matches; instance head_dim >= the
+ *    problem's; compiled into this build; fits the row: wave size the instance was written
+ *    for, threads <= max per block, smem <= per-block and per-SM shared memory, and when
+ *    the instance's register count is known, regs <= per-thread limit and
+ *    regs * threads <= registers per SM; then the FLASHATTN_FORCE_TILE override, if any.
+ *  Ranking, among the survivors:
+ *    1. smallest instance head dim (never pad more than needed: padding is wasted work);
+ *    2. estimated time, within a tolerance of 1/8: the busiest SM processes
+ *       waves * resident_blocks * tile_m * kv_rows_per_block query-key pairs, where
+ *       blocks_per_sm = min(smem_per_sm / smem, max_threads_per_sm / threads,
+ *       regs_per_sm / (regs * threads)), grid = batch * heads * ceil(s_q / tile_m) * splits,
+ *       waves = ceil(grid / (sm_count * blocks_per_sm)), resident_blocks =
+ *       min(blocks_per_sm, ceil(grid / sm_count)) (the block scheduler spreads blocks over
+ *       SMs before stacking them, and co-resident blocks share one SM's throughput);
+ *       the model is uniform in the mask (a causal problem scales every config alike);
+ *    3. larger tile_m * tile_n (fewer K/V re-reads per query row, which the time model
+ *       does not see: that is why step 2 treats near-equal estimates as equal);
+ *    4. lower estimated time, then more stages, then the earlier registry entry, so
+ *       ties are deterministic.
+ *  Split-KV (GPU configs only; the CPU backend parallelises over rows and never splits):
+ *    num_splits_request > 0 forces it, capped at ceil(s_k / tile_n) and FA_MAX_SPLITS;
+ *    request 0 splits only when the grid fills less than 80% of one wave
+ *    (sm_count * blocks_per_sm) and each split keeps at least 4 K/V tiles: splits =
+ *    min(slots / grid, ceil(s_k / tile_n) / 4, FA_MAX_SPLITS), so the grid fills at most
+ *    one wave and the combine step stays small.
+ */
+#include "dispatch.h"
+#include "fwd_instances.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define FA_MAX_SPLITS 128
+#define SPLIT_FILL_NUM 4 /* split only below 4/5 = 80% of one wave */
+#define SPLIT_FILL_DEN 5
+#define MIN_KV_TILES_PER_SPLIT 4
+#define COST_TIE_NUM 9 /* estimates within 9/8 of the best count as equal */
+#define COST_TIE_DEN 8
+#define KIB 1024
+
+/* ---- registry ----------------------------------------------------------------------- */
+
+#ifdef FA_HAVE_CUDA
+#define FA_CUDA_BUILT 1
+#else
+#define FA_CUDA_BUILT 0 /* planned: listed so plans can explain, never selected */
+#endif
+
+/* kernel_id of the CUDA forward configs: the instances of FA_CUDA_FWD_INSTANCES in list
+ * order, each as fp16 then bf16 (id = 2 * entry + (dtype == bf16)). The CUDA translation
+ * unit expands the same list in the same order to build its launch table. */
+enum fa_cuda_fwd_kernel_id {
+#define FA_CUDA_KID(hd, m, n, w, s) \
+    FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_F16, FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_BF16,
+    FA_CUDA_FWD_INSTANCES(FA_CUDA_KID)
+#undef FA_CUDA_KID
+};
+
+#define FA_CUDA_CFG(hd, m, n, w, s, dt, dtname, kid)                                        \
+    {"cuda_fwd_d" #hd "_" dtname "_" #m "x" #n "x" #s, FA_BACKEND_CUDA, FA_VENDOR_NVIDIA,  \
+     FA_PASS_FWD, dt, hd, m, n, (w) * 32, s, FA_FWD_SMEM_BYTES(hd, m, n, s), 0, 32,         \
+     FA_CUDA_BUILT, kid},
+#define FA_CUDA_CFG_PAIR(hd, m, n, w, s)                                                    \
+    FA_CUDA_CFG(hd, m, n, w, s, FA_DTYPE_F16, "fp16",                                      \
+                FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_F16)                            \
+    FA_CUDA_CFG(hd, m, n, w, s, FA_DTYPE_BF16, "bf16",                                     \
+                FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_BF16)
+
+static const fa_kernel_config k_cuda_configs[] = {FA_CUDA_FWD_INSTANCES(FA_CUDA_CFG_PAIR)};
+
+/* CPU tiles: one head-dim class (256) covers every head dim, because the CPU loops take
+ * the head dim at run time. smem_bytes is one worker's fp32 working set at d256: Q tile
+ * and O accumulator (2 * m * d), K and V tiles (2 * n * d) and the score tile (m * n):
+ * 64x256 = 704 KiB, 128x256 = 896 KiB, both inside the cpu row's 1 MiB (L2) budget.
+ * 64-row tiles give more parallel work for short queries, 128-row tiles read K/V half
+ * as often for long ones. kernel_id = index in this array. */
+#define CPU_TILE_BYTES(d, m, n) (4 * (2 * (m) * (d) + 2 * (n) * (d) + (m) * (n)))
+#define FA_CPU_CFG(dt, dtname, m, n, kid)                                                   \
+    {"cpu_fwd_d256_" dtname "_" #m "x" #n, FA_BACKEND_CPU, FA_VENDOR_CPU, FA_PASS_FWD, dt,  \
+     256, m, n, 1, 1, CPU_TILE_BYTES(256, m, n), 0, 0, 1, kid}
+
+static const fa_kernel_config k_cpu_configs[] = {
+    FA_CPU_CFG(FA_DTYPE_F32, "f32", 64, 256, 0),   FA_CPU_CFG(FA_DTYPE_F32, "f32", 128, 256, 1),
+    FA_CPU_CFG(FA_DTYPE_F16, "fp16", 64, 256, 2),  FA_CPU_CFG(FA_DTYPE_F16, "fp16", 128, 256, 3),
+    FA_CPU_CFG(FA_DTYPE_BF16, "bf16", 64, 256, 4), FA_CPU_CFG(FA_DTYPE_BF16, "bf16", 128, 256, 5),
+};
+
+#define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+const fa_kernel_config *fa_registry(fa_backend backend, int *count)
+{
+    const fa_kernel_config *list = NULL;
+    int n = 0;
+    if (backend == FA_BACKEND_CPU) {
+        list = k_cpu_configs;
+        n = COUNT_OF(k_cpu_configs);
+    } else if (backend == FA_BACKEND_CUDA) {
+        list = k_cuda_configs;
+        n = COUNT_OF(k_cuda_configs);
+    }
+    /* FA_BACKEND_HIP: no HIP configs yet; AUTO is not a backend of its own. */
+    if (count) *count = n;
+    return list;
+}
+
+/* ---- names for reasons -------------------------------------------------------------- */
+
+static const char *dtype_label(fa_dtype dtype)
+{
+    return dtype == FA_DTYPE_F32 ? "f32" : dtype == FA_DTYPE_F16 ? "fp16" : "bf16";
+}
+
+static const char *sm_word(fa_vendor vendor)
+{
+    return vendor == FA_VENDOR_NVIDIA ? "SM" : vendor == FA_VENDOR_AMD ? "CU" : "worker";
+}
+
+static long long ceil_div(long long a, long long b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+static long long min_ll(long long a, long long b) { return a < b ? a : b; }
+
+/* ---- filters ------------------------------------------------------------------------ */
+
+/* How far a config gets through the filters, in their order. */
+typedef enum passed {
+    PASSED_NONE = 0, /* other vendor or pass      */
+    PASSED_VENDOR,   /* dtype differs             */
+    PASSED_DTYPE,    /* head dim too small        */
+    PASSED_HEAD_DIM, /* planned, not compiled     */
+    PASSED_COMPILED, /* exceeds a limit of the row */
+    PASSED_LIMITS    /* eligible                   */
+} passed;
+
+/* Writes a limit message (msg may be NULL with len 0) and returns 1, for limit_failure. */
+static int limit_message(char *msg, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+/* 0 when c fits the row's limits; else 1 with the limit it exceeds written to msg. */
+static int limit_failure(const fa_arch_row *row, const fa_kernel_config *c, char *msg,
+                         size_t len)
+{
+    long long regs = (long long)c->regs_per_thread * c->threads;
+    int regs_known = c->regs_per_thread > 0;
+
+    if (c->min_wave_size > 0 && c->min_wave_size != row->wave_size)
+        return limit_message(msg, len, "%s is written for wave %d, %s runs wave %d", c->name,
+                             c->min_wave_size, row->name, row->wave_size);
+    if (c->threads > row->max_threads_per_block)
+        return limit_message(msg, len, "%s needs %d threads per block, %s allows %d", c->name,
+                             c->threads, row->name, row->max_threads_per_block);
+    if (c->smem_bytes > row->smem_per_block || c->smem_bytes > row->smem_per_sm)
+        return limit_message(msg, len,
+                             "%s needs %d KiB shared memory per block, %s allows %d KiB",
+                             c->name, c->smem_bytes / KIB, row->name, row->smem_per_block / KIB);
+    if (regs_known && row->max_regs_per_thread > 0 &&
+        c->regs_per_thread > row->max_regs_per_thread)
+        return limit_message(msg, len, "%s needs %d registers per thread, %s allows %d",
+                             c->name, c->regs_per_thread, row->name, row->max_regs_per_thread);
+    if (regs_known && row->regs_per_sm > 0 && regs > row->regs_per_sm)
+        return limit_message(msg, len, "%s needs %lld registers per block, %s has %d per %s",
+                             c->name, regs, row->name, row->regs_per_sm, sm_word(row->vendor));
+    return 0;
+}
+
+static passed filter_stage(const fa_arch_row *row, const fa_kernel_config *c,
+                           const fa_problem_shape *shape)
+{
+    if (c->vendor != row->vendor || c->pass != shape->pass) return PASSED_NONE;
+    if (c->dtype != shape->dtype) return PASSED_VENDOR;
+    if (c->head_dim < shape->head_dim) return PASSED_DTYPE;
+    if (!c->compiled) return PASSED_HEAD_DIM;
+    if (limit_failure(row, c, NULL, 0)) return PASSED_COMPILED;
+    return PASSED_LIMITS;
+}
+
+static int matches_override(const fa_kernel_config *c, const fa_tile_override *force)
+{
+    if (!force || force->tile_m <= 0) return 1;
+    return c->tile_m == force->tile_m && c->tile_n == force->tile_n &&
+           (force->stages <= 0 || c->stages == force->stages);
+}
+
+static int eligible(const fa_arch_row *row, const fa_kernel_config *c,
+                    const fa_problem_shape *shape, const fa_tile_override *force)
+{
+    return filter_stage(row, c, shape) == PASSED_LIMITS && matches_override(c, force);
+}
+
+/* ---- the estimate ------------------------------------------------------------------- */
+
+typedef struct estimate {
+    int blocks_per_sm;
+    const char *limiter; /* "smem", "threads" or "regs" */
+    int splits;
+    long long grid;      /* blocks including splits */
+    double cost;         /* query-key pairs on the busiest SM */
+} estimate;
+
+static void consider_limit(int blocks, const char *what, estimate *e)
+{
+    if (blocks < e->blocks_per_sm) {
+        e->blocks_per_sm = blocks;
+        e->limiter = what;
+    }
+}
+
+/* Blocks one SM holds at once; the first limit considered wins ties (smem). */
+static void occupancy(const fa_arch_row *row, const fa_kernel_config *c, estimate *e)
+{
+    e->blocks_per_sm = INT_MAX;
+    e->limiter = "smem";
+    if (c->smem_bytes > 0) consider_limit(row->smem_per_sm / c->smem_bytes, "smem", e);
+    if (c->threads > 0) consider_limit(row->max_threads_per_sm / c->threads, "threads", e);
+    if (c->regs_per_thread > 0 && row->regs_per_sm > 0)
+        consider_limit(row->regs_per_sm / (c->regs_per_thread * c->threads), "regs", e);
+    if (e->blocks_per_sm == INT_MAX || e->blocks_per_sm < 1) e->blocks_per_sm = 1;
+}
+
+static int sm_count_of(const fa_arch_row *row) { return row->sm_count > 0 ? row->sm_count : 1; }
+
+static long long base_grid(const fa_kernel_config *c, const fa_problem_shape *shape)
+{
+    return (long long)shape->batch * shape->heads * ceil_div(shape->seqlen_q, c->tile_m);
+}
+
+static int choose_splits(const fa_arch_row *row, const fa_kernel_config *c,
+                         const fa_problem_shape *shape, int blocks_per_sm)
+{
+    long long kv_tiles = ceil_div(shape->seqlen_k, c->tile_n);
+    long long cap = min_ll(FA_MAX_SPLITS, kv_tiles > 0 ? kv_tiles : 1);
+    long long grid = base_grid(c, shape);
+    long long slots = (long long)sm_count_of(row) * blocks_per_sm;
+    long long splits;
+
+    if (c->vendor == FA_VENDOR_CPU) return 1;
+    if (shape->num_splits_request > 0) return (int)min_ll(shape->num_splits_request, cap);
+    if (grid <= 0 || grid * SPLIT_FILL_DEN >= slots * SPLIT_FILL_NUM) return 1;
+    splits = min_ll(min_ll(slots / grid, kv_tiles / MIN_KV_TILES_PER_SPLIT), cap);
+    return splits > 1 ? (int)splits : 1;
+}
+
+static estimate estimate_config(const fa_arch_row *row, const fa_kernel_config *c,
+                                const fa_problem_shape *shape)
+{
+    estimate e;
+    long long sms = sm_count_of(row), waves, resident, kv_rows;
+
+    occupancy(row, c, &e);
+    e.splits = choose_splits(row, c, shape, e.blocks_per_sm);
+    e.grid = base_grid(c, shape) * e.splits;
+    waves = ceil_div(e.grid, sms * e.blocks_per_sm);
+    resident = min_ll(e.blocks_per_sm, ceil_div(e.grid, sms));
+    kv_rows = ceil_div(ceil_div(shape->seqlen_k, c->tile_n), e.splits) * c->tile_n;
+    e.cost = (double)waves * (double)resident * (double)c->tile_m * (double)kv_rows;
+    return e;
+}
+
+/* ---- ranking ------------------------------------------------------------------------ */
+
+static int smallest_head_dim(const fa_arch_row *row, const fa_kernel_config *reg, int count,
+                             const fa_problem_shape *shape, const fa_tile_override *force)
+{
+    int i, best = INT_MAX;
+    for (i = 0; i < count; i++)
+        if (eligible(row, &reg[i], shape, force) && reg[i].head_dim < best)
+            best = reg[i].head_dim;
+    return best;
+}
+
+static double lowest_cost(const fa_arch_row *row, const fa_kernel_config *reg, int count,
+                          const fa_problem_shape *shape, const fa_tile_override *force,
+                          int head_dim)
+{
+    int i;
+    double best = -1.0;
+    for (i = 0; i < count; i++) {
+        double cost;
+        if (!eligible(row, &reg[i], shape, force) || reg[i].head_dim != head_dim) continue;
+        cost = estimate_config(row, &reg[i], shape).cost;
+        if (best < 0.0 || cost < best) best = cost;
+    }
+    return best;
+}
+
+/* Steps 3 and 4 of the ranking between two candidates inside the cost tolerance. */
+static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kernel_config *b,
+                    const estimate *eb)
+{
+    long long area_a = (long long)a->tile_m * a->tile_n, area_b = (long long)b->tile_m * b->tile_n;
+    if (area_a != area_b) return area_a > area_b;
+    if (ea->cost != eb->cost) return ea->cost < eb->cost;
+    return a->stages > b->stages; /* equal: the earlier entry stays */
+}
+
+/* ---- reasons ------------------------------------------------------------------------ */
+
+static void describe_choice(const fa_arch_row *row, const fa_kernel_config *c,
+                            const fa_problem_shape *shape, const estimate *e, char *out,
+                            size_t len)
+{
+    long long slots = (long long)sm_count_of(row) * e->blocks_per_sm;
+    const char *unit = sm_word(row->vendor);
+    int n = 0;
+    char detail[64];
+
+    if (strcmp(e->limiter, "smem") == 0)
+        snprintf(detail, sizeof detail, "%d KiB of %d KiB", c->smem_bytes / KIB,
+                 row->smem_per_sm / KIB);
+    else if (strcmp(e->limiter, "threads") == 0)
+        snprintf(detail, sizeof detail, "%d of %d threads", c->threads, row->max_threads_per_sm);
+    else
+        snprintf(detail, sizeof detail, "%d regs/thread of %d", c->regs_per_thread,
+                 row->regs_per_sm);
+
+    n += snprintf(out + n, len - n, "d%d %s %dx%dx%d: %d blocks/%s by %s (%s), grid %lld blocks = %.1f waves on %d %ss",
+                  c->head_dim, dtype_label(c->dtype), c->tile_m, c->tile_n, c->stages,
+                  e->blocks_per_sm, unit, e->limiter, detail, e->grid,
+                  (double)e->grid / (double)slots, sm_count_of(row), unit);
+    if (n > 0 && (size_t)n < len && e->splits > 1)
+        n += snprintf(out + n, len - n, ", split-KV %d (%s)", e->splits,
+                      shape->num_splits_request > 0 ? "requested" : "grid under 80% of a wave");
+    if (n > 0 && (size_t)n < len && c->head_dim > shape->head_dim)
+        snprintf(out + n, len - n, ", head dim %d padded to %d", shape->head_dim, c->head_dim);
+}
+
+static void describe_no_config(const fa_arch_row *row, const fa_problem_shape *shape,
+                               passed furthest, const char *limit_msg, char *out, size_t len)
+{
+    const char *dt = dtype_label(shape->dtype);
+    if (furthest == PASSED_NONE && shape->pass == FA_PASS_BWD)
+        snprintf(out, len, "no backward kernel configs exist yet: the backward pass is not "
+                           "implemented for %s", row->name);
+    else if (furthest == PASSED_NONE && row->vendor == FA_VENDOR_AMD)
+        snprintf(out, len, "no HIP kernel configs are registered yet: AMD forward kernels for "
+                           "%s are not part of this version", row->name);
+    else if (furthest == PASSED_NONE)
+        snprintf(out, len, "no forward kernel configs are registered for %s", row->name);
+    else if (furthest == PASSED_VENDOR)
+        snprintf(out, len, "no forward kernel for dtype %s on %s", dt, row->name);
+    else if (furthest == PASSED_DTYPE)
+        snprintf(out, len, "no %s instance on %s covers head dim %d", dt, row->name,
+                 shape->head_dim);
+    else if (furthest == PASSED_HEAD_DIM)
+        snprintf(out, len, "the %s configs for head dim %d on %s are planned but not compiled "
+                           "into this build", dt, shape->head_dim, row->name);
+    else
+        snprintf(out, len, "no config fits %s: %s", row->name, limit_msg);
+}
+
+/* 1 when a fitting config before index i has the same tile and stages as reg[i]. */
+static int listed_before(const fa_arch_row *row, const fa_kernel_config *reg, int i,
+                         const fa_problem_shape *shape)
+{
+    int j;
+    for (j = 0; j < i; j++)
+        if (filter_stage(row, &reg[j], shape) == PASSED_LIMITS &&
+            reg[j].tile_m == reg[i].tile_m && reg[j].tile_n == reg[i].tile_n &&
+            reg[j].stages == reg[i].stages)
+            return 1;
+    return 0;
+}
+
+/* Lists the tiles that would fit without the override ("128x64:2 64x64:1"), once each. */
+static void describe_bad_override(const fa_arch_row *row, const fa_kernel_config *reg,
+                                  int count, const fa_problem_shape *shape,
+                                  const fa_tile_override *force, char *out, size_t len)
+{
+    int i, n;
+    n = snprintf(out, len, "forced tile %dx%d", force->tile_m, force->tile_n);
+    if (force->stages > 0 && n > 0 && (size_t)n < len)
+        n += snprintf(out + n, len - n, ":%d", force->stages);
+    if (n > 0 && (size_t)n < len)
+        n += snprintf(out + n, len - n, " names no config that fits d%d %s on %s; fitting:",
+                      shape->head_dim, dtype_label(shape->dtype), row->name);
+    for (i = 0; i < count && n > 0 && (size_t)n < len; i++)
+        if (filter_stage(row, &reg[i], shape) == PASSED_LIMITS &&
+            !listed_before(row, reg, i, shape))
+            n += snprintf(out + n, len - n, " %dx%d:%d", reg[i].tile_m, reg[i].tile_n,
+                          reg[i].stages);
+}
+
+/* ---- selection ---------------------------------------------------------------------- */
+
+/* Why nothing is eligible: the furthest filter stage any config reached, and the first
+ * limit message at the limits stage. Returns FA_ERR_BAD_TILE_OVERRIDE when configs fit
+ * but the override excludes them all. */
+static fa_status explain_failure(const fa_arch_row *row, const fa_kernel_config *reg,
+                                 int count, const fa_problem_shape *shape,
+                                 const fa_tile_override *force, fa_selection *out)
+{
+    passed furthest = PASSED_NONE;
+    char limit_msg[160] = "";
+    int i;
+
+    for (i = 0; i < count; i++) {
+        passed p = filter_stage(row, &reg[i], shape);
+        if (p == PASSED_COMPILED && limit_msg[0] == '\0')
+            limit_failure(row, &reg[i], limit_msg, sizeof limit_msg);
+        if (p > furthest) furthest = p;
+    }
+    if (furthest == PASSED_LIMITS) {
+        describe_bad_override(row, reg, count, shape, force, out->reason, sizeof out->reason);
+        return FA_ERR_BAD_TILE_OVERRIDE;
+    }
+    describe_no_config(row, shape, furthest, limit_msg, out->reason, sizeof out->reason);
+    return FA_ERR_UNSUPPORTED;
+}
+
+fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *registry, int count,
+                           const fa_problem_shape *shape, const fa_tile_override *force,
+                           fa_selection *out)
+{
+    const fa_kernel_config *best = NULL;
+    estimate best_e;
+    double floor_cost;
+    int i, head_dim;
+
+    memset(&best_e, 0, sizeof best_e);
+    if (!out) return FA_ERR_NULL_POINTER;
+    memset(out, 0, sizeof *out);
+    if (!row || !shape || (count > 0 && !registry)) {
+        snprintf(out->reason, sizeof out->reason, "fa_select_config: NULL argument");
+        return FA_ERR_NULL_POINTER;
+    }
+    if (count < 0) count = 0;
+
+    head_dim = smallest_head_dim(row, registry, count, shape, force);
+    if (head_dim == INT_MAX) return explain_failure(row, registry, count, shape, force, out);
+    floor_cost = lowest_cost(row, registry, count, shape, force, head_dim);
+
+    for (i = 0; i < count; i++) {
+        const fa_kernel_config *c = &registry[i];
+        estimate e;
+        if (!eligible(row, c, shape, force) || c->head_dim != head_dim) continue;
+        e = estimate_config(row, c, shape);
+        if (e.cost * COST_TIE_DEN > floor_cost * COST_TIE_NUM) continue;
+        if (best && !outranks(c, &e, best, &best_e)) continue;
+        best = c;
+        best_e = e;
+    }
+
+    out->config = best;
+    out->blocks_per_sm = best_e.blocks_per_sm;
+    out->num_splits = best_e.splits;
+    describe_choice(row, best, shape, &best_e, out->reason, sizeof out->reason);
+    return FA_OK;
+}
+
+/* ---- FLASHATTN_FORCE_TILE ----------------------------------------------------------- */
+
+/* A positive decimal integer without sign or spaces, at most 65536; advances *p. */
+static int parse_positive(const char **p, int *value)
+{
+    long v = 0;
+    const char *s = *p;
+    if (*s < '0' || *s > '9') return 0;
+    while (*s >= '0' && *s <= '9') {
+        v = v * 10 + (*s - '0');
+        if (v > 65536) return 0;
+        s++;
+    }
+    if (v <= 0) return 0;
+    *value = (int)v;
+    *p = s;
+    return 1;
+}
+
+fa_status fa_parse_tile_override(const char *text, fa_tile_override *out)
+{
+    fa_tile_override t = {0, 0, 0};
+    const char *p = text;
+
+    if (!out) return FA_ERR_NULL_POINTER;
+    memset(out, 0, sizeof *out);
+    if (!text || !*text) return FA_OK;
+    if (!parse_positive(&p, &t.tile_m) || *p++ != 'x' || !parse_positive(&p, &t.tile_n))
+        return FA_ERR_BAD_TILE_OVERRIDE;
+    if (*p == ':' && (++p, !parse_positive(&p, &t.stages))) return FA_ERR_BAD_TILE_OVERRIDE;
+    if (*p) return FA_ERR_BAD_TILE_OVERRIDE;
+    *out = t;
+    return FA_OK;
+}

@@ -1,0 +1,244 @@
+/*
+ * cuda_backend.cu - the CUDA runtime mapping: device discovery and the arch-table row,
+ * stream, device->host copies, workspace, and the launch of the forward instance the
+ * dispatcher selected (plus the split-KV combine). No attention logic lives here.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fa_internal.h"
+#include "attn_args.h"
+#include "fwd_instances.h"
+
+/* Forward instances, declared in registry order: list order, fp16 then bf16 per entry
+ * (dispatch.c numbers kernel_id the same way). The kernels are defined in the
+ * translation units CMake generates from fwd_instances.h. */
+#define FA_DECLARE(d, m, n, w, s)                                                    \
+    extern "C" __global__ void fa_fwd_d##d##_f16_##m##x##n##x##s(fa_fwd_args args);  \
+    extern "C" __global__ void fa_fwd_d##d##_bf16_##m##x##n##x##s(fa_fwd_args args);
+FA_CUDA_FWD_INSTANCES(FA_DECLARE)
+#undef FA_DECLARE
+extern "C" __global__ void fa_fwd_combine(fa_fwd_args args, int out_bf16);
+
+#define FA_TABLE_ENTRY(d, m, n, w, s) \
+    (const void *)fa_fwd_d##d##_f16_##m##x##n##x##s, (const void *)fa_fwd_d##d##_bf16_##m##x##n##x##s,
+static const void *const fa_fwd_kernels[] = {FA_CUDA_FWD_INSTANCES(FA_TABLE_ENTRY)};
+#undef FA_TABLE_ENTRY
+#define FA_KERNEL_COUNT ((int)(sizeof(fa_fwd_kernels) / sizeof(fa_fwd_kernels[0])))
+
+typedef struct fa_cuda_state {
+    int smem_raised[FA_KERNEL_COUNT]; /* dynamic shared-memory limit already raised */
+} fa_cuda_state;
+
+static fa_status fa_cuda_error(fa_context *ctx, cudaError_t err, const char *what)
+{
+    return fa_fail(ctx, FA_ERR_DEVICE_RUNTIME, "%s: %s", what, cudaGetErrorString(err));
+}
+
+static fa_status fa_cuda_init(fa_context *ctx, char *why, size_t why_len)
+{
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        snprintf(why, why_len, "no CUDA device: %s",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
+        return FA_ERR_NO_DEVICE;
+    }
+    if (ctx->device >= count) {
+        snprintf(why, why_len, "CUDA device index %d out of range (%d devices)", ctx->device, count);
+        return FA_ERR_BAD_BACKEND;
+    }
+    cudaDeviceProp prop;
+    err = cudaGetDeviceProperties(&prop, ctx->device);
+    if (err != cudaSuccess) {
+        snprintf(why, why_len, "cudaGetDeviceProperties: %s", cudaGetErrorString(err));
+        return FA_ERR_DEVICE_RUNTIME;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "sm_%d%d", prop.major, prop.minor);
+    const fa_arch_row *row = fa_arch_find(name);
+    /* Reported limits always win: a cut-down part or a future driver may differ. */
+    ctx->row = fa_arch_from_device(name, FA_VENDOR_NVIDIA, prop.warpSize,
+                                   (int)prop.sharedMemPerBlockOptin,
+                                   (int)prop.sharedMemPerMultiprocessor, prop.regsPerMultiprocessor,
+                                   prop.maxThreadsPerBlock, prop.maxThreadsPerMultiProcessor,
+                                   prop.multiProcessorCount, prop.major >= 8);
+    if (row) {
+        ctx->row = *row;
+        ctx->row.sm_count = prop.multiProcessorCount;
+        if ((int)prop.sharedMemPerBlockOptin < ctx->row.smem_per_block)
+            ctx->row.smem_per_block = (int)prop.sharedMemPerBlockOptin;
+    }
+    fa_device_info *info = &ctx->info;
+    memset(info, 0, sizeof *info);
+    info->backend = FA_BACKEND_CUDA;
+    snprintf(info->device_name, sizeof info->device_name, "%s", prop.name);
+    snprintf(info->arch, sizeof info->arch, "%s", ctx->row.name);
+    info->row_from_table = row != NULL;
+    info->wave_size = ctx->row.wave_size;
+    info->smem_per_block = ctx->row.smem_per_block;
+    info->smem_per_sm = ctx->row.smem_per_sm;
+    info->regs_per_sm = ctx->row.regs_per_sm;
+    info->max_threads_per_block = ctx->row.max_threads_per_block;
+    info->sm_count = ctx->row.sm_count;
+    snprintf(info->matrix_unit, sizeof info->matrix_unit, "%s",
+             ctx->row.matrix_unit == FA_MATRIX_MMA_SYNC ? "mma.sync" : "none");
+
+    fa_cuda_state *state = (fa_cuda_state *)calloc(1, sizeof *state);
+    if (!state) {
+        snprintf(why, why_len, "out of host memory");
+        return FA_ERR_OUT_OF_MEMORY;
+    }
+    ctx->state = state;
+    return FA_OK;
+}
+
+static void fa_cuda_destroy(fa_context *ctx)
+{
+    free(ctx->state);
+    ctx->state = NULL;
+}
+
+static fa_status fa_cuda_set_stream(fa_context *ctx, void *stream)
+{
+    ctx->stream = stream;
+    return FA_OK;
+}
+
+static fa_status fa_cuda_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
+{
+    cudaError_t err = cudaSetDevice(ctx->device);
+    if (err == cudaSuccess)
+        err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)ctx->stream);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize((cudaStream_t)ctx->stream);
+    return err == cudaSuccess ? FA_OK : fa_cuda_error(ctx, err, "reading cu_seqlens/seqused_k");
+}
+
+static size_t fa_align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
+
+static size_t fa_split_bytes(const fa_problem *p, int splits)
+{
+    if (splits <= 1)
+        return 0;
+    size_t rows = (size_t)splits * (size_t)p->total_q * (size_t)p->heads;
+    return fa_align256(rows * (size_t)p->head_dim * sizeof(float)) + fa_align256(rows * sizeof(float));
+}
+
+static fa_status fa_cuda_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                                       size_t *bytes)
+{
+    (void)ctx;
+    *bytes = fa_split_bytes(p, sel->num_splits);
+    return FA_OK;
+}
+
+/* cp.async moves 16-byte chunks: every row the kernels touch must start 16-byte aligned. */
+static int fa_rows_aligned(const void *ptr, fa_strides st)
+{
+    return ((uintptr_t)ptr % 16) == 0 && st.batch % 8 == 0 && st.row % 8 == 0 && st.head % 8 == 0;
+}
+
+static fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
+{
+    fa_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.q = p->q; a.k = p->k; a.v = p->v; a.out = p->out; a.lse = p->lse;
+    a.q_batch = p->q_stride.batch; a.q_row = p->q_stride.row; a.q_head = p->q_stride.head;
+    a.k_batch = p->k_stride.batch; a.k_row = p->k_stride.row; a.k_head = p->k_stride.head;
+    a.v_batch = p->v_stride.batch; a.v_row = p->v_stride.row; a.v_head = p->v_stride.head;
+    a.o_batch = p->out_stride.batch; a.o_row = p->out_stride.row; a.o_head = p->out_stride.head;
+    a.lse_batch = p->lse_stride.batch; a.lse_row = p->lse_stride.row; a.lse_head = p->lse_stride.head;
+    a.cu_seqlens_q = p->varlen ? p->cu_seqlens_q : NULL;
+    a.cu_seqlens_k = p->varlen ? p->cu_seqlens_k : NULL;
+    a.seqused_k = p->seqused_k;
+    a.alibi_slopes = p->alibi_slopes;
+    a.alibi_batch = p->alibi_batch_stride;
+    a.batch = p->batch; a.heads = p->heads; a.heads_k = p->heads_k; a.head_dim = p->head_dim;
+    a.seqlen_q = (int)p->seqlen_q; a.seqlen_k = (int)p->seqlen_k;
+    a.window_left = p->window.left; a.window_right = p->window.right;
+    const float log2e = 1.4426950408889634f;
+    a.scale_log2 = p->softmax_scale * log2e;
+    if (p->softcap > 0.f) {
+        a.softcap_inv_scale = p->softmax_scale / p->softcap;
+        a.softcap_log2 = p->softcap * log2e;
+    }
+    a.num_splits = splits;
+    a.total_q = (int)p->total_q;
+    if (splits > 1) {
+        size_t rows = (size_t)splits * (size_t)p->total_q * (size_t)p->heads;
+        a.partial_out = (float *)workspace;
+        a.partial_lse = (float *)((char *)workspace + fa_align256(rows * (size_t)p->head_dim * sizeof(float)));
+    }
+    return a;
+}
+
+static fa_status fa_cuda_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
+                                fa_fwd_args *args)
+{
+    const fa_kernel_config *cfg = sel->config;
+    fa_cuda_state *state = (fa_cuda_state *)ctx->state;
+    const void *kernel = fa_fwd_kernels[cfg->kernel_id];
+    cudaStream_t stream = (cudaStream_t)ctx->stream;
+    cudaError_t err = cudaSuccess;
+    if (!state->smem_raised[cfg->kernel_id]) {
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cfg->smem_bytes);
+        if (err != cudaSuccess)
+            return fa_cuda_error(ctx, err, "raising the shared-memory limit");
+        state->smem_raised[cfg->kernel_id] = 1;
+    }
+    dim3 grid((unsigned)((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m), (unsigned)p->heads,
+              (unsigned)(p->batch * sel->num_splits));
+    void *kernel_args[] = {args};
+    err = cudaLaunchKernel(kernel, grid, dim3((unsigned)cfg->threads), kernel_args,
+                           (size_t)cfg->smem_bytes, stream);
+    if (err != cudaSuccess)
+        return fa_cuda_error(ctx, err, "launching the forward kernel");
+    if (sel->num_splits > 1) {
+        int out_bf16 = p->dtype == FA_DTYPE_BF16;
+        void *combine_args[] = {args, &out_bf16};
+        dim3 cgrid((unsigned)p->seqlen_q, (unsigned)p->heads, (unsigned)p->batch);
+        err = cudaLaunchKernel((const void *)fa_fwd_combine, cgrid, dim3(64), combine_args, 0, stream);
+        if (err != cudaSuccess)
+            return fa_cuda_error(ctx, err, "launching the split-KV combine");
+    }
+    return FA_OK;
+}
+
+static fa_status fa_cuda_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                             void *workspace, size_t workspace_bytes)
+{
+    if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
+        !fa_rows_aligned(p->v, p->v_stride) || !fa_rows_aligned(p->out, p->out_stride))
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the CUDA backend needs 16-byte aligned rows: data pointers aligned to 16 "
+                       "bytes and outer strides that are multiples of 8 elements");
+    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= FA_KERNEL_COUNT)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no CUDA kernel", sel->config->name);
+    cudaError_t err = cudaSetDevice(ctx->device);
+    if (err != cudaSuccess)
+        return fa_cuda_error(ctx, err, "cudaSetDevice");
+    size_t need = fa_split_bytes(p, sel->num_splits);
+    void *owned = NULL;
+    if (need > 0 && workspace == NULL) {
+        err = cudaMallocAsync(&owned, need, (cudaStream_t)ctx->stream);
+        if (err != cudaSuccess)
+            return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "split-KV workspace of %zu bytes: %s", need,
+                           cudaGetErrorString(err));
+        workspace = owned;
+    }
+    (void)workspace_bytes; /* api.c has checked it against fa_cuda_fwd_workspace */
+    fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
+    fa_status st = fa_cuda_launch(ctx, sel, p, &args);
+    if (owned)
+        cudaFreeAsync(owned, (cudaStream_t)ctx->stream);
+    return st;
+}
+
+extern "C" const fa_backend_ops fa_cuda_ops = {
+    fa_cuda_init, fa_cuda_destroy, fa_cuda_set_stream, fa_cuda_copy_to_host,
+    fa_cuda_fwd_workspace, fa_cuda_fwd,
+};

@@ -1,0 +1,171 @@
+/*
+ * fa_device.h (NVIDIA) - the device vocabulary the common kernels in src/common are
+ * written against, mapped to sm_80+ instructions: mma.sync m16n8k16 (fp16/bf16 in, fp32
+ * accumulate), ldmatrix (.trans for V), cp.async with zero-fill, ex2.approx, tanh.approx
+ * and warp shuffles. Nothing algorithmic lives here.
+ *
+ * Fragment contract (what src/common relies on):
+ *   - An MMA tile is FA_MMA_M x FA_MMA_N x FA_MMA_K = 16 x 8 x 16.
+ *   - An accumulator holds FA_ACC_REGS floats per lane; register r of lane l is element
+ *     (fa_acc_row(l, r), fa_acc_col(l, r)) of the 16x8 tile.
+ *   - Lanes that share an accumulator row are combined by fa_row_max / fa_row_sum.
+ *   - fa_acc_pair_to_a turns the accumulators of two adjacent n-tiles (16x16 of P) into
+ *     the A operand of the next product, without going through shared memory.
+ */
+#ifndef FA_DEVICE_CUDA_H
+#define FA_DEVICE_CUDA_H
+
+#include <stdint.h>
+
+#define FA_WARP_SIZE 32
+#define FA_MMA_M 16
+#define FA_MMA_N 8
+#define FA_MMA_K 16
+#define FA_ACC_REGS 4
+#define FA_A_REGS 4
+#define FA_B_REGS 2
+#define FA_DEVICE __device__ __forceinline__
+#define FA_GLOBAL __global__
+#define FA_SHARED __shared__
+
+FA_DEVICE int fa_lane(void) { return (int)(threadIdx.x & (FA_WARP_SIZE - 1)); }
+FA_DEVICE int fa_warp(void) { return (int)(threadIdx.x / FA_WARP_SIZE); }
+FA_DEVICE void fa_barrier(void) { __syncthreads(); }
+
+/* Accumulator ownership of mma.sync m16n8k16 (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k16", f32 accumulators): c0,c1 in row lane/4, c2,c3 in row lane/4 + 8. */
+FA_DEVICE int fa_acc_row(int lane, int reg) { return (lane >> 2) + 8 * (reg >> 1); }
+FA_DEVICE int fa_acc_col(int lane, int reg) { return 2 * (lane & 3) + (reg & 1); }
+
+/* The four lanes lane&~3 .. lane|3 hold one accumulator row. */
+FA_DEVICE float fa_row_max(float x)
+{
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+FA_DEVICE float fa_row_sum(float x)
+{
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+FA_DEVICE float fa_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+FA_DEVICE float fa_tanh(float x)
+{
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+FA_DEVICE float fa_log(float x) { return __logf(x); }
+
+FA_DEVICE uint32_t fa_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16-byte global->shared copy; src_valid 0 writes zeros (cp.async's src-size operand). */
+FA_DEVICE void fa_async_copy16(void *smem_dst, const void *gmem_src, int src_valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fa_smem_addr(smem_dst)),
+                 "l"(gmem_src), "r"(src_valid ? 16 : 0));
+}
+FA_DEVICE void fa_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+/* Wait until at most n committed groups are pending (n is a compile-time constant). */
+#define fa_async_wait(n) asm volatile("cp.async.wait_group %0;\n" ::"n"(n))
+
+/* ldmatrix x4: lane l supplies the address of row (l % 8) of matrix (l / 8). */
+FA_DEVICE void fa_ldmatrix_x4(uint32_t r[4], const void *smem_row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem_addr(smem_row)));
+}
+FA_DEVICE void fa_ldmatrix_x4_trans(uint32_t r[4], const void *smem_row)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(fa_smem_addr(smem_row)));
+}
+
+/* Fragment loads from a shared tile of 16-bit elements. `offset(row, col8)` is the
+ * common layout function (element offset of the 8-element chunk col8 of a row). */
+
+/* A operand (16x16, row-major tile[row][k]) at (row0, k0). */
+#define fa_load_a(a, tile, offset, row0, k0)                                              \
+    do {                                                                                  \
+        int l_ = fa_lane();                                                               \
+        fa_ldmatrix_x4((a), (tile) + offset((row0) + (l_ & 15), ((k0) >> 3) + (l_ >> 4))); \
+    } while (0)
+
+/* B operands of two adjacent n-tiles for B = tileᵀ (K stored [n][k]): b[0] covers rows
+ * n0..n0+7 of the tile, b[1] rows n0+8..n0+15, both over k0..k0+15. */
+#define fa_load_bt_pair(b, tile, offset, n0, k0)                                      \
+    do {                                                                              \
+        int l_ = fa_lane();                                                           \
+        uint32_t r_[4];                                                               \
+        fa_ldmatrix_x4(r_, (tile) + offset((n0) + (l_ & 7) + ((l_ >> 4) << 3),        \
+                                           ((k0) >> 3) + ((l_ >> 3) & 1)));           \
+        (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];   \
+    } while (0)
+
+/* B operands of two adjacent n-tiles for B = tile (V stored [k][n]): b[0] covers columns
+ * n0..n0+7, b[1] columns n0+8..n0+15, both over rows k0..k0+15. */
+#define fa_load_b_pair(b, tile, offset, k0, n0)                                       \
+    do {                                                                              \
+        int l_ = fa_lane();                                                           \
+        uint32_t r_[4];                                                               \
+        fa_ldmatrix_x4_trans(r_, (tile) + offset((k0) + (l_ & 7) + (((l_ >> 3) & 1) << 3), \
+                                                 ((n0) >> 3) + (l_ >> 4)));           \
+        (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];   \
+    } while (0)
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+FA_DEVICE uint32_t fa_pack2_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+FA_DEVICE uint32_t fa_pack2_f16(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+/* The instance's element type: FA_INST_BF16 defined -> bf16, else fp16. */
+#if defined(FA_INST_BF16)
+#define fa_pack2 fa_pack2_bf16
+#define FA_MMA_TYPE "bf16"
+#else
+#define fa_pack2 fa_pack2_f16
+#define FA_MMA_TYPE "f16"
+#endif
+
+/* Dynamic shared memory of a kernel, 16-byte aligned for the async copies. */
+#define FA_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
+/* c += a * b on one 16x8x16 tile. */
+FA_DEVICE void fa_mma(float c[4], const uint32_t a[4], const uint32_t b[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." FA_MMA_TYPE "." FA_MMA_TYPE
+                 ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* The accumulator layout of two adjacent 16x8 tiles is the A layout of one 16x16 tile
+ * (PTX ISA fragment tables), so P feeds P·V straight from registers. */
+FA_DEVICE void fa_acc_pair_to_a(uint32_t a[4], const float c0[4], const float c1[4])
+{
+    a[0] = fa_pack2(c0[0], c0[1]);
+    a[1] = fa_pack2(c0[2], c0[3]);
+    a[2] = fa_pack2(c1[0], c1[1]);
+    a[3] = fa_pack2(c1[2], c1[3]);
+}
+
+/* Store two adjacent output elements (an accumulator register pair) to global memory. */
+FA_DEVICE void fa_store2(void *dst, float lo, float hi) { *(uint32_t *)dst = fa_pack2(lo, hi); }
+
+#endif /* FA_DEVICE_CUDA_H */

@@ -1,0 +1,424 @@
+// test_cuda_forward.cpp - the CUDA forward against the fp64 oracle (tests/oracle.hpp) on
+// random normal inputs: every head-dim instance and some in between, odd and unequal
+// sequence lengths, GQA, every mask, varlen with empty sequences, split-KV, strides,
+// determinism and O(s) memory. The binary exits with code 4 (ctest: skipped) when no
+// CUDA device is present.
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "oracle.hpp"
+
+using fa_oracle::HostTensor;
+using fa_oracle::Precision;
+
+namespace {
+
+struct DeviceBuffer {
+    void *ptr = nullptr;
+    explicit DeviceBuffer(size_t bytes) { REQUIRE(cudaMalloc(&ptr, bytes ? bytes : 1) == cudaSuccess); }
+    ~DeviceBuffer() { cudaFree(ptr); }
+    DeviceBuffer(const DeviceBuffer &) = delete;
+    DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+};
+
+// A device mirror of a host tensor: same storage bytes (poison included), same strides.
+struct DeviceTensor {
+    HostTensor *host;
+    std::unique_ptr<DeviceBuffer> buf;
+    fa_tensor view;
+    explicit DeviceTensor(HostTensor &h) : host(&h), buf(new DeviceBuffer(h.storage.size()))
+    {
+        REQUIRE(cudaMemcpy(buf->ptr, h.storage.data(), h.storage.size(), cudaMemcpyHostToDevice) ==
+                cudaSuccess);
+        view = h.view;
+        view.data = static_cast<unsigned char *>(buf->ptr) +
+                    (static_cast<unsigned char *>(h.view.data) - h.storage.data());
+    }
+    void copy_back()
+    {
+        REQUIRE(cudaMemcpy(host->storage.data(), buf->ptr, host->storage.size(), cudaMemcpyDeviceToHost) ==
+                cudaSuccess);
+    }
+};
+
+template <typename T> struct DeviceArray {
+    DeviceBuffer buf;
+    explicit DeviceArray(const std::vector<T> &v) : buf(v.size() * sizeof(T))
+    {
+        REQUIRE(cudaMemcpy(buf.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+    }
+    const T *get() const { return static_cast<const T *>(buf.ptr); }
+};
+
+struct Context {
+    fa_context *ctx = nullptr;
+    Context() { REQUIRE(fa_create(&ctx, FA_BACKEND_CUDA, 0) == FA_OK); }
+    ~Context() { fa_destroy(ctx); }
+};
+
+struct Case {
+    int batch = 1, seqlen_q = 128, seqlen_k = 128, heads = 6, heads_k = 6, head_dim = 64;
+    fa_dtype dtype = FA_DTYPE_BF16;
+    bool causal = false;
+    int window_left = -1, window_right = -1;
+    float softcap = 0.f;
+    bool alibi = false;
+    int num_splits = 0;
+    // Varlen when non-empty (batch = size - 1); seqused_k when non-empty.
+    std::vector<int32_t> cu_q, cu_k, seqused_k;
+    // Extra elements between rows (packed-qkv style strides) when > 0.
+    int row_padding = 0;
+};
+
+std::vector<int64_t> bshd_strides(int64_t s, int64_t h, int64_t d, int pad)
+{
+    int64_t row = h * d + pad;
+    return {s * row, row, d, 1};
+}
+
+struct Outcome {
+    double out_error, out_bound, lse_error, lse_bound;
+};
+
+Outcome run_case(const Case &c, uint64_t seed)
+{
+    const bool varlen = !c.cu_q.empty();
+    const int batch = varlen ? static_cast<int>(c.cu_q.size()) - 1 : c.batch;
+    HostTensor q, k, v, out, lse;
+    if (varlen) {
+        q = fa_oracle::make_tensor(c.dtype, {c.cu_q.back(), c.heads, c.head_dim});
+        k = fa_oracle::make_tensor(c.dtype, {c.cu_k.back(), c.heads_k, c.head_dim});
+        v = fa_oracle::make_tensor(c.dtype, {c.cu_k.back(), c.heads_k, c.head_dim});
+        out = fa_oracle::make_tensor(c.dtype, {c.cu_q.back(), c.heads, c.head_dim});
+        lse = fa_oracle::make_tensor(FA_DTYPE_F32, {c.heads, c.cu_q.back()});
+    } else {
+        int p = c.row_padding;
+        q = fa_oracle::make_tensor(c.dtype, {batch, c.seqlen_q, c.heads, c.head_dim},
+                                   bshd_strides(c.seqlen_q, c.heads, c.head_dim, p));
+        k = fa_oracle::make_tensor(c.dtype, {batch, c.seqlen_k, c.heads_k, c.head_dim},
+                                   bshd_strides(c.seqlen_k, c.heads_k, c.head_dim, p));
+        v = fa_oracle::make_tensor(c.dtype, {batch, c.seqlen_k, c.heads_k, c.head_dim},
+                                   bshd_strides(c.seqlen_k, c.heads_k, c.head_dim, p));
+        out = fa_oracle::make_tensor(c.dtype, {batch, c.seqlen_q, c.heads, c.head_dim},
+                                     bshd_strides(c.seqlen_q, c.heads, c.head_dim, p));
+        lse = fa_oracle::make_tensor(FA_DTYPE_F32, {batch, c.heads, c.seqlen_q});
+    }
+    fa_oracle::fill_normal(q, seed);
+    fa_oracle::fill_normal(k, seed + 1);
+    fa_oracle::fill_normal(v, seed + 2);
+    fa_oracle::poison(out);
+    fa_oracle::poison(lse);
+
+    std::vector<float> slopes;
+    for (int h = 0; h < c.heads; ++h)
+        slopes.push_back(std::pow(2.f, -8.f * (h + 1) / c.heads));
+
+    fa_params host_params;
+    fa_params_init(&host_params);
+    host_params.causal = c.causal;
+    host_params.window_left = c.window_left;
+    host_params.window_right = c.window_right;
+    host_params.softcap = c.softcap;
+    host_params.num_splits = c.num_splits;
+    if (c.alibi)
+        host_params.alibi_slopes = slopes.data();
+    if (varlen) {
+        host_params.cu_seqlens_q = c.cu_q.data();
+        host_params.cu_seqlens_k = c.cu_k.data();
+        host_params.varlen_batch = batch;
+        for (int b = 0; b < batch; ++b) {
+            host_params.max_seqlen_q = std::max(host_params.max_seqlen_q, c.cu_q[b + 1] - c.cu_q[b]);
+            host_params.max_seqlen_k = std::max(host_params.max_seqlen_k, c.cu_k[b + 1] - c.cu_k[b]);
+        }
+    }
+    if (!c.seqused_k.empty())
+        host_params.seqused_k = c.seqused_k.data();
+
+    DeviceTensor dq(q), dk(k), dv(v), dout(out), dlse(lse);
+    std::unique_ptr<DeviceArray<float>> dslopes;
+    std::unique_ptr<DeviceArray<int32_t>> dcu_q, dcu_k, dused;
+    fa_params dev_params = host_params;
+    if (c.alibi) {
+        dslopes.reset(new DeviceArray<float>(slopes));
+        dev_params.alibi_slopes = dslopes->get();
+    }
+    if (varlen) {
+        dcu_q.reset(new DeviceArray<int32_t>(c.cu_q));
+        dcu_k.reset(new DeviceArray<int32_t>(c.cu_k));
+        dev_params.cu_seqlens_q = dcu_q->get();
+        dev_params.cu_seqlens_k = dcu_k->get();
+    }
+    if (!c.seqused_k.empty()) {
+        dused.reset(new DeviceArray<int32_t>(c.seqused_k));
+        dev_params.seqused_k = dused->get();
+    }
+
+    Context ctx;
+    fa_status st = fa_fwd(ctx.ctx, &dq.view, &dk.view, &dv.view, &dev_params, &dout.view, &dlse.view,
+                          nullptr, 0);
+    INFO("fa_fwd: " << fa_status_string(st) << ": " << fa_last_error(ctx.ctx));
+    REQUIRE(st == FA_OK);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    dout.copy_back();
+    dlse.copy_back();
+
+    CHECK(fa_oracle::all_elements_written(out));
+    CHECK(fa_oracle::all_elements_written(lse));
+    CHECK(fa_oracle::gaps_untouched(out));
+    fa_oracle::Reference exact = fa_oracle::reference_attention(q.view, k.view, v.view, host_params,
+                                                                Precision::Exact);
+    fa_oracle::Reference naive = fa_oracle::reference_attention(q.view, k.view, v.view, host_params,
+                                                                Precision::Naive);
+    Outcome o;
+    o.out_error = fa_oracle::max_out_error(out.view, exact);
+    o.out_bound = 2.0 * fa_oracle::max_out_difference(naive, exact) + 1e-5;
+    o.lse_error = fa_oracle::max_lse_error(lse.view, exact);
+    o.lse_bound = 2.0 * fa_oracle::max_lse_difference(naive, exact) + 1e-5;
+    return o;
+}
+
+void check_case(const Case &c, uint64_t seed)
+{
+    Outcome o = run_case(c, seed);
+    INFO("b=" << c.batch << " s_q=" << c.seqlen_q << " s_k=" << c.seqlen_k << " h=" << c.heads << "/"
+              << c.heads_k << " d=" << c.head_dim << " " << fa_dtype_name(c.dtype)
+              << " causal=" << c.causal << " window=" << c.window_left << "," << c.window_right
+              << " softcap=" << c.softcap << " alibi=" << c.alibi << " splits=" << c.num_splits);
+    INFO("out error " << o.out_error << " (bound " << o.out_bound << "), lse error " << o.lse_error
+                      << " (bound " << o.lse_bound << ")");
+    CHECK(o.out_error <= o.out_bound);
+    CHECK(o.lse_error <= o.lse_bound);
+}
+
+const fa_dtype kDtypes[] = {FA_DTYPE_F16, FA_DTYPE_BF16};
+
+}  // namespace
+
+TEST_CASE("cuda forward: every head dim, fp16 and bf16", "[cuda][sanitize]")
+{
+    const int dims[] = {8, 32, 40, 64, 72, 96, 128, 192, 200, 256};
+    uint64_t seed = 100;
+    for (fa_dtype dt : kDtypes)
+        for (int d : dims) {
+            Case c;
+            c.dtype = dt;
+            c.head_dim = d;
+            c.seqlen_q = 113;
+            c.seqlen_k = 203;
+            c.heads_k = 2;
+            check_case(c, seed++);
+            c.causal = true;
+            c.seqlen_q = 203;
+            c.seqlen_k = 113;
+            check_case(c, seed++);
+        }
+}
+
+TEST_CASE("cuda forward: sequence lengths, GQA and causal both ways", "[cuda]")
+{
+    const int shapes[][2] = {{1, 1}, {1, 239}, {113, 203}, {128, 217}, {256, 512}, {512, 256}, {1023, 1024}};
+    const int kv_heads[] = {6, 2, 1};
+    uint64_t seed = 300;
+    int i = 0;
+    for (auto &sh : shapes)
+        for (bool causal : {false, true}) {
+            Case c;
+            c.seqlen_q = sh[0];
+            c.seqlen_k = sh[1];
+            c.head_dim = 128;
+            c.heads_k = kv_heads[i % 3];
+            c.dtype = kDtypes[i % 2];
+            c.causal = causal;
+            ++i;
+            check_case(c, seed++);
+        }
+}
+
+TEST_CASE("cuda forward: windows, softcap, ALiBi", "[cuda][sanitize]")
+{
+    uint64_t seed = 500;
+    for (fa_dtype dt : kDtypes) {
+        Case c;
+        c.dtype = dt;
+        c.seqlen_q = 300;
+        c.seqlen_k = 421;
+        c.heads_k = 3;
+        c.head_dim = 64;
+        Case left = c, right = c, both = c, cap = c, alibi = c, mix = c;
+        left.window_left = 37;
+        right.window_right = 5;
+        both.window_left = 64;
+        both.window_right = 64;
+        cap.softcap = 30.f;
+        alibi.alibi = true;
+        mix.causal = true;
+        mix.alibi = true;
+        mix.softcap = 20.f;
+        mix.window_left = 100;
+        for (const Case *x : {&left, &right, &both, &cap, &alibi, &mix})
+            check_case(*x, seed++);
+    }
+}
+
+TEST_CASE("cuda forward: fully masked rows give 0 and -inf", "[cuda]")
+{
+    Case c;
+    c.seqlen_q = 250;
+    c.seqlen_k = 70; // causal: the first 180 query rows see no key
+    c.causal = true;
+    c.head_dim = 96;
+    check_case(c, 600);
+    Case w = c;
+    w.causal = false;
+    w.seqlen_k = 300;
+    w.window_left = 0;
+    w.window_right = -1;
+    w.seqlen_q = 500; // rows whose diagonal is past the keys on the left edge see none
+    check_case(w, 601);
+}
+
+TEST_CASE("cuda forward: varlen with empty sequences, seqused_k", "[cuda][sanitize]")
+{
+    uint64_t seed = 700;
+    for (fa_dtype dt : kDtypes)
+        for (bool causal : {false, true}) {
+            Case c;
+            c.dtype = dt;
+            c.causal = causal;
+            c.head_dim = 128;
+            c.heads_k = 2;
+            c.cu_q = {0, 50, 50, 177, 400};
+            c.cu_k = {0, 80, 95, 95, 350};
+            check_case(c, seed++);
+        }
+    Case u;
+    u.batch = 3;
+    u.seqlen_q = 100;
+    u.seqlen_k = 300;
+    u.seqused_k = {300, 17, 0};
+    u.causal = true;
+    check_case(u, seed++);
+}
+
+TEST_CASE("cuda forward: split-KV forced and chosen for decode", "[cuda][sanitize]")
+{
+    uint64_t seed = 800;
+    for (fa_dtype dt : kDtypes) {
+        Case forced;
+        forced.dtype = dt;
+        forced.seqlen_q = 77;
+        forced.seqlen_k = 1500;
+        forced.num_splits = 3;
+        forced.causal = true;
+        check_case(forced, seed++);
+        Case decode;
+        decode.dtype = dt;
+        decode.heads = 8;
+        decode.heads_k = 1;
+        decode.seqlen_q = 1;
+        decode.seqlen_k = 4099;
+        decode.head_dim = 128;
+        check_case(decode, seed++);
+    }
+}
+
+TEST_CASE("cuda plan: decode-like problems split the keys", "[cuda]")
+{
+    Context ctx;
+    fa_tensor q = fa_tensor_bshd(reinterpret_cast<void *>(256), FA_DTYPE_BF16, 1, 1, 8, 128);
+    fa_tensor k = fa_tensor_bshd(reinterpret_cast<void *>(256), FA_DTYPE_BF16, 1, 32768, 1, 128);
+    fa_params p;
+    fa_params_init(&p);
+    fa_plan plan;
+    REQUIRE(fa_plan_fwd(ctx.ctx, &q, &k, &k, &p, &plan) == FA_OK);
+    INFO(plan.kernel << ": " << plan.reason);
+    CHECK(plan.num_splits > 1);
+    CHECK(plan.workspace_bytes > 0);
+}
+
+TEST_CASE("cuda forward: strided (packed) inputs and long sequences", "[cuda]")
+{
+    Case packed;
+    packed.seqlen_q = 333;
+    packed.seqlen_k = 517;
+    packed.row_padding = 2 * 6 * 64; // rows of a packed [s, 3, h, d] qkv buffer
+    packed.batch = 2;
+    check_case(packed, 900);
+    Case longer;
+    longer.seqlen_q = 8192;
+    longer.seqlen_k = 8192;
+    longer.heads = 1;
+    longer.heads_k = 1;
+    longer.head_dim = 64;
+    longer.causal = true;
+    longer.dtype = FA_DTYPE_F16;
+    check_case(longer, 901);
+}
+
+TEST_CASE("cuda forward: ten runs are bitwise identical", "[cuda]")
+{
+    const int b = 2, s = 777, h = 4, d = 128;
+    HostTensor q = fa_oracle::make_tensor(FA_DTYPE_BF16, {b, s, h, d});
+    fa_oracle::fill_normal(q, 42);
+    DeviceTensor dq(q);
+    HostTensor out = fa_oracle::make_tensor(FA_DTYPE_BF16, {b, s, h, d});
+    HostTensor lse = fa_oracle::make_tensor(FA_DTYPE_F32, {b, h, s});
+    fa_params p;
+    fa_params_init(&p);
+    p.causal = 1;
+    p.num_splits = 2;
+    Context ctx;
+    std::vector<unsigned char> first_out, first_lse;
+    for (int run = 0; run < 10; ++run) {
+        fa_oracle::poison(out);
+        fa_oracle::poison(lse);
+        DeviceTensor dout(out), dlse(lse);
+        REQUIRE(fa_fwd(ctx.ctx, &dq.view, &dq.view, &dq.view, &p, &dout.view, &dlse.view, nullptr, 0) == FA_OK);
+        dout.copy_back();
+        dlse.copy_back();
+        if (run == 0) {
+            first_out = out.storage;
+            first_lse = lse.storage;
+        } else {
+            CHECK(out.storage == first_out);
+            CHECK(lse.storage == first_lse);
+        }
+    }
+}
+
+TEST_CASE("cuda forward: extra device memory is O(s) at 32k and 128k", "[cuda]")
+{
+    Context ctx;
+    for (int64_t s : {int64_t(32768), int64_t(131072)}) {
+        const int d = 128;
+        fa_tensor probe = fa_tensor_bshd(reinterpret_cast<void *>(256), FA_DTYPE_BF16, 1, s, 1, d);
+        fa_params p;
+        fa_params_init(&p);
+        p.causal = 1;
+        size_t workspace = 0;
+        REQUIRE(fa_fwd_workspace_size(ctx.ctx, &probe, &probe, &probe, &p, &workspace) == FA_OK);
+        // Linear in s: at most a few fp32 rows of head_dim per query row.
+        CHECK(workspace <= static_cast<size_t>(s) * d * 4 * 8);
+
+        HostTensor q = fa_oracle::make_tensor(FA_DTYPE_BF16, {1, s, 1, d});
+        fa_oracle::fill_normal(q, 7 + s);
+        HostTensor out = fa_oracle::make_tensor(FA_DTYPE_BF16, {1, s, 1, d});
+        DeviceTensor dq(q), dout(out);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        size_t free_before = 0, free_after = 0, total = 0;
+        cudaMemGetInfo(&free_before, &total);
+        REQUIRE(fa_fwd(ctx.ctx, &dq.view, &dq.view, &dq.view, &p, &dout.view, nullptr, nullptr, 0) == FA_OK);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        cudaMemGetInfo(&free_after, &total);
+        // Anything the call kept must be far below one s x s score matrix (2 * s^2 bytes).
+        size_t kept = free_before > free_after ? free_before - free_after : 0;
+        CHECK(kept <= static_cast<size_t>(s) * d * 4 * 8 + (64u << 20));
+        dout.copy_back();
+        CHECK(fa_oracle::all_elements_written(out));
+    }
+}

@@ -1,0 +1,756 @@
+// test_api_errors.cpp - the public API's argument checking on the CPU backend: every bad
+// input gets its own named status, a message that names the offending thing, and leaves
+// the output buffers untouched. Also the success paths of the API's small calls (names,
+// version, plan, device info).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flashattn.h"
+
+namespace {
+
+const unsigned char kPoison = 0xA5;
+
+// Sets FLASHATTN_FORCE_TILE for one scope and always unsets it afterwards.
+struct ForcedTile {
+    explicit ForcedTile(const char *text) { setenv("FLASHATTN_FORCE_TILE", text, 1); }
+    ~ForcedTile() { unsetenv("FLASHATTN_FORCE_TILE"); }
+};
+
+// A valid fp32 GQA problem on the CPU backend (b=2, s_q=16, s_k=24, h=4, h_k=2, d=32) with
+// outputs filled with a poison byte. Buffers have headroom so a check that wrongly lets
+// a bad shape through cannot read past them.
+struct ApiFixture {
+    static const int64_t b = 2, s_q = 16, s_k = 24, h = 4, h_k = 2, d = 32;
+    static const size_t headroom = 8;
+
+    fa_context *ctx = nullptr;
+    std::vector<float> q_buf, k_buf, v_buf, out_buf, lse_buf;
+    std::vector<float> out_before, lse_before;
+    fa_tensor q, k, v, out, lse;
+    fa_params params;
+
+    ApiFixture()
+        : q_buf(b * s_q * h * d * headroom), k_buf(b * s_k * h_k * d * headroom),
+          v_buf(k_buf.size()), out_buf(q_buf.size()), lse_buf(b * h * s_q * headroom)
+    {
+        REQUIRE(fa_create(&ctx, FA_BACKEND_CPU, 0) == FA_OK);
+        std::mt19937 rng(7);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        for (std::vector<float> *buf : {&q_buf, &k_buf, &v_buf})
+            for (float &x : *buf)
+                x = normal(rng);
+        std::memset(out_buf.data(), kPoison, out_buf.size() * sizeof(float));
+        std::memset(lse_buf.data(), kPoison, lse_buf.size() * sizeof(float));
+        out_before = out_buf;
+        lse_before = lse_buf;
+        q = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+        k = fa_tensor_bshd(k_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d);
+        v = fa_tensor_bshd(v_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d);
+        out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+        lse = fa_tensor_lse(lse_buf.data(), b, h, s_q);
+        fa_params_init(&params);
+    }
+    ~ApiFixture() { fa_destroy(ctx); }
+
+    // Reshape q, k, v, out, lse as varlen [total, h, d] with these cu_seqlens.
+    void make_varlen(const int32_t *cu_q, const int32_t *cu_k, int batch, int max_q, int max_k)
+    {
+        q = fa_tensor_thd(q_buf.data(), FA_DTYPE_F32, b * s_q, h, d);
+        k = fa_tensor_thd(k_buf.data(), FA_DTYPE_F32, b * s_k, h_k, d);
+        v = fa_tensor_thd(v_buf.data(), FA_DTYPE_F32, b * s_k, h_k, d);
+        out = fa_tensor_thd(out_buf.data(), FA_DTYPE_F32, b * s_q, h, d);
+        lse = fa_tensor_lse_varlen(lse_buf.data(), h, b * s_q);
+        params.cu_seqlens_q = cu_q;
+        params.cu_seqlens_k = cu_k;
+        params.varlen_batch = batch;
+        params.max_seqlen_q = max_q;
+        params.max_seqlen_k = max_k;
+    }
+
+    fa_status fwd() { return fa_fwd(ctx, &q, &k, &v, &params, &out, &lse, nullptr, 0); }
+
+    bool outputs_untouched() const
+    {
+        return std::memcmp(out_buf.data(), out_before.data(), out_buf.size() * sizeof(float)) == 0 &&
+               std::memcmp(lse_buf.data(), lse_before.data(), lse_buf.size() * sizeof(float)) == 0;
+    }
+
+    // The forward fails with `want`, says so mentioning `mention`, and writes nothing.
+    void expect_fwd_error(fa_status want, const char *mention)
+    {
+        fa_status got = fwd();
+        INFO("fa_fwd: " << fa_status_string(got) << ": " << fa_last_error(ctx));
+        CHECK(fa_status_string(got) == std::string(fa_status_string(want)));
+        std::string message = fa_last_error(ctx);
+        CHECK_FALSE(message.empty());
+        CHECK(message.find(mention) != std::string::npos);
+        CHECK(outputs_untouched());
+    }
+
+    // As expect_fwd_error, and the queries that share the checks agree with the forward.
+    void expect_error_everywhere(fa_status want, const char *mention)
+    {
+        expect_fwd_error(want, mention);
+        size_t bytes = 12345;
+        fa_status ws = fa_fwd_workspace_size(ctx, &q, &k, &v, &params, &bytes);
+        CHECK(fa_status_string(ws) == std::string(fa_status_string(want)));
+        CHECK(bytes == 12345u);
+        fa_plan plan;
+        std::memset(&plan, 0, sizeof plan);
+        fa_status pl = fa_plan_fwd(ctx, &q, &k, &v, &params, &plan);
+        CHECK(fa_status_string(pl) == std::string(fa_status_string(want)));
+        CHECK(std::string(fa_last_error(ctx)).find(mention) != std::string::npos);
+    }
+};
+
+} // namespace
+
+// ---- null pointers ------------------------------------------------------------------
+
+TEST_CASE("api: NULL context", "[api][errors]")
+{
+    ApiFixture f;
+    CHECK(fa_fwd(nullptr, &f.q, &f.k, &f.v, &f.params, &f.out, &f.lse, nullptr, 0) ==
+          FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(nullptr)).find("context") != std::string::npos);
+    CHECK(f.outputs_untouched());
+    size_t bytes = 0;
+    CHECK(fa_fwd_workspace_size(nullptr, &f.q, &f.k, &f.v, &f.params, &bytes) ==
+          FA_ERR_NULL_POINTER);
+    CHECK(fa_set_num_threads(nullptr, 1) == FA_ERR_NULL_POINTER);
+    CHECK(fa_set_stream(nullptr, nullptr) == FA_ERR_NULL_POINTER);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: NULL q tensor", "[api][errors]")
+{
+    CHECK(fa_fwd(ctx, nullptr, &k, &v, &params, &out, &lse, nullptr, 0) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("q is NULL") != std::string::npos);
+    CHECK(outputs_untouched());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: NULL k tensor", "[api][errors]")
+{
+    CHECK(fa_fwd(ctx, &q, nullptr, &v, &params, &out, &lse, nullptr, 0) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("k is NULL") != std::string::npos);
+    CHECK(outputs_untouched());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: NULL v tensor", "[api][errors]")
+{
+    CHECK(fa_fwd(ctx, &q, &k, nullptr, &params, &out, &lse, nullptr, 0) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("v is NULL") != std::string::npos);
+    CHECK(outputs_untouched());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: NULL out tensor", "[api][errors]")
+{
+    CHECK(fa_fwd(ctx, &q, &k, &v, &params, nullptr, &lse, nullptr, 0) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("out is NULL") != std::string::npos);
+    CHECK(outputs_untouched());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: NULL params", "[api][errors]")
+{
+    CHECK(fa_fwd(ctx, &q, &k, &v, nullptr, &out, &lse, nullptr, 0) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("params") != std::string::npos);
+    CHECK(outputs_untouched());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: NULL q data", "[api][errors]")
+{
+    q.data = nullptr;
+    expect_error_everywhere(FA_ERR_NULL_POINTER, "q data");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: NULL out data", "[api][errors]")
+{
+    out.data = nullptr;
+    expect_fwd_error(FA_ERR_NULL_POINTER, "out data");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: NULL query result pointers", "[api][errors]")
+{
+    CHECK(fa_fwd_workspace_size(ctx, &q, &k, &v, &params, nullptr) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("bytes") != std::string::npos);
+    CHECK(fa_plan_fwd(ctx, &q, &k, &v, &params, nullptr) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("plan") != std::string::npos);
+    CHECK(fa_get_device_info(ctx, nullptr) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("info") != std::string::npos);
+}
+
+// ---- rank ----------------------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: q of rank 3 without cu_seqlens", "[api][errors]")
+{
+    q.ndim = 3;
+    expect_error_everywhere(FA_ERR_BAD_RANK, "q has 3 dims");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: bshd q with cu_seqlens (varlen wants rank 3)", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 16, 32}, cu_k[] = {0, 24, 48};
+    make_varlen(cu_q, cu_k, 2, 16, 24);
+    q = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+    expect_error_everywhere(FA_ERR_BAD_RANK, "q has 4 dims");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: lse of the wrong rank", "[api][errors]")
+{
+    lse.ndim = 2;
+    expect_fwd_error(FA_ERR_BAD_RANK, "lse has 2 dims");
+}
+
+// ---- shape mismatches ----------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: k batch differs from q", "[api][errors]")
+{
+    k.shape[0] = 1;
+    v.shape[0] = 1;
+    expect_error_everywhere(FA_ERR_SHAPE_MISMATCH, "k batch 1 != q batch 2");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: v seqlen differs from k", "[api][errors]")
+{
+    v.shape[1] = 20;
+    expect_error_everywhere(FA_ERR_SHAPE_MISMATCH, "v seqlen 20 != k seqlen 24");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: v heads differ from k", "[api][errors]")
+{
+    v.shape[2] = 1;
+    expect_error_everywhere(FA_ERR_SHAPE_MISMATCH, "v heads 1 != k heads 2");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: k head_dim differs from q", "[api][errors]")
+{
+    k = fa_tensor_bshd(k_buf.data(), FA_DTYPE_F32, b, s_k, h_k, 24);
+    v = fa_tensor_bshd(v_buf.data(), FA_DTYPE_F32, b, s_k, h_k, 24);
+    expect_error_everywhere(FA_ERR_SHAPE_MISMATCH, "k head_dim 24 != q head_dim 32");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: out seqlen differs from q", "[api][errors]")
+{
+    out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q + 1, h, d);
+    expect_fwd_error(FA_ERR_SHAPE_MISMATCH, "out seqlen 17 != q seqlen 16");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: out heads differ from q", "[api][errors]")
+{
+    out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h_k, d);
+    expect_fwd_error(FA_ERR_SHAPE_MISMATCH, "out heads 2 != q heads 4");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: out dtype differs from q", "[api][errors]")
+{
+    out.dtype = FA_DTYPE_BF16;
+    expect_fwd_error(FA_ERR_BAD_DTYPE, "out dtype bf16 != q dtype f32");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: lse shape differs from [b, h, s_q]", "[api][errors]")
+{
+    lse = fa_tensor_lse(lse_buf.data(), b, h, s_q + 2);
+    expect_fwd_error(FA_ERR_SHAPE_MISMATCH, "lse seqlen 18 != q seqlen 16");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: lse not fp32", "[api][errors]")
+{
+    lse.dtype = FA_DTYPE_F16;
+    expect_fwd_error(FA_ERR_BAD_DTYPE, "lse dtype f16 must be f32");
+}
+
+// ---- head dim and GQA ----------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: head_dim not a multiple of 8", "[api][errors]")
+{
+    q = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, b, s_q, h, 12);
+    k = fa_tensor_bshd(k_buf.data(), FA_DTYPE_F32, b, s_k, h_k, 12);
+    v = fa_tensor_bshd(v_buf.data(), FA_DTYPE_F32, b, s_k, h_k, 12);
+    out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h, 12);
+    expect_error_everywhere(FA_ERR_BAD_HEAD_DIM, "head_dim 12");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: head_dim above 256", "[api][errors]")
+{
+    q = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, 1, 2, 1, 264);
+    k = fa_tensor_bshd(k_buf.data(), FA_DTYPE_F32, 1, 2, 1, 264);
+    v = fa_tensor_bshd(v_buf.data(), FA_DTYPE_F32, 1, 2, 1, 264);
+    out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, 1, 2, 1, 264);
+    lse = fa_tensor_lse(lse_buf.data(), 1, 1, 2);
+    expect_error_everywhere(FA_ERR_BAD_HEAD_DIM, "head_dim 264");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: heads not a multiple of kv heads", "[api][errors]")
+{
+    k = fa_tensor_bshd(k_buf.data(), FA_DTYPE_F32, b, s_k, 3, d);
+    v = fa_tensor_bshd(v_buf.data(), FA_DTYPE_F32, b, s_k, 3, d);
+    expect_error_everywhere(FA_ERR_BAD_GQA, "q heads 4 is not a multiple of k heads 3");
+}
+
+// ---- strides and sizes ---------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: non-contiguous last dim", "[api][errors]")
+{
+    k.stride[3] = 2;
+    expect_error_everywhere(FA_ERR_BAD_STRIDE, "k head_dim stride is 2");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: negative stride", "[api][errors]")
+{
+    v.stride[1] = -v.stride[1];
+    expect_error_everywhere(FA_ERR_BAD_STRIDE, "v stride[1]");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: negative lse stride", "[api][errors]")
+{
+    lse.stride[2] = -1;
+    expect_fwd_error(FA_ERR_BAD_STRIDE, "lse stride[2]");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: negative size", "[api][errors]")
+{
+    q.shape[1] = -16;
+    expect_error_everywhere(FA_ERR_BAD_SIZE, "q seqlen -16");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: zero size", "[api][errors]")
+{
+    k.shape[2] = 0;
+    expect_error_everywhere(FA_ERR_BAD_SIZE, "k heads 0");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: seqlen beyond int32", "[api][errors]")
+{
+    q.shape[1] = int64_t(1) << 31;
+    expect_error_everywhere(FA_ERR_BAD_SIZE, "q seqlen 2147483648");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: element offsets overflowing int64", "[api][errors]")
+{
+    q.shape[0] = 3;
+    q.stride[0] = std::numeric_limits<int64_t>::max() / 2;
+    expect_error_everywhere(FA_ERR_BAD_SIZE, "q element offsets overflow");
+}
+
+// ---- dtypes --------------------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: unknown dtype", "[api][errors]")
+{
+    q.dtype = static_cast<fa_dtype>(9);
+    expect_error_everywhere(FA_ERR_BAD_DTYPE, "q dtype 9");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: k dtype differs from q", "[api][errors]")
+{
+    k.dtype = FA_DTYPE_F16;
+    expect_error_everywhere(FA_ERR_BAD_DTYPE, "k dtype f16 != q dtype f32");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: fp32 is accepted on the CPU backend", "[api]")
+{
+    REQUIRE(fwd() == FA_OK);
+    CHECK(std::string(fa_last_error(ctx)).empty());
+    CHECK_FALSE(outputs_untouched());
+    for (float x : std::vector<float>(out_buf.begin(), out_buf.begin() + b * s_q * h * d))
+        CHECK(std::isfinite(x));
+}
+
+// ---- params --------------------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: negative softcap", "[api][errors]")
+{
+    params.softcap = -1.0f;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "softcap");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: non-finite softcap", "[api][errors]")
+{
+    params.softcap = std::numeric_limits<float>::quiet_NaN();
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "softcap");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: negative softmax_scale", "[api][errors]")
+{
+    params.softmax_scale = -0.5f;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "softmax_scale");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: infinite softmax_scale", "[api][errors]")
+{
+    params.softmax_scale = std::numeric_limits<float>::infinity();
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "softmax_scale");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: window_left below -1", "[api][errors]")
+{
+    params.window_left = -2;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "window_left -2");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: window_right below -1", "[api][errors]")
+{
+    params.window_right = -5;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "window_right -5");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: negative num_splits", "[api][errors]")
+{
+    params.num_splits = -1;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "num_splits");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: reserved params not zero", "[api][errors]")
+{
+    params.reserved[3] = 1;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "reserved[3]");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: paged KV is unsupported", "[api][errors]")
+{
+    static const int32_t table[2] = {0, 1};
+    params.block_table = table;
+    params.page_block_size = 16;
+    expect_error_everywhere(FA_ERR_UNSUPPORTED, "paged KV");
+}
+
+// ---- varlen --------------------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: only cu_seqlens_q set", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 16, 32};
+    params.cu_seqlens_q = cu_q;
+    params.varlen_batch = 2;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "cu_seqlens_k");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: varlen_batch not positive", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 16, 32}, cu_k[] = {0, 24, 48};
+    make_varlen(cu_q, cu_k, 0, 16, 24);
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "varlen_batch 0");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: cu_seqlens not starting at 0", "[api][errors]")
+{
+    static const int32_t cu_q[] = {1, 16, 32}, cu_k[] = {0, 24, 48};
+    make_varlen(cu_q, cu_k, 2, 16, 24);
+    expect_error_everywhere(FA_ERR_BAD_SEQLENS, "cu_seqlens_q[0] = 1");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: cu_seqlens decreasing", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 10, 16, 32}, cu_k[] = {0, 30, 20, 48};
+    make_varlen(cu_q, cu_k, 3, 16, 30);
+    expect_error_everywhere(FA_ERR_BAD_SEQLENS, "cu_seqlens_k decreases");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: cu_seqlens exceeding the total rows", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 16, 33}, cu_k[] = {0, 24, 48};
+    make_varlen(cu_q, cu_k, 2, 17, 24);
+    expect_error_everywhere(FA_ERR_BAD_SEQLENS, "cu_seqlens_q[2] = 33");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: cu_seqlens longer than max_seqlen", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 10, 32}, cu_k[] = {0, 24, 48};
+    make_varlen(cu_q, cu_k, 2, 16, 24);
+    expect_error_everywhere(FA_ERR_BAD_SEQLENS, "max_seqlen_q 16");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: valid varlen call runs", "[api]")
+{
+    static const int32_t cu_q[] = {0, 10, 32}, cu_k[] = {0, 30, 48};
+    make_varlen(cu_q, cu_k, 2, 22, 30);
+    REQUIRE(fwd() == FA_OK);
+    CHECK(std::string(fa_last_error(ctx)).empty());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: seqused_k negative", "[api][errors]")
+{
+    static const int32_t used[] = {-1, 3};
+    params.seqused_k = used;
+    expect_error_everywhere(FA_ERR_BAD_SEQLENS, "seqused_k[0] = -1");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: seqused_k beyond seqlen_k", "[api][errors]")
+{
+    static const int32_t used[] = {3, 25};
+    params.seqused_k = used;
+    expect_error_everywhere(FA_ERR_BAD_SEQLENS, "seqused_k[1] = 25");
+}
+
+// ---- backends ------------------------------------------------------------------------
+
+TEST_CASE("api: unknown backend", "[api][errors]")
+{
+    fa_context *ctx = reinterpret_cast<fa_context *>(1);
+    CHECK(fa_create(&ctx, static_cast<fa_backend>(42), 0) == FA_ERR_BAD_BACKEND);
+    CHECK(ctx == nullptr);
+    CHECK(std::string(fa_create_error()).find("42") != std::string::npos);
+}
+
+TEST_CASE("api: negative device index", "[api][errors]")
+{
+    fa_context *ctx = reinterpret_cast<fa_context *>(1);
+    CHECK(fa_create(&ctx, FA_BACKEND_CPU, -1) == FA_ERR_BAD_BACKEND);
+    CHECK(ctx == nullptr);
+    CHECK(std::string(fa_create_error()).find("-1") != std::string::npos);
+}
+
+TEST_CASE("api: CPU device index other than 0", "[api][errors]")
+{
+    fa_context *ctx = nullptr;
+    CHECK(fa_create(&ctx, FA_BACKEND_CPU, 1) == FA_ERR_BAD_BACKEND);
+    CHECK(ctx == nullptr);
+    CHECK(std::string(fa_create_error()).find("device 1") != std::string::npos);
+}
+
+TEST_CASE("api: NULL context out-pointer for fa_create", "[api][errors]")
+{
+    CHECK(fa_create(nullptr, FA_BACKEND_CPU, 0) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_create_error()).find("NULL") != std::string::npos);
+}
+
+TEST_CASE("api: a GPU backend that is not built or has no device says so", "[api][errors]")
+{
+    const fa_backend gpus[] = {FA_BACKEND_CUDA, FA_BACKEND_HIP};
+    for (fa_backend backend : gpus) {
+        fa_context *ctx = nullptr;
+        fa_status st = fa_create(&ctx, backend, 0);
+        INFO(fa_backend_name(backend) << ": " << fa_status_string(st) << ": " << fa_create_error());
+        if (st == FA_OK) {
+            fa_destroy(ctx);
+            continue;
+        }
+        CHECK(ctx == nullptr);
+        CHECK_FALSE(std::string(fa_create_error()).empty());
+        if (st == FA_ERR_UNSUPPORTED)
+            CHECK(std::string(fa_create_error()).find("built without") != std::string::npos);
+        else
+            CHECK(st == FA_ERR_NO_DEVICE);
+    }
+}
+
+TEST_CASE("api: AUTO backend always gives a context", "[api]")
+{
+    fa_context *ctx = nullptr;
+    REQUIRE(fa_create(&ctx, FA_BACKEND_AUTO, 0) == FA_OK);
+    CHECK(fa_context_backend(ctx) != FA_BACKEND_AUTO);
+    CHECK(std::string(fa_create_error()).empty());
+    fa_destroy(ctx);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: CPU rejects a non-NULL stream", "[api][errors]")
+{
+    int not_a_stream = 0;
+    CHECK(fa_set_stream(ctx, &not_a_stream) != FA_OK);
+    CHECK(std::string(fa_last_error(ctx)).find("stream") != std::string::npos);
+    CHECK(fa_set_stream(ctx, nullptr) == FA_OK);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: negative thread count", "[api][errors]")
+{
+    CHECK(fa_set_num_threads(ctx, -2) == FA_ERR_BAD_PARAM);
+    CHECK(std::string(fa_last_error(ctx)).find("num_threads -2") != std::string::npos);
+    CHECK(fa_set_num_threads(ctx, 2) == FA_OK);
+    CHECK(std::string(fa_last_error(ctx)).empty());
+}
+
+// ---- FLASHATTN_FORCE_TILE ------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: forced tile with a missing number", "[api][errors]")
+{
+    ForcedTile force("12x");
+    expect_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: forced tile that is not numbers", "[api][errors]")
+{
+    ForcedTile force("axb");
+    expect_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: forced tile of zero rows", "[api][errors]")
+{
+    ForcedTile force("0x64");
+    expect_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: forced tile that names no config", "[api][errors]")
+{
+    ForcedTile force("7x9");
+    expect_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "7x9");
+}
+
+// ---- workspace and backward ----------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: workspace smaller than the query", "[api][errors]")
+{
+    size_t needed = 0;
+    REQUIRE(fa_fwd_workspace_size(ctx, &q, &k, &v, &params, &needed) == FA_OK);
+    std::vector<unsigned char> workspace(needed + 1);
+    // Any caller workspace of fewer bytes than needed is refused; 0 bytes is always fewer
+    // unless nothing is needed, in which case the call must succeed.
+    size_t given = needed > 0 ? needed - 1 : 0;
+    fa_status st = fa_fwd(ctx, &q, &k, &v, &params, &out, &lse, workspace.data(), given);
+    if (needed == 0) {
+        CHECK(st == FA_OK);
+        return;
+    }
+    CHECK(st == FA_ERR_WORKSPACE_TOO_SMALL);
+    CHECK(std::string(fa_last_error(ctx)).find("workspace") != std::string::npos);
+    CHECK(outputs_untouched());
+    CHECK(fa_fwd(ctx, &q, &k, &v, &params, &out, &lse, workspace.data(), needed) == FA_OK);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: backward is unsupported", "[api][errors]")
+{
+    std::vector<float> grads(q_buf.size() * 3);
+    std::memset(grads.data(), kPoison, grads.size() * sizeof(float));
+    std::vector<float> grads_before = grads;
+    fa_tensor dout = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+    fa_tensor dq = fa_tensor_bshd(grads.data(), FA_DTYPE_F32, b, s_q, h, d);
+    fa_tensor dk = fa_tensor_bshd(grads.data() + q_buf.size(), FA_DTYPE_F32, b, s_k, h_k, d);
+    fa_tensor dv = fa_tensor_bshd(grads.data() + 2 * q_buf.size(), FA_DTYPE_F32, b, s_k, h_k, d);
+    CHECK(fa_bwd(ctx, &q, &k, &v, &out, &lse, &dout, &params, &dq, &dk, &dv, nullptr, 0) ==
+          FA_ERR_UNSUPPORTED);
+    CHECK(std::string(fa_last_error(ctx)).find("backward") != std::string::npos);
+    size_t bytes = 7;
+    CHECK(fa_bwd_workspace_size(ctx, &q, &k, &v, &params, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(bytes == 7u);
+    CHECK(grads == grads_before);
+    CHECK(outputs_untouched());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: backward checks its arguments first", "[api][errors]")
+{
+    fa_tensor dout = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+    fa_tensor dq = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+    fa_tensor dk = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_k, h, d);
+    fa_tensor dv = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d);
+    CHECK(fa_bwd(ctx, &q, &k, &v, &out, &lse, &dout, &params, &dq, &dk, &dv, nullptr, 0) ==
+          FA_ERR_SHAPE_MISMATCH);
+    CHECK(std::string(fa_last_error(ctx)).find("dk heads 4 != k heads 2") != std::string::npos);
+    CHECK(fa_bwd(ctx, &q, &k, &v, &out, nullptr, &dout, &params, &dq, &dk, &dv, nullptr, 0) ==
+          FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("lse") != std::string::npos);
+    CHECK(outputs_untouched());
+}
+
+// ---- success paths -------------------------------------------------------------------
+
+TEST_CASE("api: every status has its own name", "[api]")
+{
+    std::vector<std::string> names;
+    for (int s = 0; s < FA_STATUS_COUNT; ++s) {
+        std::string name = fa_status_string(static_cast<fa_status>(s));
+        CHECK(name.rfind("FA_", 0) == 0);
+        CHECK(name != "FA_STATUS_UNKNOWN");
+        for (const std::string &seen : names)
+            CHECK(seen != name);
+        names.push_back(name);
+    }
+    CHECK(std::string(fa_status_string(FA_OK)) == "FA_OK");
+    CHECK(std::string(fa_status_string(FA_ERR_BAD_HEAD_DIM)) == "FA_ERR_BAD_HEAD_DIM");
+    CHECK(std::string(fa_status_string(FA_STATUS_COUNT)) == "FA_STATUS_UNKNOWN");
+    CHECK(std::string(fa_status_string(static_cast<fa_status>(-3))) == "FA_STATUS_UNKNOWN");
+}
+
+TEST_CASE("api: backend and dtype names", "[api]")
+{
+    CHECK(std::string(fa_backend_name(FA_BACKEND_AUTO)) == "auto");
+    CHECK(std::string(fa_backend_name(FA_BACKEND_CPU)) == "cpu");
+    CHECK(std::string(fa_backend_name(FA_BACKEND_CUDA)) == "cuda");
+    CHECK(std::string(fa_backend_name(FA_BACKEND_HIP)) == "hip");
+    CHECK(std::string(fa_dtype_name(FA_DTYPE_F32)) == "f32");
+    CHECK(std::string(fa_dtype_name(FA_DTYPE_F16)) == "f16");
+    CHECK(std::string(fa_dtype_name(FA_DTYPE_BF16)) == "bf16");
+    CHECK(std::string(fa_dtype_name(static_cast<fa_dtype>(77))) == "unknown");
+}
+
+TEST_CASE("api: version macros", "[api]")
+{
+    CHECK(FLASHATTN_VERSION_MAJOR == 0);
+    CHECK(FLASHATTN_VERSION_MINOR == 1);
+    CHECK(FLASHATTN_VERSION == FLASHATTN_VERSION_MAJOR * 10000 + FLASHATTN_VERSION_MINOR * 100 +
+                                   FLASHATTN_VERSION_PATCH);
+    CHECK(FA_MAX_HEAD_DIM == 256);
+}
+
+TEST_CASE("api: params and tensor constructors", "[api]")
+{
+    fa_params p;
+    std::memset(&p, 0x5C, sizeof p);
+    fa_params_init(&p);
+    CHECK(p.softmax_scale == 0.0f);
+    CHECK(p.causal == 0);
+    CHECK(p.window_left == -1);
+    CHECK(p.window_right == -1);
+    CHECK(p.cu_seqlens_q == nullptr);
+    CHECK(p.block_table == nullptr);
+    for (int r : p.reserved)
+        CHECK(r == 0);
+    float x = 0.0f;
+    fa_tensor t = fa_tensor_bshd(&x, FA_DTYPE_BF16, 2, 3, 4, 8);
+    CHECK(t.ndim == 4);
+    CHECK(t.stride[0] == 96);
+    CHECK(t.stride[1] == 32);
+    CHECK(t.stride[2] == 8);
+    CHECK(t.stride[3] == 1);
+    fa_tensor l = fa_tensor_lse_varlen(&x, 4, 10);
+    CHECK(l.ndim == 2);
+    CHECK(l.dtype == FA_DTYPE_F32);
+    CHECK(l.stride[0] == 10);
+    CHECK(l.stride[1] == 1);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: plan on the CPU names a config and a reason", "[api]")
+{
+    fa_plan plan;
+    std::memset(&plan, 0, sizeof plan);
+    REQUIRE(fa_plan_fwd(ctx, &q, &k, &v, &params, &plan) == FA_OK);
+    CHECK(plan.backend == FA_BACKEND_CPU);
+    CHECK(std::string(plan.arch) == "cpu");
+    CHECK_FALSE(std::string(plan.kernel).empty());
+    CHECK_FALSE(std::string(plan.reason).empty());
+    CHECK(plan.head_dim_instance >= int(d));
+    CHECK(plan.tile_m > 0);
+    CHECK(plan.tile_n > 0);
+    CHECK(plan.threads > 0);
+    CHECK(plan.num_splits >= 1);
+    size_t bytes = 0;
+    REQUIRE(fa_fwd_workspace_size(ctx, &q, &k, &v, &params, &bytes) == FA_OK);
+    CHECK(plan.workspace_bytes == bytes);
+    CHECK(std::string(fa_last_error(ctx)).empty());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: device info on the CPU", "[api]")
+{
+    fa_device_info info;
+    std::memset(&info, 0, sizeof info);
+    REQUIRE(fa_get_device_info(ctx, &info) == FA_OK);
+    CHECK(info.backend == FA_BACKEND_CPU);
+    CHECK(std::string(info.arch) == "cpu");
+    CHECK_FALSE(std::string(info.device_name).empty());
+    CHECK(info.sm_count > 0);
+    CHECK(fa_context_backend(ctx) == FA_BACKEND_CPU);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: a success clears the last error", "[api]")
+{
+    params.softcap = -1.0f;
+    REQUIRE(fwd() == FA_ERR_BAD_PARAM);
+    CHECK_FALSE(std::string(fa_last_error(ctx)).empty());
+    params.softcap = 0.0f;
+    REQUIRE(fwd() == FA_OK);
+    CHECK(std::string(fa_last_error(ctx)).empty());
+}

@@ -1,0 +1,436 @@
+// test_dispatch.cpp - the kernel-config registry and the pure selection function, run for
+// every architecture row on the CPU: fit, head-dim coverage, monotonicity in shared
+// memory, split-KV, the tile override and its parser, failures with reasons, purity.
+//
+// The CUDA configs are only "compiled" in a CUDA build; to test the rules independently
+// of the build, the tests copy the CUDA registry and mark every entry compiled.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dispatch.h"
+#include "fwd_instances.h"
+
+namespace {
+
+std::vector<fa_kernel_config> compiled_registry(fa_backend backend)
+{
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry(backend, &count);
+    std::vector<fa_kernel_config> out(reg, reg + count);
+    for (fa_kernel_config &c : out) c.compiled = 1;
+    return out;
+}
+
+fa_problem_shape make_shape(fa_dtype dtype, int batch, int heads, int head_dim,
+                            long long s_q, long long s_k)
+{
+    fa_problem_shape s;
+    s.pass = FA_PASS_FWD;
+    s.dtype = dtype;
+    s.batch = batch;
+    s.heads = heads;
+    s.heads_k = heads;
+    s.head_dim = head_dim;
+    s.seqlen_q = s_q;
+    s.seqlen_k = s_k;
+    s.has_mask = 0;
+    s.num_splits_request = 0;
+    return s;
+}
+
+// The registry a row selects from: the CPU's for the CPU row, else the CUDA one (AMD rows
+// included: no HIP configs exist yet, so they must fail cleanly against it).
+std::vector<fa_kernel_config> registry_for(const fa_arch_row *row)
+{
+    return compiled_registry(row->vendor == FA_VENDOR_CPU ? FA_BACKEND_CPU : FA_BACKEND_CUDA);
+}
+
+fa_status select(const fa_arch_row *row, const std::vector<fa_kernel_config> &reg,
+                 const fa_problem_shape &shape, fa_selection *sel,
+                 const fa_tile_override *force = nullptr)
+{
+    return fa_select_config(row, reg.data(), static_cast<int>(reg.size()), &shape, force, sel);
+}
+
+bool contains(const char *text, const char *part)
+{
+    return std::string(text).find(part) != std::string::npos;
+}
+
+struct seq_shape {
+    int batch, heads;
+    long long s_q, s_k;
+};
+
+const seq_shape k_shapes[] = {
+    {1, 8, 1, 32768},    // decode
+    {1, 16, 512, 512},   // small prefill
+    {2, 32, 2048, 2048}, // medium
+    {16, 16, 4096, 4096} // large
+};
+
+} // namespace
+
+TEST_CASE("the CUDA registry expands fwd_instances.h in the documented order", "[dispatch]")
+{
+    struct entry {
+        int hd, m, n, w, s;
+    };
+#define FA_TEST_ENTRY(hd, m, n, w, s) {hd, m, n, w, s},
+    const entry entries[] = {FA_CUDA_FWD_INSTANCES(FA_TEST_ENTRY)};
+#undef FA_TEST_ENTRY
+    const int n_entries = static_cast<int>(sizeof entries / sizeof entries[0]);
+
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry(FA_BACKEND_CUDA, &count);
+    REQUIRE(count == 2 * n_entries);
+    for (int i = 0; i < count; i++) {
+        const entry &e = entries[i / 2];
+        const fa_kernel_config &c = reg[i];
+        INFO(c.name);
+        CHECK(c.kernel_id == i);
+        CHECK(c.dtype == (i % 2 ? FA_DTYPE_BF16 : FA_DTYPE_F16));
+        CHECK(c.backend == FA_BACKEND_CUDA);
+        CHECK(c.vendor == FA_VENDOR_NVIDIA);
+        CHECK(c.pass == FA_PASS_FWD);
+        CHECK(c.head_dim == e.hd);
+        CHECK(c.tile_m == e.m);
+        CHECK(c.tile_n == e.n);
+        CHECK(c.threads == e.w * 32);
+        CHECK(c.stages == e.s);
+        CHECK(c.smem_bytes == FA_FWD_SMEM_BYTES(e.hd, e.m, e.n, e.s));
+        CHECK(c.min_wave_size == 32);
+        CHECK(c.compiled == reg[0].compiled); // one build flag for all
+        std::string want = "cuda_fwd_d" + std::to_string(e.hd) + (i % 2 ? "_bf16_" : "_fp16_") +
+                           std::to_string(e.m) + "x" + std::to_string(e.n) + "x" +
+                           std::to_string(e.s);
+        CHECK(want == c.name);
+    }
+}
+
+TEST_CASE("the CPU registry covers every dtype and head dim, inside the cpu row", "[dispatch]")
+{
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry(FA_BACKEND_CPU, &count);
+    const fa_arch_row *cpu = fa_arch_find("cpu");
+    REQUIRE(count > 0);
+    for (fa_dtype dt : {FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16}) {
+        int n = 0;
+        for (int i = 0; i < count; i++) n += reg[i].dtype == dt;
+        CHECK(n >= 2);
+    }
+    for (int i = 0; i < count; i++) {
+        INFO(reg[i].name);
+        CHECK(reg[i].kernel_id == i);
+        CHECK(reg[i].head_dim == FA_MAX_HEAD_DIM);
+        CHECK(reg[i].compiled == 1);
+        CHECK(reg[i].vendor == FA_VENDOR_CPU);
+        CHECK(reg[i].smem_bytes <= cpu->smem_per_block);
+    }
+}
+
+TEST_CASE("no HIP configs are registered yet", "[dispatch]")
+{
+    int count = -1;
+    CHECK(fa_registry(FA_BACKEND_HIP, &count) == nullptr);
+    CHECK(count == 0);
+}
+
+TEST_CASE("every row and head dim: the selection fits the row and covers the head dim",
+          "[dispatch]")
+{
+    for (int r = 0; r < fa_arch_count(); r++) {
+        const fa_arch_row *row = fa_arch_at(r);
+        std::vector<fa_kernel_config> reg = registry_for(row);
+        std::vector<fa_dtype> dtypes = {FA_DTYPE_F16, FA_DTYPE_BF16};
+        if (row->vendor == FA_VENDOR_CPU) dtypes.push_back(FA_DTYPE_F32);
+        for (fa_dtype dt : dtypes)
+            for (int d = 8; d <= FA_MAX_HEAD_DIM; d += 8)
+                for (const seq_shape &s : k_shapes) {
+                    fa_problem_shape shape = make_shape(dt, s.batch, s.heads, d, s.s_q, s.s_k);
+                    fa_selection sel;
+                    fa_status st = select(row, reg, shape, &sel);
+                    INFO(row->name << " d" << d << " dtype " << dt << " s_q " << s.s_q
+                                   << ": " << sel.reason);
+                    if (row->vendor == FA_VENDOR_AMD) {
+                        CHECK(st == FA_ERR_UNSUPPORTED);
+                        CHECK(sel.config == nullptr);
+                        CHECK(contains(sel.reason, "HIP"));
+                        continue;
+                    }
+                    REQUIRE(st == FA_OK);
+                    const fa_kernel_config *c = sel.config;
+                    REQUIRE(c != nullptr);
+                    CHECK(c->vendor == row->vendor);
+                    CHECK(c->dtype == dt);
+                    CHECK(c->head_dim >= d);
+                    CHECK(c->smem_bytes <= row->smem_per_block);
+                    CHECK(c->threads <= row->max_threads_per_block);
+                    CHECK(sel.blocks_per_sm >= 1);
+                    CHECK(static_cast<long long>(sel.blocks_per_sm) * c->smem_bytes <=
+                          row->smem_per_sm);
+                    CHECK(sel.blocks_per_sm * c->threads <= row->max_threads_per_sm);
+                    CHECK(sel.num_splits >= 1);
+                    CHECK(sel.num_splits <= 128);
+                    CHECK(sel.reason[0] != '\0');
+                    // Never pad more than needed: no fitting config has a smaller
+                    // covering head dim.
+                    for (const fa_kernel_config &o : reg)
+                        if (o.vendor == row->vendor && o.dtype == dt && o.head_dim >= d &&
+                            o.smem_bytes <= row->smem_per_block &&
+                            o.threads <= row->max_threads_per_block)
+                            CHECK(o.head_dim >= c->head_dim);
+                }
+    }
+}
+
+TEST_CASE("more shared memory never gives a smaller tile", "[dispatch]")
+{
+    // The rows are compared as they are, SM counts included. Should a future instance set
+    // break this for small grids only, the cause is the machine's size, not its memory (a
+    // machine with more SMs may prefer a smaller tile to fill them): then hold sm_count
+    // equal here and say so.
+    std::vector<fa_arch_row> rows;
+    for (int r = 0; r < fa_arch_count(); r++)
+        if (fa_arch_at(r)->vendor == FA_VENDOR_NVIDIA) rows.push_back(*fa_arch_at(r));
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+
+    for (int d = 8; d <= FA_MAX_HEAD_DIM; d += 8)
+        for (const seq_shape &s : k_shapes)
+            for (const fa_arch_row &big : rows)
+                for (const fa_arch_row &small : rows) {
+                    if (big.smem_per_block <= small.smem_per_block) continue;
+                    fa_problem_shape shape =
+                        make_shape(FA_DTYPE_BF16, s.batch, s.heads, d, s.s_q, s.s_k);
+                    fa_selection a, b;
+                    REQUIRE(select(&big, reg, shape, &a) == FA_OK);
+                    REQUIRE(select(&small, reg, shape, &b) == FA_OK);
+                    INFO("d" << d << " s_q " << s.s_q << ": " << big.name << " " << a.reason
+                             << " | " << small.name << " " << b.reason);
+                    CHECK(a.config->tile_m * a.config->tile_n >=
+                          b.config->tile_m * b.config->tile_n);
+                }
+}
+
+TEST_CASE("split-KV for decode on sm_90, not for big grids", "[dispatch]")
+{
+    const fa_arch_row *row = fa_arch_find("sm_90");
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    fa_selection sel;
+
+    fa_problem_shape decode = make_shape(FA_DTYPE_BF16, 1, 8, 128, 1, 32768);
+    REQUIRE(select(row, reg, decode, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.num_splits > 1);
+    CHECK(sel.num_splits <= 128);
+    // At most one wave, and each split keeps at least 4 K/V tiles.
+    CHECK(8LL * sel.num_splits <= 1LL * row->sm_count * sel.blocks_per_sm);
+    CHECK(32768 / (sel.num_splits * sel.config->tile_n) >= 4);
+    CHECK(contains(sel.reason, "split-KV"));
+
+    fa_problem_shape big = make_shape(FA_DTYPE_BF16, 16, 16, 128, 4096, 4096);
+    REQUIRE(select(row, reg, big, &sel) == FA_OK);
+    CHECK(sel.num_splits == 1);
+
+    // A small grid with a short key sequence does not split either.
+    fa_problem_shape short_k = make_shape(FA_DTYPE_BF16, 1, 8, 128, 1, 128);
+    REQUIRE(select(row, reg, short_k, &sel) == FA_OK);
+    CHECK(sel.num_splits == 1);
+}
+
+TEST_CASE("a requested num_splits is honored, capped at the K/V tile count", "[dispatch]")
+{
+    const fa_arch_row *row = fa_arch_find("sm_90");
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    fa_selection sel;
+
+    fa_problem_shape shape = make_shape(FA_DTYPE_F16, 16, 16, 128, 4096, 4096);
+    shape.num_splits_request = 7;
+    REQUIRE(select(row, reg, shape, &sel) == FA_OK);
+    CHECK(sel.num_splits == 7);
+
+    shape.num_splits_request = 1; // 1 = no split, even for decode
+    shape.seqlen_q = 1;
+    shape.seqlen_k = 32768;
+    shape.batch = 1;
+    REQUIRE(select(row, reg, shape, &sel) == FA_OK);
+    CHECK(sel.num_splits == 1);
+
+    shape.num_splits_request = 1000;
+    shape.seqlen_k = 100; // 2 K/V tiles of 64
+    REQUIRE(select(row, reg, shape, &sel) == FA_OK);
+    CHECK(sel.num_splits == 2);
+}
+
+TEST_CASE("the CPU never splits", "[dispatch]")
+{
+    const fa_arch_row *row = fa_arch_find("cpu");
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CPU);
+    fa_selection sel;
+    fa_problem_shape shape = make_shape(FA_DTYPE_F32, 1, 1, 64, 1, 1 << 20);
+    REQUIRE(select(row, reg, shape, &sel) == FA_OK);
+    CHECK(sel.num_splits == 1);
+    shape.num_splits_request = 8;
+    REQUIRE(select(row, reg, shape, &sel) == FA_OK);
+    CHECK(sel.num_splits == 1);
+}
+
+TEST_CASE("FLASHATTN_FORCE_TILE syntax", "[dispatch]")
+{
+    fa_tile_override t;
+    REQUIRE(fa_parse_tile_override("128x64", &t) == FA_OK);
+    CHECK((t.tile_m == 128 && t.tile_n == 64 && t.stages == 0));
+    REQUIRE(fa_parse_tile_override("64x128:3", &t) == FA_OK);
+    CHECK((t.tile_m == 64 && t.tile_n == 128 && t.stages == 3));
+    REQUIRE(fa_parse_tile_override(nullptr, &t) == FA_OK);
+    CHECK(t.tile_m == 0);
+    REQUIRE(fa_parse_tile_override("", &t) == FA_OK);
+    CHECK(t.tile_m == 0);
+
+    for (const char *bad : {"128", "128x", "x64", "128x64:", "128x64:0", "0x64", "128x0",
+                            "-128x64", "+128x64", "128X64", "128*64", " 128x64", "128x64 ",
+                            "128x64:2x", "128x64:2:3", "abc", "99999999999x64", "128x64x2"}) {
+        INFO("\"" << bad << "\"");
+        t.tile_m = 7;
+        CHECK(fa_parse_tile_override(bad, &t) == FA_ERR_BAD_TILE_OVERRIDE);
+        CHECK(t.tile_m == 0); // a rejected override is no override
+    }
+}
+
+TEST_CASE("the tile override selects an existing tile or fails with a reason", "[dispatch]")
+{
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 2, 16, 256, 2048, 2048);
+    fa_selection sel;
+    fa_tile_override force = {64, 64, 0};
+
+    // sm_90 would pick 128x64 for d256; forcing 64x64 gets 64x64.
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_OK);
+    CHECK((sel.config->tile_m == 64 && sel.config->tile_n == 64));
+
+    force = {128, 64, 1};
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_OK);
+    CHECK((sel.config->tile_m == 128 && sel.config->stages == 1));
+
+    // 128x64 at d256 needs 128 KiB: it does not fit sm_86's 99 KiB.
+    force = {128, 64, 0};
+    CHECK(select(fa_arch_find("sm_86"), reg, shape, &sel, &force) == FA_ERR_BAD_TILE_OVERRIDE);
+    CHECK(sel.config == nullptr);
+    CHECK(contains(sel.reason, "128x64"));
+    CHECK(contains(sel.reason, "64x64")); // lists what would fit
+
+    // No such tile; and a tile that exists only with other stages.
+    force = {96, 96, 0};
+    CHECK(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_ERR_BAD_TILE_OVERRIDE);
+    force = {128, 64, 2};
+    CHECK(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_ERR_BAD_TILE_OVERRIDE);
+
+    // An override of zero is no override.
+    force = {0, 0, 0};
+    CHECK(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_OK);
+}
+
+TEST_CASE("an unknown architecture's fallback row gets a config that fits it", "[dispatch]")
+{
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    fa_arch_row row = fa_arch_from_device("sm_120", FA_VENDOR_NVIDIA, 32, 101376, 102400, 65536,
+                                          1024, 1536, 84, 1);
+    for (int d = 8; d <= FA_MAX_HEAD_DIM; d += 8) {
+        fa_selection sel;
+        fa_problem_shape shape = make_shape(FA_DTYPE_F16, 4, 16, d, 1024, 1024);
+        REQUIRE(select(&row, reg, shape, &sel) == FA_OK);
+        CHECK(sel.config->smem_bytes <= row.smem_per_block);
+        CHECK(sel.config->threads <= row.max_threads_per_block);
+        CHECK(sel.config->head_dim >= d);
+    }
+    // A small reported shared memory leaves no d256 config: unsupported, with the limit.
+    fa_arch_row tiny = fa_arch_from_device("sm_121", FA_VENDOR_NVIDIA, 32, 49152, 65536, 65536,
+                                           1024, 1536, 20, 1);
+    fa_selection sel;
+    fa_problem_shape shape = make_shape(FA_DTYPE_F16, 4, 16, 256, 1024, 1024);
+    CHECK(select(&tiny, reg, shape, &sel) == FA_ERR_UNSUPPORTED);
+    CHECK(contains(sel.reason, "shared memory"));
+}
+
+TEST_CASE("unsupported requests say why", "[dispatch]")
+{
+    const fa_arch_row *sm90 = fa_arch_find("sm_90");
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    fa_selection sel;
+
+    fa_problem_shape bwd = make_shape(FA_DTYPE_BF16, 1, 8, 128, 128, 128);
+    bwd.pass = FA_PASS_BWD;
+    CHECK(select(sm90, reg, bwd, &sel) == FA_ERR_UNSUPPORTED);
+    CHECK(contains(sel.reason, "backward"));
+
+    fa_problem_shape f32 = make_shape(FA_DTYPE_F32, 1, 8, 128, 128, 128);
+    CHECK(select(sm90, reg, f32, &sel) == FA_ERR_UNSUPPORTED);
+    CHECK(contains(sel.reason, "f32"));
+
+    fa_problem_shape wide = make_shape(FA_DTYPE_BF16, 1, 8, 264, 128, 128);
+    CHECK(select(sm90, reg, wide, &sel) == FA_ERR_UNSUPPORTED);
+    CHECK(contains(sel.reason, "264"));
+
+    // Planned (not compiled) configs are never selected.
+    std::vector<fa_kernel_config> planned = reg;
+    for (fa_kernel_config &c : planned) c.compiled = 0;
+    fa_problem_shape ok = make_shape(FA_DTYPE_BF16, 1, 8, 128, 128, 128);
+    CHECK(select(sm90, planned, ok, &sel) == FA_ERR_UNSUPPORTED);
+    CHECK(contains(sel.reason, "not compiled"));
+
+    // AMD rows against the real HIP registry (empty).
+    int count = 0;
+    const fa_kernel_config *hip = fa_registry(FA_BACKEND_HIP, &count);
+    CHECK(fa_select_config(fa_arch_find("gfx942"), hip, count, &ok, nullptr, &sel) ==
+          FA_ERR_UNSUPPORTED);
+    CHECK(contains(sel.reason, "HIP"));
+}
+
+TEST_CASE("the selection is pure: same inputs, same output", "[dispatch]")
+{
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    const std::vector<fa_kernel_config> before = reg;
+    for (int r = 0; r < fa_arch_count(); r++) {
+        const fa_arch_row *row = fa_arch_at(r);
+        const fa_arch_row row_before = *row;
+        std::vector<fa_kernel_config> rreg = registry_for(row);
+        for (const seq_shape &s : k_shapes) {
+            fa_problem_shape shape = make_shape(FA_DTYPE_BF16, s.batch, s.heads, 96, s.s_q, s.s_k);
+            const fa_problem_shape shape_before = shape;
+            fa_selection a, b, other;
+            fa_status sa = select(row, rreg, shape, &a);
+            fa_problem_shape unrelated = make_shape(FA_DTYPE_F16, 3, 5, 40, 77, 999);
+            select(row, rreg, unrelated, &other);
+            fa_status sb = select(row, rreg, shape, &b);
+            INFO(row->name << ": " << a.reason);
+            CHECK(sa == sb);
+            CHECK(a.config == b.config);
+            CHECK(a.blocks_per_sm == b.blocks_per_sm);
+            CHECK(a.num_splits == b.num_splits);
+            CHECK(std::string(a.reason) == b.reason);
+            CHECK(std::memcmp(&shape, &shape_before, sizeof shape) == 0);
+            CHECK(std::memcmp(row, &row_before, sizeof *row) == 0);
+        }
+    }
+    CHECK(std::memcmp(reg.data(), before.data(), reg.size() * sizeof reg[0]) == 0);
+}
+
+TEST_CASE("the reason explains the choice in words", "[dispatch]")
+{
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    fa_selection sel;
+    fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 2, 32, 128, 2048, 2048);
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(contains(sel.reason, "d128 bf16 128x64x2"));
+    CHECK(contains(sel.reason, "2 blocks/SM by smem"));
+    CHECK(contains(sel.reason, "grid 1024 blocks"));
+    CHECK(contains(sel.reason, "waves"));
+
+    shape.head_dim = 72;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
+    CHECK(contains(sel.reason, "padded to 96"));
+}
