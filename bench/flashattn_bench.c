@@ -648,6 +648,13 @@ static double check_tolerance(fa_dtype dtype)
     return dtype == FA_DTYPE_F32 ? 2e-4 : dtype == FA_DTYPE_F16 ? 4e-3 : 3e-2;
 }
 
+/* Keeps the worst error seen; a NaN, once seen, stays. */
+static void track_worst(double *worst, double err)
+{
+    if (isnan(err) || err > *worst)
+        *worst = err;
+}
+
 static double lse_error(double ref, float got)
 {
     if (ref == -INFINITY)
@@ -672,13 +679,9 @@ static int check_samples(const options *o, const problem *p, results *r)
         double lse = reference_row(o, p, s, ref, scores);
         size_t oi = q_index(o, s->batch, s->row, s->head);
         float got_lse = p->lse[((size_t)s->batch * o->heads + s->head) * o->seqlen_q + s->row];
-        for (c = 0; c < o->head_dim; ++c) {
-            double err = fabs(load_element(p->out, o->dtype, oi + c) - ref[c]);
-            if (!(err <= r->max_err)) /* NaN counts as the worst error */
-                r->max_err = err;
-        }
-        if (!(lse_error(lse, got_lse) <= r->max_lse_err))
-            r->max_lse_err = lse_error(lse, got_lse);
+        for (c = 0; c < o->head_dim; ++c)
+            track_worst(&r->max_err, fabs(load_element(p->out, o->dtype, oi + c) - ref[c]));
+        track_worst(&r->max_lse_err, lse_error(lse, got_lse));
     }
     free(ref);
     free(scores);

@@ -24,7 +24,8 @@ section "Install dependencies"
 bash "$ROOT/ci/install_deps.sh"
 
 section "Build and test (default: OpenBLAS when present)"
-build_and_test "$WORK/build" -DFA_BUILD_BENCH=ON
+# The install prefix is set at configure time: the generated flashattn.pc records it.
+build_and_test "$WORK/build" -DFA_BUILD_BENCH=ON -DCMAKE_INSTALL_PREFIX="$WORK/prefix"
 
 section "Build and test without BLAS (-DFA_USE_BLAS=OFF)"
 build_and_test "$WORK/build-noblas" -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
@@ -36,7 +37,7 @@ section "Benchmark CLI smoke run with --check"
   --head-dim 40 --dtype bf16 --window 32,8 --softcap 20 --alibi --iters 1 --check --json
 
 section "Install into a temporary prefix"
-cmake --install "$WORK/build" --prefix "$WORK/prefix"
+cmake --install "$WORK/build"
 
 section "Consumer through find_package(flashattn)"
 cmake -S "$ROOT/ci/consumer" -B "$WORK/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$WORK/prefix"
@@ -46,9 +47,11 @@ cmake --build "$WORK/consumer"
 section "Consumer through pkg-config"
 LIBDIR="$(find "$WORK/prefix" -name flashattn.pc -printf '%h\n' | head -n1)"
 export PKG_CONFIG_PATH="$LIBDIR${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-# The library is static: --static brings in its private dependencies (OpenBLAS, -lm).
+# --static brings in the private dependencies (OpenBLAS, -lm) should the linker pick the
+# static library; the rpath finds the shared one in this non-system prefix.
 cc -std=c99 -Wall -Wextra -Werror "$ROOT/ci/consumer/consumer.c" -o "$WORK/consumer_pc" \
-  $(pkg-config --cflags --libs --static flashattn)
+  $(pkg-config --cflags --libs --static flashattn) \
+  -Wl,-rpath,"$(pkg-config --variable=libdir flashattn)"
 "$WORK/consumer_pc"
 
 section "All CI steps passed"

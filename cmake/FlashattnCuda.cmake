@@ -2,6 +2,14 @@
 # translation unit per forward instance of src/common/fwd_instances.h (so instances
 # compile in parallel and the list is written once), the runtime mapping in src/cuda,
 # and named SASS targets from FA_CUDA_ARCHS (plus PTX of the newest for later GPUs).
+# Named targets everywhere, set before enable_language so CMake never probes a default.
+set(FA_CUDA_ARCH_LIST "")
+foreach(arch IN LISTS FA_CUDA_ARCHS)
+  list(APPEND FA_CUDA_ARCH_LIST ${arch}-real)
+endforeach()
+list(GET FA_CUDA_ARCHS -1 FA_NEWEST_ARCH)
+list(APPEND FA_CUDA_ARCH_LIST ${FA_NEWEST_ARCH}-virtual)
+set(CMAKE_CUDA_ARCHITECTURES "${FA_CUDA_ARCH_LIST}")
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 
@@ -32,19 +40,12 @@ foreach(line IN LISTS FA_INSTANCE_LINES)
   endforeach()
 endforeach()
 
-set(FA_CUDA_ARCH_LIST "")
-foreach(arch IN LISTS FA_CUDA_ARCHS)
-  list(APPEND FA_CUDA_ARCH_LIST ${arch}-real)
-endforeach()
-list(GET FA_CUDA_ARCHS -1 FA_NEWEST_ARCH)
-list(APPEND FA_CUDA_ARCH_LIST ${FA_NEWEST_ARCH}-virtual)
-
-target_sources(flashattn PRIVATE ${FA_CUDA_SOURCES})
-target_include_directories(flashattn PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda)
-target_compile_definitions(flashattn PRIVATE FA_HAVE_CUDA=1)
-set_target_properties(flashattn PROPERTIES CUDA_ARCHITECTURES "${FA_CUDA_ARCH_LIST}")
+target_sources(flashattn_objects PRIVATE ${FA_CUDA_SOURCES})
+target_include_directories(flashattn_objects PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda)
+target_compile_definitions(flashattn_objects PRIVATE FA_HAVE_CUDA=1)
+set_target_properties(flashattn_objects PROPERTIES CUDA_ARCHITECTURES "${FA_CUDA_ARCH_LIST}")
 option(FA_CUDA_VERBOSE_PTXAS "Print registers/spills per kernel (-Xptxas -v)" OFF)
-target_compile_options(flashattn PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -lineinfo
+target_compile_options(flashattn_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -lineinfo
   $<$<BOOL:${FA_CUDA_VERBOSE_PTXAS}>:-Xptxas=-v>>)
-target_link_libraries(flashattn PRIVATE CUDA::cudart_static)
+list(APPEND FA_LINK_DEPS CUDA::cudart_static)
 message(STATUS "flashattn: CUDA backend for ${FA_CUDA_ARCH_LIST}")

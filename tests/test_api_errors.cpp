@@ -249,6 +249,18 @@ TEST_CASE_METHOD(ApiFixture, "api: out heads differ from q", "[api][errors]")
     expect_fwd_error(FA_ERR_SHAPE_MISMATCH, "out heads 2 != q heads 4");
 }
 
+TEST_CASE_METHOD(ApiFixture, "api: out batch differs from q", "[api][errors]")
+{
+    out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b + 1, s_q, h, d);
+    expect_fwd_error(FA_ERR_SHAPE_MISMATCH, "out batch 3 != q batch 2");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: out head_dim differs from q", "[api][errors]")
+{
+    out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h, d + 8);
+    expect_fwd_error(FA_ERR_SHAPE_MISMATCH, "out head_dim 40 != q head_dim 32");
+}
+
 TEST_CASE_METHOD(ApiFixture, "api: out dtype differs from q", "[api][errors]")
 {
     out.dtype = FA_DTYPE_BF16;
@@ -464,6 +476,14 @@ TEST_CASE_METHOD(ApiFixture, "api: cu_seqlens longer than max_seqlen", "[api][er
     static const int32_t cu_q[] = {0, 10, 32}, cu_k[] = {0, 24, 48};
     make_varlen(cu_q, cu_k, 2, 16, 24);
     expect_error_everywhere(FA_ERR_BAD_SEQLENS, "max_seqlen_q 16");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: varlen lse shape differs from [h, total_q]", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 10, 32}, cu_k[] = {0, 30, 48};
+    make_varlen(cu_q, cu_k, 2, 22, 30);
+    lse = fa_tensor_lse_varlen(lse_buf.data(), h, b * s_q - 1);
+    expect_fwd_error(FA_ERR_SHAPE_MISMATCH, "lse total rows 31 != q total rows 32");
 }
 
 TEST_CASE_METHOD(ApiFixture, "api: valid varlen call runs", "[api]")
@@ -753,4 +773,19 @@ TEST_CASE_METHOD(ApiFixture, "api: a success clears the last error", "[api]")
     params.softcap = 0.0f;
     REQUIRE(fwd() == FA_OK);
     CHECK(std::string(fa_last_error(ctx)).empty());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: causal means window_right 0 whatever window_right says",
+                 "[api]")
+{
+    params.causal = 1;
+    REQUIRE(fwd() == FA_OK);
+    std::vector<float> causal_out = out_buf;
+    params.window_right = 7;
+    REQUIRE(fwd() == FA_OK);
+    CHECK(out_buf == causal_out);
+    params.causal = 0;
+    params.window_right = 0;
+    REQUIRE(fwd() == FA_OK);
+    CHECK(out_buf == causal_out);
 }

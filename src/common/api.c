@@ -381,11 +381,13 @@ static const char *const lse_dim_names[3] = {"batch", "heads", "seqlen"};
 static const char *const lse_varlen_dim_names[2] = {"heads", "total rows"};
 
 /* Every dim in 1..INT32_MAX (kernels index rows and heads with int32; cu_seqlens are
- * int32), every stride >= 0, and the largest element offset representable in int64. */
+ * int32), every stride >= 0, and the largest offset representable in int64 bytes, so
+ * no backend's address arithmetic can overflow. */
 static fa_status check_extent(fa_context *ctx, const char *name, const fa_tensor *t,
                               const char *const *dim_names)
 {
     int64_t max_offset = 0;
+    int64_t limit = INT64_MAX / (t->dtype == FA_DTYPE_F32 ? 4 : 2);
     int i;
     for (i = 0; i < t->ndim; ++i) {
         if (t->shape[i] <= 0 || t->shape[i] > FA_INT32_MAX)
@@ -397,7 +399,7 @@ static fa_status check_extent(fa_context *ctx, const char *name, const fa_tensor
     }
     for (i = 0; i < t->ndim; ++i) {
         int64_t steps = t->shape[i] - 1;
-        if (steps > 0 && t->stride[i] > (INT64_MAX - max_offset) / steps)
+        if (steps > 0 && t->stride[i] > (limit - max_offset) / steps)
             return fa_fail(ctx, FA_ERR_BAD_SIZE,
                            "%s element offsets overflow int64 (%s %lld x stride %lld)", name,
                            dim_names[i], (long long)t->shape[i], (long long)t->stride[i]);
@@ -422,6 +424,27 @@ static fa_status check_present(fa_context *ctx, const char *name, const fa_tenso
     return FA_OK;
 }
 
+static void read_dims(const fa_tensor *t, int varlen, operand_dims *dims)
+{
+    if (varlen) {
+        dims->batch = 0;
+        dims->seqlen = t->shape[0];
+        dims->heads = t->shape[1];
+        dims->head_dim = t->shape[2];
+        dims->stride.batch = 0;
+        dims->stride.row = t->stride[0];
+        dims->stride.head = t->stride[1];
+        return;
+    }
+    dims->batch = t->shape[0];
+    dims->seqlen = t->shape[1];
+    dims->heads = t->shape[2];
+    dims->head_dim = t->shape[3];
+    dims->stride.batch = t->stride[0];
+    dims->stride.row = t->stride[1];
+    dims->stride.head = t->stride[2];
+}
+
 /* q, k, v, out and the gradients: [b, s, h, d] (or [total, h, d] varlen), last dim
  * contiguous. */
 static fa_status check_operand(fa_context *ctx, const char *name, const fa_tensor *t,
@@ -429,7 +452,6 @@ static fa_status check_operand(fa_context *ctx, const char *name, const fa_tenso
 {
     fa_status st;
     int rank = varlen ? 3 : 4;
-    int first = varlen ? 1 : 0; /* index into the [b, s, h, d] view of t's first dim */
     st = check_present(ctx, name, t, rank, varlen ? "[total, h, d] (varlen)" : "[b, s, h, d]");
     if (st != FA_OK)
         return st;
@@ -439,13 +461,7 @@ static fa_status check_operand(fa_context *ctx, const char *name, const fa_tenso
     if (t->stride[rank - 1] != 1)
         return fa_fail(ctx, FA_ERR_BAD_STRIDE, "%s head_dim stride is %lld, must be 1", name,
                        (long long)t->stride[rank - 1]);
-    dims->batch = varlen ? 0 : t->shape[0];
-    dims->seqlen = t->shape[1 - first];
-    dims->heads = t->shape[2 - first];
-    dims->head_dim = t->shape[3 - first];
-    dims->stride.batch = varlen ? 0 : t->stride[0];
-    dims->stride.row = t->stride[1 - first];
-    dims->stride.head = t->stride[2 - first];
+    read_dims(t, varlen, dims);
     return FA_OK;
 }
 
@@ -581,8 +597,10 @@ static fa_status check_varlen_params(fa_context *ctx, const fa_params *p)
                        has_q ? "cu_seqlens_q" : "cu_seqlens_k");
     if (!has_q)
         return FA_OK;
-    if (p->varlen_batch <= 0)
-        return fa_fail(ctx, FA_ERR_BAD_PARAM, "varlen_batch %d must be > 0 with cu_seqlens",
+    /* cu_seqlens hold varlen_batch + 1 entries: that count must itself be an int. */
+    if (p->varlen_batch <= 0 || p->varlen_batch >= 2147483647)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "varlen_batch %d must be in 1..2147483646 with cu_seqlens",
                        p->varlen_batch);
     if (p->max_seqlen_q < 0 || p->max_seqlen_k < 0)
         return fa_fail(ctx, FA_ERR_BAD_PARAM, "max_seqlen_q %d / max_seqlen_k %d is negative",

@@ -61,11 +61,10 @@ FA_DEVICE void fa_load_tile(fa_elem *smem, const fa_elem *gmem, long long row_st
     const int chunk = threadIdx.x % FA_CHUNKS;
     const int col_valid = chunk * 8 < head_dim;
     const fa_elem *src = gmem + row0 * row_stride + chunk * 8;
-    fa_elem *dst = smem + fa_smem_offset(row0, chunk);
 #pragma unroll
     for (int i = 0; i < tile_rows / step; ++i) {
         int valid = col_valid && row0 + i * step < rows_valid;
-        fa_async_copy16(dst + i * step * FA_PITCH, valid ? src : gmem, valid);
+        fa_async_copy16(smem + fa_smem_offset(row0 + i * step, chunk), valid ? src : gmem, valid);
         src += step * row_stride;
     }
 #else
@@ -134,50 +133,77 @@ FA_DEVICE int fa_tile_needs_mask(const fa_block_span *s, const fa_fwd_args *args
            n0 + FA_INST_N > fa_end_visible_key(s->m0, s->seqlen_q, s->seqlen_k, w);
 }
 
-/* Scores of one warp's rows x the key tile, turned into log2-domain logits in place:
- * scale or softcap, ALiBi bias, and -inf where masked. */
-FA_DEVICE void fa_scores_to_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
-                                   const fa_block_span *s, const fa_fwd_args *args,
-                                   int warp_row0, int n0, int masked, float alibi_log2)
+/* Per-element work is the cost to avoid here: with no softcap and no ALiBi the scores
+ * stay raw and the scale is folded into the exp2 argument (one FFMA per element, see
+ * fa_online_softmax); the optional transforms and the mask are separate uniform
+ * branches. Returns the factor that turns the values left in acc_s into log2 logits. */
+FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_block_span *s,
+                                  const fa_fwd_args *args, int warp_row0, int n0, int masked,
+                                  float alibi_log2)
 {
     const int lane = fa_lane();
-    fa_window w = {args->window_left, args->window_right};
+    float logit_scale = args->scale_log2;
+    if (args->softcap_log2 > 0.f) {
 #pragma unroll
-    for (int mf = 0; mf < FA_MF; ++mf)
+        for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
-        for (int nf = 0; nf < FA_NF; ++nf)
+            for (int nf = 0; nf < FA_NF; ++nf)
 #pragma unroll
-            for (int r = 0; r < FA_ACC_REGS; ++r) {
-                float x = acc_s[mf][nf][r];
-                int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, r);
-                int col = n0 + nf * FA_MMA_N + fa_acc_col(lane, r);
-                x = args->softcap_log2 > 0.f
-                        ? args->softcap_log2 * fa_tanh(x * args->softcap_inv_scale)
-                        : x * args->scale_log2;
-                if (alibi_log2 != 0.f)
-                    x -= alibi_log2 * fa_alibi_distance(row, col, s->seqlen_q, s->seqlen_k);
-                if (masked && (col >= s->seqlen_k ||
-                               !fa_key_visible(row, col, s->seqlen_q, s->seqlen_k, w)))
-                    x = -INFINITY;
-                acc_s[mf][nf][r] = x;
+                for (int r = 0; r < FA_ACC_REGS; ++r)
+                    acc_s[mf][nf][r] = args->softcap_log2 * fa_tanh(acc_s[mf][nf][r] * args->softcap_inv_scale);
+        logit_scale = 1.f;
+    }
+    if (alibi_log2 != 0.f) {
+        const int diag0 = s->m0 + warp_row0 + s->seqlen_k - s->seqlen_q - n0;
+#pragma unroll
+        for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+            for (int nf = 0; nf < FA_NF; ++nf)
+#pragma unroll
+                for (int r = 0; r < FA_ACC_REGS; ++r) {
+                    int dist = diag0 + mf * FA_MMA_M + fa_acc_row(lane, r) - nf * FA_MMA_N - fa_acc_col(lane, r);
+                    acc_s[mf][nf][r] = acc_s[mf][nf][r] * logit_scale - alibi_log2 * (float)abs(dist);
+                }
+        logit_scale = 1.f;
+    }
+    if (masked) {
+        fa_window w = {args->window_left, args->window_right};
+#pragma unroll
+        for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, 2 * half);
+                int lo = (int)fa_first_visible_key(row, s->seqlen_q, s->seqlen_k, w) - n0;
+                int hi = (int)fa_end_visible_key(row, s->seqlen_q, s->seqlen_k, w) - n0;
+#pragma unroll
+                for (int nf = 0; nf < FA_NF; ++nf)
+#pragma unroll
+                    for (int r = 2 * half; r < 2 * half + 2; ++r) {
+                        int col = nf * FA_MMA_N + fa_acc_col(lane, r);
+                        if (col < lo || col >= hi)
+                            acc_s[mf][nf][r] = -INFINITY;
+                    }
             }
+    }
+    return logit_scale;
 }
 
-/* Online softmax step: new running max, P = exp2(logit - max) in place, running sums
- * (per lane; reduced across the row's lanes only at the end) and the O rescale. */
+/* Online softmax step: new running max (kept in log2 units), P = exp2(x * logit_scale -
+ * max) in place, running sums (per lane; reduced across the row's lanes only at the end)
+ * and the O rescale. */
 FA_DEVICE void fa_online_softmax(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
                                  float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
-                                 float row_max[FA_MF][2], float row_sum[FA_MF][2])
+                                 float row_max[FA_MF][2], float row_sum[FA_MF][2], float logit_scale)
 {
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            float mx = row_max[mf][half];
+            float mx = -INFINITY;
 #pragma unroll
             for (int nf = 0; nf < FA_NF; ++nf)
                 mx = fmaxf(mx, fmaxf(acc_s[mf][nf][2 * half], acc_s[mf][nf][2 * half + 1]));
-            mx = fa_row_max(mx);
+            mx = fmaxf(row_max[mf][half], fa_row_max(mx) * logit_scale);
             /* A row that has seen only masked keys keeps max -inf; exponentiate against 0
              * so its P is exactly 0 instead of exp2(-inf + inf) = NaN. */
             float base = mx == -INFINITY ? 0.f : mx;
@@ -188,7 +214,7 @@ FA_DEVICE void fa_online_softmax(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
             for (int nf = 0; nf < FA_NF; ++nf)
 #pragma unroll
                 for (int r = 2 * half; r < 2 * half + 2; ++r) {
-                    float p = fa_exp2(acc_s[mf][nf][r] - base);
+                    float p = fa_exp2(fmaf(acc_s[mf][nf][r], logit_scale, -base));
                     acc_s[mf][nf][r] = p;
                     sum += p;
                 }
@@ -388,9 +414,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
             FA_LOAD_K(t + FA_INST_STAGES);
         fa_async_commit();
 
-        fa_scores_to_logits(acc_s, &s, &args, warp_row0, n0, fa_tile_needs_mask(&s, &args, n0),
-                            alibi_log2);
-        fa_online_softmax(acc_s, acc_o, row_max, row_sum);
+        float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0,
+                                              fa_tile_needs_mask(&s, &args, n0), alibi_log2);
+        fa_online_softmax(acc_s, acc_o, row_max, row_sum, logit_scale);
 
         fa_async_wait(2 * FA_INST_STAGES - 1); /* V_t is here */
         fa_barrier();

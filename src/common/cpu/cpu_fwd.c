@@ -65,10 +65,10 @@ static fa_cpu_shape problem_shape(const fa_problem *p, const fa_selection *sel)
 
 int fa_cpu_worker_threads(const fa_context *ctx)
 {
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    if (ctx->num_threads > 0)
-        return ctx->num_threads;
-    return online > 0 ? (int)online : 1;
+    long wanted = ctx->num_threads > 0 ? ctx->num_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (wanted < 1)
+        return 1;
+    return wanted > FA_CPU_MAX_THREADS ? FA_CPU_MAX_THREADS : (int)wanted;
 }
 
 /* Bytes of workspace for `threads` workers, with slack to align a caller's pointer. */
@@ -166,10 +166,11 @@ static void load_queries(const fa_cpu_job *job, const fa_cpu_item *it, float *q)
     const fa_problem *p = job->p;
     const fa_cpu_shape *shape = &job->shape;
     size_t row_bytes = (size_t)p->q_stride.row * element_bytes(p->dtype);
+    float scale = query_scale(p);
     int r;
     for (r = 0; r < it->rows; r++)
         fa_cpu_load_row(q + (size_t)r * shape->head_dim, it->q + r * row_bytes, p->dtype,
-                        shape->head_dim, query_scale(p));
+                        shape->head_dim, scale);
     memset(q + (size_t)it->rows * shape->head_dim, 0,
            (size_t)(shape->rows_pad - it->rows) * shape->head_dim * sizeof(float));
 }
@@ -347,15 +348,34 @@ static void run_workers(fa_cpu_job *job, fa_cpu_worker *workers, int count)
             pthread_join(workers[i].thread, NULL);
 }
 
-static int min_int64(int64_t a, int64_t b)
-{
-    return (int)(a < b ? a : b);
-}
-
 static char *align_up(void *ptr)
 {
     uintptr_t x = (uintptr_t)ptr;
     return (char *)((x + FA_CPU_ALIGN - 1) / FA_CPU_ALIGN * FA_CPU_ALIGN);
+}
+
+/* Per-thread tiles from the caller's workspace (fewer threads if it holds fewer), or
+ * from a call-owned allocation returned in *owned. */
+static fa_status prepare_arena(fa_context *ctx, fa_cpu_job *job, int *threads, void *workspace,
+                               size_t workspace_bytes, void **owned)
+{
+    if (workspace) {
+        size_t usable = workspace_bytes > FA_CPU_ALIGN ? workspace_bytes - FA_CPU_ALIGN : 0;
+        size_t fit = usable / job->thread_bytes;
+        if (fit < 1)
+            return fa_fail(ctx, FA_ERR_WORKSPACE_TOO_SMALL,
+                           "cpu forward: workspace of %zu bytes holds no %zu-byte thread tile",
+                           workspace_bytes, job->thread_bytes);
+        *threads = fit < (size_t)*threads ? (int)fit : *threads;
+    } else {
+        workspace = *owned = malloc(workspace_bytes_for(&job->shape, *threads));
+        if (!workspace)
+            return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY,
+                           "cpu forward: cannot allocate %zu bytes of tiles",
+                           workspace_bytes_for(&job->shape, *threads));
+    }
+    job->arena = align_up(workspace);
+    return FA_OK;
 }
 
 fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
@@ -364,7 +384,8 @@ fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *s
     fa_cpu_job job;
     fa_cpu_worker workers[FA_CPU_MAX_THREADS];
     void *owned = NULL;
-    int threads, saved_blas;
+    int threads = fa_cpu_worker_threads(ctx);
+    fa_status st;
 
     memset(&job, 0, sizeof job);
     job.p = p;
@@ -374,27 +395,16 @@ fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *s
     if (!job.item_start)
         return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "cpu forward: out of memory for the work plan");
     job.item_count = job.item_start[p->batch];
-    threads = min_int64(min_int64(fa_cpu_worker_threads(ctx), job.item_count), FA_CPU_MAX_THREADS);
-    threads = threads < 1 ? 1 : threads;
-    if (workspace && workspace_bytes >= workspace_bytes_for(&job.shape, 1)) {
-        int fit = min_int64((int64_t)((workspace_bytes - FA_CPU_ALIGN) / job.thread_bytes), threads);
-        threads = fit;
-    } else {
-        owned = malloc(workspace_bytes_for(&job.shape, threads));
-        workspace = owned;
-    }
-    if (!workspace) {
-        free(job.item_start);
-        return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "cpu forward: cannot allocate %zu bytes of tiles",
-                       workspace_bytes_for(&job.shape, threads));
-    }
-    job.arena = align_up(workspace);
+    if (job.item_count < threads) /* no idle threads; at least the caller's */
+        threads = job.item_count > 0 ? (int)job.item_count : 1;
 
-    saved_blas = fa_cpu_blas_threads_begin();
-    run_workers(&job, workers, threads);
-    fa_cpu_blas_threads_end(saved_blas);
-
+    st = prepare_arena(ctx, &job, &threads, workspace, workspace_bytes, &owned);
+    if (st == FA_OK) {
+        int saved_blas = fa_cpu_blas_threads_begin();
+        run_workers(&job, workers, threads);
+        fa_cpu_blas_threads_end(saved_blas);
+    }
     free(owned);
     free(job.item_start);
-    return FA_OK;
+    return st;
 }

@@ -73,7 +73,8 @@ fa_status fa_cpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
                                size_t *bytes);
 fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                      void *workspace, size_t workspace_bytes);
-/* Worker threads a call uses: ctx->num_threads, or all online cores when 0. */
+/* Worker threads a call uses: ctx->num_threads, or all online cores when 0, capped at
+ * FA_CPU_MAX_THREADS. */
 int fa_cpu_worker_threads(const fa_context *ctx);
 
 /* Keep the BLAS library single-threaded inside worker threads; returns what to restore. */

@@ -23,6 +23,13 @@
 #define FA_CPU_CLONES
 #endif
 
+/* Helpers of the cloned loops must be inlined into each clone to get its ISA. */
+#if defined(__GNUC__)
+#define FA_CPU_INLINE static inline __attribute__((always_inline))
+#else
+#define FA_CPU_INLINE static inline
+#endif
+
 /* Independent partial results per lane let the compiler vectorize reductions without
  * reassociating float math. */
 #define FA_CPU_LANES 16
@@ -236,7 +243,7 @@ fa_cpu_matrix fa_cpu_stage_values(const fa_cpu_shape *shape, float *buf, const v
 
 /* One FA_CPU_ROW_BLOCK x FA_CPU_COL_BLOCK block of scores, held in registers over the
  * head dim. */
-static inline void score_block(const fa_cpu_shape *shape, float *s, const float *q,
+FA_CPU_INLINE void score_block(const fa_cpu_shape *shape, float *s, const float *q,
                                const float *keys_t, int depth)
 {
     float acc[FA_CPU_ROW_BLOCK][FA_CPU_COL_BLOCK] = {{0}};
@@ -266,7 +273,7 @@ void fa_cpu_scores(const fa_cpu_shape *shape, float *s, const float *q, fa_cpu_m
 
 /* One FA_CPU_ROW_BLOCK x FA_CPU_COL_BLOCK block of the output, held in registers over the
  * keys. */
-static inline void accumulate_block(const fa_cpu_shape *shape, float *o, const float *p,
+FA_CPU_INLINE void accumulate_block(const fa_cpu_shape *shape, float *o, const float *p,
                                     const float *values, int keys_count)
 {
     float acc[FA_CPU_ROW_BLOCK][FA_CPU_COL_BLOCK];
@@ -311,7 +318,7 @@ void fa_cpu_blas_threads_end(int saved)
 /* 2^x for x <= 0 (0 below 2^-126, including -inf): 2^n exactly through the exponent
  * bits times 2^f, |f| <= 1/2, from the degree-7 Taylor series of e^(f ln 2), whose
  * truncation error (< 6e-9 relative) stays below half an ulp. */
-static inline float exp2_nonpositive(float x)
+FA_CPU_INLINE float exp2_nonpositive(float x)
 {
     const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
     float clamped = x < -127.0f ? -127.0f : x;

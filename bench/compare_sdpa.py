@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Side-by-side forward benchmark on one GPU, in one process, on the same inputs:
+flashattn vs torch SDPA's FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends.
+
+Shapes as ANCHORS.md: b*s = 16384 tokens, h*d = 2048, FLOPs = 4*b*h*s^2*d (halved when
+causal). q/k/v are allocated in torch's [b, h, s, d] layout; flashattn reads the same
+memory as a strided BSHD view (any outer strides are part of its contract).
+
+    python3 bench/compare_sdpa.py [--dims 64,128,256] [--seqlens 512,...] [--dtypes bf16,fp16]
+                                  [--json out.json]
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import flashattn  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def tflops(flops, ms):
+    return flops / (ms * 1e-3) / 1e12
+
+
+def time_ms(fn):
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def sdpa_fn(backend, q, k, v, causal):
+    def run():
+        with sdpa_kernel([backend]):
+            return sdpa(q, k, v, is_causal=causal)
+    return run
+
+
+def bench_row(d, s, causal, dtype):
+    b, h = 16384 // s, 2048 // d
+    gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    qf, kf, vf = (t.transpose(1, 2) for t in (q, k, v))  # BSHD views of the same memory
+    flops = 4 * b * h * s * s * d / (2 if causal else 1)
+    out = torch.empty_like(qf)
+    ours = lambda: flashattn.attention(qf, kf, vf, causal=causal, out=out)  # noqa: E731
+    row = {"d": d, "seqlen": s, "causal": causal, "dtype": str(dtype).split(".")[-1], "batch": b, "heads": h}
+    ref = sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v, causal)()
+    ours()
+    row["max_abs_diff_vs_fa2"] = (out.transpose(1, 2).float() - ref.float()).abs().max().item()
+    row["flashattn"] = tflops(flops, time_ms(ours))
+    for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            row[name] = tflops(flops, time_ms(sdpa_fn(backend, q, k, v, causal)))
+        except RuntimeError as err:  # a backend that refuses the shape
+            row[name] = None
+            row[name + "_error"] = str(err).splitlines()[0]
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rows = []
+    print("%-5s %-4s %6s %-6s %9s %9s %9s %7s %7s %9s" % ("dtype", "d", "seqlen", "causal", "ours", "FA2", "cuDNN",
+                                                       "vs FA2", "vs cuDNN", "maxdiff"), flush=True)
+    for dt in args.dtypes.split(","):
+        for d in map(int, args.dims.split(",")):
+            for s in map(int, args.seqlens.split(",")):
+                for causal in (c == "1" for c in args.causal.split(",")):
+                    r = bench_row(d, s, causal, DTYPES[dt])
+                    rows.append(r)
+                    ratio = lambda other: ("%7.2f" % (r["flashattn"] / r[other])) if r.get(other) else "    n/a"  # noqa: E731
+                    print("%-5s %-4d %6d %-6s %9.1f %9s %9s %7s %7s %9.2e" % (
+                        dt, d, s, "yes" if causal else "no", r["flashattn"],
+                        "%.1f" % r["fa2"] if r.get("fa2") else "n/a",
+                        "%.1f" % r["cudnn"] if r.get("cudnn") else "n/a",
+                        ratio("fa2"), ratio("cudnn"), r["max_abs_diff_vs_fa2"]), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the
+# sanitizers on the reduced sweep, then the side-by-side benchmark. Expects the
+# artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
+# Usage: bash bench/device_run.sh [tests|sanitize|bench|all] [extra args for compare_sdpa.py]
+set -u
+what=${1:-all}; shift || true
+OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
+export FLASHATTN_LIBRARY=$PWD/.carry/libflashattn.so PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+if [[ $what == all || $what == tests ]]; then
+  echo "== GPU tests"
+  (cd .carry && ./flashattn_gpu_tests --durations yes) > "$OUT/gpu_tests.log" 2>&1
+  echo "gpu tests rc=$?"; grep -E "test cases|assertions|FAILED|failed" "$OUT/gpu_tests.log" | tail -15
+fi
+if [[ $what == all || $what == sanitize ]]; then
+  echo "== compute-sanitizer (reduced sweep: [sanitize])"
+  for tool in memcheck racecheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 .carry/flashattn_gpu_tests "[sanitize]" \
+      > "$OUT/sanitize_$tool.log" 2>&1
+    echo "$tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
+  done
+fi
+if [[ $what == all || $what == bench ]]; then
+  echo "== benchmark vs torch SDPA (FA2, cuDNN)"
+  python3 bench/compare_sdpa.py --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.txt"
+fi

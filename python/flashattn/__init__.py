@@ -1,0 +1,137 @@
+"""flashattn - ctypes binding of the flashattn C library for PyTorch tensors.
+
+    import flashattn
+    out = flashattn.attention(q, k, v, causal=True)            # q [b, s_q, h, d], k/v [b, s_k, h_k, d]
+    out, lse = flashattn.attention(q, k, v, return_lse=True)   # lse [b, h, s_q], fp32
+
+Tensors on a CUDA device run on the CUDA backend, on the current stream; CPU tensors run
+on the CPU backend. The library is found through FLASHATTN_LIBRARY, else next to this
+package in the source tree (build*/libflashattn.so), else on the loader path.
+"""
+import ctypes
+import glob
+import os
+
+import torch
+
+__all__ = ["attention", "FlashAttnError", "library"]
+
+_STATUS_OK = 0
+_BACKEND = {"cpu": 1, "cuda": 2}
+_DTYPE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+
+
+class FlashAttnError(RuntimeError):
+    pass
+
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4)]
+
+
+class _Params(ctypes.Structure):
+    _fields_ = [("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
+                ("window_left", ctypes.c_int), ("window_right", ctypes.c_int),
+                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
+                ("alibi_batch_stride", ctypes.c_int64), ("cu_seqlens_q", ctypes.c_void_p),
+                ("cu_seqlens_k", ctypes.c_void_p), ("varlen_batch", ctypes.c_int),
+                ("max_seqlen_q", ctypes.c_int), ("max_seqlen_k", ctypes.c_int),
+                ("seqused_k", ctypes.c_void_p), ("num_splits", ctypes.c_int),
+                ("deterministic", ctypes.c_int), ("block_table", ctypes.c_void_p),
+                ("block_table_batch_stride", ctypes.c_int64), ("page_block_size", ctypes.c_int),
+                ("reserved", ctypes.c_int * 8)]
+
+
+def _find_library():
+    explicit = os.environ.get("FLASHATTN_LIBRARY")
+    if explicit:
+        return explicit
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = sorted(glob.glob(os.path.join(root, "build*", "libflashattn.so")) +
+                   glob.glob(os.path.join(root, ".carry", "libflashattn.so")))
+    return found[0] if found else "libflashattn.so"
+
+
+_lib = None
+_contexts = {}
+
+
+def library():
+    """The loaded C library (ctypes.CDLL), loaded on first use."""
+    global _lib
+    if _lib is None:
+        _lib = ctypes.CDLL(_find_library())
+        _lib.fa_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
+        _lib.fa_create_error.restype = ctypes.c_char_p
+        _lib.fa_last_error.restype = ctypes.c_char_p
+        _lib.fa_last_error.argtypes = [ctypes.c_void_p]
+        _lib.fa_status_string.restype = ctypes.c_char_p
+        _lib.fa_set_stream.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        _lib.fa_params_init.argtypes = [ctypes.POINTER(_Params)]
+        _lib.fa_fwd.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_Tensor)] * 3 + [
+            ctypes.POINTER(_Params), ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor),
+            ctypes.c_void_p, ctypes.c_size_t]
+    return _lib
+
+
+def _context(device):
+    key = (device.type, device.index or 0)
+    if key not in _contexts:
+        ctx = ctypes.c_void_p()
+        status = library().fa_create(ctypes.byref(ctx), _BACKEND[device.type], key[1])
+        if status != _STATUS_OK:
+            raise FlashAttnError(library().fa_create_error().decode())
+        _contexts[key] = ctx
+    return _contexts[key]
+
+
+def _view(t):
+    if t.dtype not in _DTYPE:
+        raise FlashAttnError("unsupported dtype %s" % t.dtype)
+    v = _Tensor()
+    v.data = t.data_ptr()
+    v.dtype = _DTYPE[t.dtype]
+    v.ndim = t.dim()
+    for i in range(t.dim()):
+        v.shape[i] = t.shape[i]
+        v.stride[i] = t.stride(i)
+    return v
+
+
+def _check(ctx, status):
+    if status != _STATUS_OK:
+        lib = library()
+        raise FlashAttnError("%s: %s" % (lib.fa_status_string(status).decode(),
+                                         lib.fa_last_error(ctx).decode()))
+
+
+def attention(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
+              alibi_slopes=None, return_lse=False, num_splits=0, out=None):
+    """Exact attention over BSHD tensors (see include/flashattn.h for the semantics)."""
+    ctx = _context(q.device)
+    params = _Params()
+    library().fa_params_init(ctypes.byref(params))
+    params.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    params.causal = int(bool(causal))
+    params.window_left, params.window_right = int(window[0]), int(window[1])
+    params.softcap = float(softcap)
+    params.num_splits = int(num_splits)
+    if alibi_slopes is not None:
+        alibi_slopes = alibi_slopes.to(device=q.device, dtype=torch.float32).contiguous()
+        params.alibi_slopes = alibi_slopes.data_ptr()
+        params.alibi_batch_stride = alibi_slopes.shape[-1] if alibi_slopes.dim() == 2 else 0
+    if out is None:
+        out = torch.empty_like(q)
+    lse = None
+    if return_lse:
+        lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device=q.device, dtype=torch.float32)
+    if q.device.type == "cuda":
+        _check(ctx, library().fa_set_stream(ctx, torch.cuda.current_stream(q.device).cuda_stream))
+    qv, kv, vv, ov = _view(q), _view(k), _view(v), _view(out)
+    lv = _view(lse) if lse is not None else None
+    status = library().fa_fwd(ctx, ctypes.byref(qv), ctypes.byref(kv), ctypes.byref(vv),
+                              ctypes.byref(params), ctypes.byref(ov),
+                              ctypes.byref(lv) if lv is not None else None, None, 0)
+    _check(ctx, status)
+    return (out, lse) if return_lse else out
