@@ -43,7 +43,7 @@ endforeach()
 target_sources(flashattn_objects PRIVATE ${FA_CUDA_SOURCES})
 target_include_directories(flashattn_objects PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda)
 target_compile_definitions(flashattn_objects PRIVATE FA_HAVE_CUDA=1)
-set_target_properties(flashattn_objects PROPERTIES CUDA_ARCHITECTURES "${FA_CUDA_ARCH_LIST}")
+set_target_properties(flashattn_objects flashattn PROPERTIES CUDA_ARCHITECTURES "${FA_CUDA_ARCH_LIST}")
 option(FA_CUDA_VERBOSE_PTXAS "Print registers/spills per kernel (-Xptxas -v)" OFF)
 target_compile_options(flashattn_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -lineinfo
   $<$<BOOL:${FA_CUDA_VERBOSE_PTXAS}>:-Xptxas=-v>>)

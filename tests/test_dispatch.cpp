@@ -303,29 +303,43 @@ TEST_CASE("FLASHATTN_FORCE_TILE syntax", "[dispatch]")
 TEST_CASE("the tile override selects an existing tile or fails with a reason", "[dispatch]")
 {
     std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
-    fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 2, 16, 256, 2048, 2048);
+    fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 2, 16, 128, 2048, 2048);
     fa_selection sel;
-    fa_tile_override force = {64, 64, 0};
 
-    // sm_90 would pick 128x64 for d256; forcing 64x64 gets 64x64.
-    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_OK);
-    CHECK((sel.config->tile_m == 64 && sel.config->tile_n == 64));
+    // Every compiled tile that covers d128 can be forced, and forcing it selects it.
+    for (const fa_kernel_config &c : reg) {
+        if (c.dtype != FA_DTYPE_BF16 || c.head_dim < 128)
+            continue;
+        fa_tile_override force = {c.tile_m, c.tile_n, c.stages};
+        INFO(c.name);
+        REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_OK);
+        CHECK((sel.config->tile_m == c.tile_m && sel.config->tile_n == c.tile_n &&
+               sel.config->stages == c.stages));
+    }
 
-    force = {128, 64, 1};
-    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_OK);
-    CHECK((sel.config->tile_m == 128 && sel.config->stages == 1));
-
-    // 128x64 at d256 needs 128 KiB: it does not fit sm_86's 99 KiB.
-    force = {128, 64, 0};
-    CHECK(select(fa_arch_find("sm_86"), reg, shape, &sel, &force) == FA_ERR_BAD_TILE_OVERRIDE);
+    // A tile that exists but does not fit the row's shared memory is refused, and the
+    // reason names it and lists what would fit.
+    fa_kernel_config big = reg[0];
+    big.name = "test_d256_256x64x2";
+    big.dtype = FA_DTYPE_BF16;
+    big.head_dim = 256;
+    big.tile_m = 256;
+    big.tile_n = 64;
+    big.stages = 2;
+    big.smem_bytes = 128 * 1024;
+    reg.push_back(big);
+    fa_problem_shape wide = make_shape(FA_DTYPE_BF16, 2, 16, 256, 2048, 2048);
+    fa_tile_override force = {256, 64, 0};
+    REQUIRE(select(fa_arch_find("sm_90"), reg, wide, &sel, &force) == FA_OK);
+    CHECK(select(fa_arch_find("sm_86"), reg, wide, &sel, &force) == FA_ERR_BAD_TILE_OVERRIDE);
     CHECK(sel.config == nullptr);
-    CHECK(contains(sel.reason, "128x64"));
+    CHECK(contains(sel.reason, "256x64"));
     CHECK(contains(sel.reason, "64x64")); // lists what would fit
 
     // No such tile; and a tile that exists only with other stages.
     force = {96, 96, 0};
     CHECK(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_ERR_BAD_TILE_OVERRIDE);
-    force = {128, 64, 2};
+    force = {128, 64, 7};
     CHECK(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_ERR_BAD_TILE_OVERRIDE);
 
     // An override of zero is no override.

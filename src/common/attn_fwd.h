@@ -34,6 +34,12 @@
 #define FA_DF (FA_INST_D / FA_MMA_N)          /* n-tiles of O per warp                  */
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
+/* Small head dims compute a tile too quickly to hide a whole K+V tile load behind one
+ * tile of work, so they (and single-buffer instances) wait for K and V separately;
+ * larger ones load K and V as one group with one barrier per tile (measured:
+ * bench/NOTES.md). */
+#define FA_JOINT_KV_TILES (FA_INST_STAGES >= 2 && FA_INST_D > 64)
+#define FA_RESCALE_SLACK 8.f
 
 #if FA_WARP_ROWS % FA_MMA_M != 0 || FA_INST_N % 16 != 0 || FA_INST_D % 16 != 0
 #error "instance tile does not divide into matrix-unit tiles"
@@ -48,35 +54,29 @@ FA_DEVICE int fa_smem_offset(int row, int chunk)
 
 /* Copy tile_rows x FA_INST_D elements to shared memory; rows >= rows_valid and columns
  * >= head_dim become zeros, so padded rows and columns contribute nothing (and no stale
- * shared memory can turn into 0 * NaN). When the block's threads cover whole rows, each
- * thread keeps one chunk column and steps down by a fixed row count: one pointer and
- * compile-time shared offsets instead of a live address per copy (registers are the
- * scarce resource of this kernel). */
+ * shared memory can turn into 0 * NaN). Each thread keeps one chunk column and steps
+ * down by a fixed row count: one pointer and (mostly) compile-time shared offsets
+ * instead of a live address per copy (registers are the scarce resource here). */
 FA_DEVICE void fa_load_tile(fa_elem *smem, const fa_elem *gmem, long long row_stride,
                             int rows_valid, int head_dim, int tile_rows)
 {
-#if FA_THREADS % FA_CHUNKS == 0
     const int step = FA_THREADS / FA_CHUNKS;
     const int row0 = threadIdx.x / FA_CHUNKS;
     const int chunk = threadIdx.x % FA_CHUNKS;
     const int col_valid = chunk * 8 < head_dim;
     const fa_elem *src = gmem + row0 * row_stride + chunk * 8;
+    /* Head dims whose chunk count does not divide the block leave a few threads idle. */
+    if (threadIdx.x >= step * FA_CHUNKS)
+        return;
 #pragma unroll
-    for (int i = 0; i < tile_rows / step; ++i) {
-        int valid = col_valid && row0 + i * step < rows_valid;
-        fa_async_copy16(smem + fa_smem_offset(row0 + i * step, chunk), valid ? src : gmem, valid);
+    for (int i = 0; i < (tile_rows + step - 1) / step; ++i) {
+        int row = row0 + i * step;
+        if (tile_rows % step != 0 && row >= tile_rows)
+            break;
+        int valid = col_valid && row < rows_valid;
+        fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : gmem, valid);
         src += step * row_stride;
     }
-#else
-#pragma unroll
-    for (int idx = threadIdx.x; idx < tile_rows * FA_CHUNKS; idx += FA_THREADS) {
-        int row = idx / FA_CHUNKS;
-        int chunk = idx % FA_CHUNKS;
-        int valid = row < rows_valid && chunk * 8 < head_dim;
-        const fa_elem *src = valid ? gmem + row * row_stride + chunk * 8 : gmem;
-        fa_async_copy16(smem + fa_smem_offset(row, chunk), src, valid);
-    }
-#endif
 }
 
 /* Where one block works: its sequence, rows, and the range of key tiles it visits. */
@@ -195,6 +195,8 @@ FA_DEVICE void fa_online_softmax(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
                                  float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
                                  float row_max[FA_MF][2], float row_sum[FA_MF][2], float logit_scale)
 {
+    float correction[FA_MF][2];
+    int rescale = 0;
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
@@ -203,13 +205,21 @@ FA_DEVICE void fa_online_softmax(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
 #pragma unroll
             for (int nf = 0; nf < FA_NF; ++nf)
                 mx = fmaxf(mx, fmaxf(acc_s[mf][nf][2 * half], acc_s[mf][nf][2 * half + 1]));
-            mx = fmaxf(row_max[mf][half], fa_row_max(mx) * logit_scale);
+            mx = fa_row_max(mx) * logit_scale;
+            /* The running max only moves when the tile's max passes it by more than
+             * FA_RESCALE_SLACK (log2 units): exact, because O and the sum share the stale
+             * max and the final division cancels it, while P <= 2^slack stays far inside
+             * fp16/bf16 range. Rows then rarely move after their first tiles, and the O
+             * rescale below is skipped for the whole warp. */
+            int moves = mx > row_max[mf][half] + FA_RESCALE_SLACK;
+            mx = moves ? mx : row_max[mf][half];
             /* A row that has seen only masked keys keeps max -inf; exponentiate against 0
              * so its P is exactly 0 instead of exp2(-inf + inf) = NaN. */
             float base = mx == -INFINITY ? 0.f : mx;
-            float correction = fa_exp2(row_max[mf][half] - base);
+            correction[mf][half] = moves ? fa_exp2(row_max[mf][half] - base) : 1.f;
+            rescale |= moves;
             row_max[mf][half] = mx;
-            float sum = row_sum[mf][half] * correction;
+            float sum = row_sum[mf][half] * correction[mf][half];
 #pragma unroll
             for (int nf = 0; nf < FA_NF; ++nf)
 #pragma unroll
@@ -219,16 +229,23 @@ FA_DEVICE void fa_online_softmax(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
                     sum += p;
                 }
             row_sum[mf][half] = sum;
-#pragma unroll
-            for (int df = 0; df < FA_DF; ++df) {
-                acc_o[mf][df][2 * half] *= correction;
-                acc_o[mf][df][2 * half + 1] *= correction;
-            }
         }
+    if (!fa_warp_any(rescale))
+        return;
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+        for (int df = 0; df < FA_DF; ++df)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r)
+                acc_o[mf][df][r] *= correction[mf][r >> 1];
 }
 
+/* Both products run over the instance's full head dim: the padded columns are zeros, and
+ * a run-time exit inside these unrolled loops would stop the compiler from issuing the
+ * next fragment loads ahead of the current matrix instructions. */
 FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem_q,
-                     const fa_elem *smem_k, int warp_row0, int head_dim)
+                     const fa_elem *smem_k, int warp_row0)
 {
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf)
@@ -239,8 +256,6 @@ FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem
                 acc_s[mf][nf][r] = 0.f;
 #pragma unroll
     for (int k0 = 0; k0 < FA_INST_D; k0 += FA_MMA_K) {
-        if (k0 >= head_dim) /* padded columns are zero: skip them */
-            break;
         uint32_t a[FA_MF][FA_A_REGS];
 #pragma unroll
         for (int mf = 0; mf < FA_MF; ++mf)
@@ -258,28 +273,33 @@ FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem
     }
 }
 
-FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
-                     float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem_v, int head_dim)
+/* P as A operands for P·V, converted in one go so the fp32 scores die before the
+ * product (the fp32 S tile and O accumulators together are this kernel's register peak). */
+FA_DEVICE void fa_pack_p(uint32_t p[FA_MF][FA_NF / 2][FA_A_REGS],
+                         float acc_s[FA_MF][FA_NF][FA_ACC_REGS])
 {
 #pragma unroll
-    for (int kf = 0; kf < FA_NF; kf += 2) {
-        uint32_t a[FA_MF][FA_A_REGS];
+    for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
-        for (int mf = 0; mf < FA_MF; ++mf)
-            fa_acc_pair_to_a(a[mf], acc_s[mf][kf], acc_s[mf][kf + 1]);
+        for (int kf = 0; kf < FA_NF; kf += 2)
+            fa_acc_pair_to_a(p[mf][kf / 2], acc_s[mf][kf], acc_s[mf][kf + 1]);
+}
+
+FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], uint32_t p[FA_MF][FA_NF / 2][FA_A_REGS],
+                     const fa_elem *smem_v)
+{
+#pragma unroll
+    for (int kf = 0; kf < FA_NF; kf += 2)
 #pragma unroll
         for (int df = 0; df < FA_DF; df += 2) {
-            if (df * FA_MMA_N >= head_dim)
-                break;
             uint32_t b[2][FA_B_REGS];
             fa_load_b_pair(b, smem_v, fa_smem_offset, kf * FA_MMA_N, df * FA_MMA_N);
 #pragma unroll
             for (int mf = 0; mf < FA_MF; ++mf) {
-                fa_mma(acc_o[mf][df], a[mf], b[0]);
-                fa_mma(acc_o[mf][df + 1], a[mf], b[1]);
+                fa_mma(acc_o[mf][df], p[mf][kf / 2], b[0]);
+                fa_mma(acc_o[mf][df + 1], p[mf][kf / 2], b[1]);
             }
         }
-    }
 }
 
 /* Normalise and write O and LSE once (or the split's fp32 partials). */
@@ -368,10 +388,64 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
                  v + (long long)FA_TILE_N0(t) * args.v_row, args.v_row,                    \
                  s.seqlen_k - FA_TILE_N0(t), args.head_dim, FA_INST_N)
 
-    /* Copy groups go out in the order Q+K0, V0, K1, V1, ..., so "K_t has landed" and
-     * "V_t has landed" are fixed counts of groups still allowed in flight. Every slot
-     * commits a group, empty past the last tile, to keep those counts exact. */
+    float acc_o[FA_MF][FA_DF][FA_ACC_REGS];
+    float row_max[FA_MF][2], row_sum[FA_MF][2];
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf) {
+#pragma unroll
+        for (int df = 0; df < FA_DF; ++df)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r)
+                acc_o[mf][df][r] = 0.f;
+        row_max[mf][0] = row_max[mf][1] = -INFINITY;
+        row_sum[mf][0] = row_sum[mf][1] = 0.f;
+    }
+#define FA_K_BUF(t) (smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH)
+#define FA_V_BUF(t) (smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH)
+#define FA_SOFTMAX_STEP(t)                                                                 \
+    float acc_s[FA_MF][FA_NF][FA_ACC_REGS];                                                \
+    uint32_t p[FA_MF][FA_NF / 2][FA_A_REGS];                                               \
+    fa_qk(acc_s, smem_q, FA_K_BUF(t), warp_row0);                                          \
+    {                                                                                      \
+        const int n0 = FA_TILE_N0(t);                                                      \
+        float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0,             \
+                                              fa_tile_needs_mask(&s, &args, n0), alibi_log2); \
+        fa_online_softmax(acc_s, acc_o, row_max, row_sum, logit_scale);                    \
+        fa_pack_p(p, acc_s);                                                               \
+    }
+
+    /* Copies complete in commit order, so "tile t has landed" is a fixed count of commit
+     * groups still allowed in flight; every slot commits a group (empty past the last
+     * tile) to keep that count exact. */
     fa_load_tile(smem_q, q, args.q_row, s.rows_valid, args.head_dim, FA_INST_M);
+#if FA_JOINT_KV_TILES
+    /* One group per K/V tile; tiles t+1 .. t+S-1 are in flight while tile t computes.
+     * The barrier at the top of an iteration both publishes tile t and tells that every
+     * warp is done with tile t-1, whose buffer is then refilled: one barrier per tile. */
+#pragma unroll
+    for (int t = 0; t < FA_INST_STAGES - 1; ++t) {
+        if (t < n_tiles) {
+            FA_LOAD_K(t);
+            FA_LOAD_V(t);
+        }
+        fa_async_commit();
+    }
+    for (int t = 0; t < n_tiles; ++t) {
+        fa_async_wait(FA_INST_STAGES - 2);
+        fa_barrier();
+        if (t + FA_INST_STAGES - 1 < n_tiles) {
+            FA_LOAD_K(t + FA_INST_STAGES - 1);
+            FA_LOAD_V(t + FA_INST_STAGES - 1);
+        }
+        fa_async_commit();
+        FA_SOFTMAX_STEP(t);
+        fa_pv(acc_o, p, FA_V_BUF(t));
+    }
+#else
+    /* K and V waited for separately (FlashAttention-2's schedule, generalised to S
+     * buffers): V_t still loads during Q·K_tᵀ and K_{t+S} during the softmax and P·V_t.
+     * Groups go out as Q+K_0, V_0, K_1, V_1, ..., so K_t has landed when 2S-2 groups are
+     * left in flight and V_t when 2S-1 are. */
     if (n_tiles > 0)
         FA_LOAD_K(0);
     fa_async_commit();
@@ -384,44 +458,25 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
             FA_LOAD_K(t);
         fa_async_commit();
     }
-
-    float acc_o[FA_MF][FA_DF][FA_ACC_REGS];
-    float acc_s[FA_MF][FA_NF][FA_ACC_REGS];
-    float row_max[FA_MF][2], row_sum[FA_MF][2];
-#pragma unroll
-    for (int mf = 0; mf < FA_MF; ++mf) {
-#pragma unroll
-        for (int df = 0; df < FA_DF; ++df)
-#pragma unroll
-            for (int r = 0; r < FA_ACC_REGS; ++r)
-                acc_o[mf][df][r] = 0.f;
-        row_max[mf][0] = row_max[mf][1] = -INFINITY;
-        row_sum[mf][0] = row_sum[mf][1] = 0.f;
-    }
-
     for (int t = 0; t < n_tiles; ++t) {
-        const int n0 = FA_TILE_N0(t);
-        fa_async_wait(2 * FA_INST_STAGES - 2); /* K_t is here (this thread's part) */
-        fa_barrier();                          /* ... everyone's, and P·V_{t-1} is done */
+        fa_async_wait(2 * FA_INST_STAGES - 2); /* K_t */
+        fa_barrier(); /* ... for every thread, and P·V_{t-1} is done: its V buffer is free */
         if (t + FA_INST_STAGES - 1 < n_tiles)
             FA_LOAD_V(t + FA_INST_STAGES - 1);
         fa_async_commit();
-
-        fa_qk(acc_s, smem_q, smem_k + (t % FA_INST_STAGES) * FA_INST_N * FA_PITCH, warp_row0,
-              args.head_dim);
-        fa_barrier(); /* K_t's buffer is free */
+        FA_SOFTMAX_STEP(t);
+        fa_barrier(); /* every warp is done with K_t */
         if (t + FA_INST_STAGES < n_tiles)
             FA_LOAD_K(t + FA_INST_STAGES);
         fa_async_commit();
-
-        float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0,
-                                              fa_tile_needs_mask(&s, &args, n0), alibi_log2);
-        fa_online_softmax(acc_s, acc_o, row_max, row_sum, logit_scale);
-
-        fa_async_wait(2 * FA_INST_STAGES - 1); /* V_t is here */
+        fa_async_wait(2 * FA_INST_STAGES - 1); /* V_t */
         fa_barrier();
-        fa_pv(acc_o, acc_s, smem_v + (t % FA_INST_STAGES) * FA_INST_N * FA_PITCH, args.head_dim);
+        fa_pv(acc_o, p, FA_V_BUF(t));
     }
+#endif
+#undef FA_K_BUF
+#undef FA_V_BUF
+#undef FA_SOFTMAX_STEP
 #undef FA_TILE_N0
 #undef FA_LOAD_K
 #undef FA_LOAD_V

@@ -5,10 +5,12 @@
  *
  * X(head_dim, tile_m, tile_n, warps, stages): each entry is built for fp16 and bf16.
  * stages = number of K/V tile buffers in shared memory (cp.async pipeline depth).
- * Shared memory per block: FA_FWD_SMEM_BYTES below.
- * Tiles follow FlashAttention-2's sm80 choices (128x128 for d32, 128x64 above, 4 warps
- * up to d128 and 8 warps above) with a second K/V stage where sm_86/89's 99 KiB allows;
- * d256 also has a 64x64 tile (96 KiB) so the 99 KiB parts (sm_86, sm_89) can run it.
+ * Shared memory per block: FA_FWD_SMEM_BYTES below; every entry fits the 99 KiB of
+ * sm_86/sm_89 (the smallest NVIDIA row), so each head dim has one instance on every
+ * target. The tiles were chosen on the H200 by timing the alternatives side by side
+ * with FlashAttention-2 (bench/NOTES.md, versions v3-v6): 128x64 with 4 warps (32 query
+ * rows per warp) wins up to d128; d192 keeps 8 warps (the 4-warp tile spills); d256 runs
+ * 64x64 with 4 warps, 16 rows per warp, faster than 128x64 with 8 warps.
  */
 #ifndef FA_FWD_INSTANCES_H
 #define FA_FWD_INSTANCES_H
@@ -19,7 +21,6 @@
     X(96, 128, 64, 4, 2)         \
     X(128, 128, 64, 4, 2)        \
     X(192, 128, 64, 8, 1)        \
-    X(256, 128, 64, 8, 1)        \
     X(256, 64, 64, 4, 1)
 
 /* Row pitch in elements of a shared tile: rows of a multiple of 64 elements are XOR-

@@ -37,6 +37,9 @@ FA_DEVICE void fa_barrier(void) { __syncthreads(); }
 FA_DEVICE int fa_acc_row(int lane, int reg) { return (lane >> 2) + 8 * (reg >> 1); }
 FA_DEVICE int fa_acc_col(int lane, int reg) { return 2 * (lane & 3) + (reg & 1); }
 
+/* Warp-uniform "does any lane say yes". */
+FA_DEVICE int fa_warp_any(int predicate) { return __any_sync(0xffffffffu, predicate); }
+
 /* The four lanes lane&~3 .. lane|3 hold one accumulator row. */
 FA_DEVICE float fa_row_max(float x)
 {

@@ -1,0 +1,24 @@
+#!/usr/bin/env python3
+"""Runs one flashattn forward shape a few times, for ncu to profile the last launch.
+    ncu --kernel-name regex:fa_fwd_d --launch-skip 3 --launch-count 1 \
+        python3 bench/profile_one.py --dim 128 --seqlen 4096 [--causal]
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import flashattn  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--dim", type=int, default=128)
+ap.add_argument("--seqlen", type=int, default=4096)
+ap.add_argument("--causal", action="store_true")
+a = ap.parse_args()
+b, h = 16384 // a.seqlen, 2048 // a.dim
+q, k, v = (torch.randn(b, a.seqlen, h, a.dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+for _ in range(4):
+    flashattn.attention(q, k, v, causal=a.causal)
+torch.cuda.synchronize()
