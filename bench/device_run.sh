@@ -2,7 +2,7 @@
 # device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the
 # sanitizers on the reduced sweep, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
-# Usage: bash bench/device_run.sh [tests|sanitize|bench|all] [extra args for compare_sdpa.py]
+# Usage: bash bench/device_run.sh [tests|sanitize|sass|bench|all] [extra args for compare_sdpa.py]
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
@@ -21,7 +21,12 @@ if [[ $what == all || $what == sanitize ]]; then
     echo "$tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
   done
 fi
+if [[ $what == all || $what == sass ]]; then
+  echo "== machine-code facts per forward kernel"
+  bash bench/sass_facts.sh .carry/libflashattn.so | tee "$OUT/sass_facts.md"
+fi
 if [[ $what == all || $what == bench ]]; then
   echo "== benchmark vs torch SDPA (FA2, cuDNN)"
-  python3 bench/compare_sdpa.py --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.txt"
+  python3 bench/compare_sdpa.py --json "$OUT/bench.json" "$@" > "$OUT/bench.txt" 2>&1
+  cat "$OUT/bench.txt"
 fi

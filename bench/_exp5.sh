@@ -1,4 +1,0 @@
-export PYTHONUNBUFFERED=1
-run() { for lib in .carry .carry/skip0; do echo "== d$1 tile $2 lib $lib"; FLASHATTN_LIBRARY=$PWD/$lib/libflashattn.so FLASHATTN_FORCE_TILE=$2 python3 bench/compare_sdpa.py --dims $1 --seqlens 2048,8192 --dtypes bf16 2>&1 | tail -4 | awk '{print $2,$3,$4,$5,$8}'; done; }
-run 128 128x64:2; run 64 128x64:2; run 32 128x128:2
-run 256 128x64:1; run 256 64x64:1; run 96 128x64:2
