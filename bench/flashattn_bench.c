@@ -3,6 +3,8 @@
  * prints the plan the dispatcher chose, the median time per iteration, GFLOP/s (with
  * FlashAttention's FLOP count), extra memory, and optionally checks sampled output rows
  * against an fp64 reference computed here and times an OpenBLAS SGEMM for comparison.
+ * On CUDA (built with FA_BENCH_CUDA) the inputs are made on the host and copied to the
+ * device, calls are timed with CUDA events, and --check copies the sampled rows back.
  *
  * Exit status: 0 success, 1 --check failed, 2 bad usage or a library error.
  */
@@ -19,6 +21,9 @@
 
 #ifdef FA_BENCH_HAVE_CBLAS
 #include <cblas.h>
+#endif
+#ifdef FA_BENCH_CUDA
+#include <cuda_runtime_api.h>
 #endif
 
 #include "flashattn.h"
@@ -327,13 +332,125 @@ static void fill_normal(void *buf, fa_dtype dtype, size_t count, uint64_t seed)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* The problem: host buffers and tensors                                                */
+/* Backend memory: the CPU computes on host buffers, CUDA on device copies of them      */
 /* ------------------------------------------------------------------------------------ */
 
-typedef struct problem {
+/* The context's device: CUDA buffers are allocated there. */
+#define BENCH_DEVICE 0
+
+#ifdef FA_BENCH_CUDA
+static int cuda_ok(cudaError_t err, const char *what)
+{
+    if (err == cudaSuccess)
+        return 1;
+    fprintf(stderr, "flashattn_bench: %s: %s\n", what, cudaGetErrorString(err));
+    return 0;
+}
+
+/* A device buffer holding a copy of `bytes` of `host`; NULL (said why) on failure. */
+static void *device_copy(const void *host, size_t bytes)
+{
+    void *dev = NULL;
+    if (!cuda_ok(cudaMalloc(&dev, bytes), "cudaMalloc"))
+        return NULL;
+    if (!cuda_ok(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device")) {
+        cudaFree(dev);
+        return NULL;
+    }
+    return dev;
+}
+#endif
+
+/* What the library reads and writes for `host`: the host buffer itself on the CPU, a
+ * device copy on CUDA. NULL stays NULL; an allocation failure gives NULL as well. */
+static void *run_buffer(int on_device, void *host, size_t bytes)
+{
+#ifdef FA_BENCH_CUDA
+    if (on_device && host != NULL)
+        return device_copy(host, bytes);
+#endif
+    (void)on_device;
+    (void)bytes;
+    return host;
+}
+
+/* Releases a run buffer that is not a host buffer (those go with free_buffers). */
+static void free_run_buffer(int on_device, void *run)
+{
+#ifdef FA_BENCH_CUDA
+    if (on_device) {
+        cudaFree(run);
+        return;
+    }
+#endif
+    (void)on_device;
+    (void)run;
+}
+
+/* Copies `bytes` at byte `offset` of a run buffer back into its host buffer (a no-op
+ * where they are the same memory). 1 on success. */
+static int fetch_back(int on_device, void *host, const void *run, size_t offset, size_t bytes)
+{
+#ifdef FA_BENCH_CUDA
+    if (on_device)
+        return cuda_ok(cudaMemcpy((char *)host + offset, (const char *)run + offset, bytes,
+                                  cudaMemcpyDeviceToHost),
+                       "cudaMemcpy to host");
+#endif
+    (void)on_device;
+    (void)host;
+    (void)run;
+    (void)offset;
+    (void)bytes;
+    return 1;
+}
+
+/* Zeroed workspace where the backend computes; NULL on failure. */
+static void *alloc_workspace(int on_device, size_t bytes)
+{
+#ifdef FA_BENCH_CUDA
+    void *dev = NULL;
+    if (on_device) {
+        if (!cuda_ok(cudaMalloc(&dev, bytes), "cudaMalloc (workspace)"))
+            return NULL;
+        if (!cuda_ok(cudaMemset(dev, 0, bytes), "cudaMemset (workspace)")) {
+            cudaFree(dev);
+            return NULL;
+        }
+        return dev;
+    }
+#endif
+    (void)on_device;
+    return calloc(1, bytes);
+}
+
+static void free_workspace(int on_device, void *workspace)
+{
+#ifdef FA_BENCH_CUDA
+    if (on_device) {
+        cudaFree(workspace);
+        return;
+    }
+#endif
+    (void)on_device;
+    free(workspace);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The problem: buffers and tensors                                                     */
+/* ------------------------------------------------------------------------------------ */
+
+typedef struct buffers {
     void *q, *k, *v, *out;
     float *lse, *slopes;
-    void *workspace;
+} buffers;
+
+typedef struct problem {
+    int on_device;      /* run buffers are CUDA device memory                          */
+    buffers host;       /* inputs are made here, the reference reads them, and --check */
+                        /* fetches the sampled output rows back into out and lse       */
+    buffers run;        /* what the library reads and writes                           */
+    void *workspace;    /* run memory too                                              */
     size_t workspace_bytes;
     fa_tensor tq, tk, tv, tout, tlse;
     fa_params params;
@@ -349,6 +466,11 @@ static size_t kv_elements(const options *o)
     return (size_t)o->batch * o->seqlen_k * o->kv_heads * o->head_dim;
 }
 
+static size_t lse_elements(const options *o)
+{
+    return (size_t)o->batch * o->heads * o->seqlen_q;
+}
+
 /* ALiBi slopes of the usual geometric sequence 2^(-8 (i + 1) / h). */
 static float *make_slopes(int heads)
 {
@@ -359,6 +481,43 @@ static float *make_slopes(int heads)
     return slopes;
 }
 
+/* Host buffers: inputs random normal, outputs zeroed (which also touches them, so that
+ * the page faults of first use are not counted as the library's memory). */
+static int make_host_buffers(const options *o, buffers *h)
+{
+    size_t elem = dtype_bytes(o->dtype);
+    h->q = malloc(q_elements(o) * elem);
+    h->k = malloc(kv_elements(o) * elem);
+    h->v = malloc(kv_elements(o) * elem);
+    h->out = malloc(q_elements(o) * elem);
+    h->lse = (float *)malloc(lse_elements(o) * sizeof(float));
+    h->slopes = o->alibi ? make_slopes(o->heads) : NULL;
+    if (!h->q || !h->k || !h->v || !h->out || !h->lse || (o->alibi && !h->slopes))
+        return 0;
+    memset(h->out, 0, q_elements(o) * elem);
+    memset(h->lse, 0, lse_elements(o) * sizeof(float));
+    fill_normal(h->q, o->dtype, q_elements(o), 1);
+    fill_normal(h->k, o->dtype, kv_elements(o), 2);
+    fill_normal(h->v, o->dtype, kv_elements(o), 3);
+    return 1;
+}
+
+/* Run buffers: copies of every host buffer (outputs included, so they start at zero). */
+static int make_run_buffers(const options *o, problem *p)
+{
+    size_t elem = dtype_bytes(o->dtype);
+    const buffers *h = &p->host;
+    buffers *r = &p->run;
+    int dev = p->on_device;
+    r->q = run_buffer(dev, h->q, q_elements(o) * elem);
+    r->k = run_buffer(dev, h->k, kv_elements(o) * elem);
+    r->v = run_buffer(dev, h->v, kv_elements(o) * elem);
+    r->out = run_buffer(dev, h->out, q_elements(o) * elem);
+    r->lse = (float *)run_buffer(dev, h->lse, lse_elements(o) * sizeof(float));
+    r->slopes = (float *)run_buffer(dev, h->slopes, (size_t)o->heads * sizeof(float));
+    return r->q && r->k && r->v && r->out && r->lse && (h->slopes == NULL || r->slopes);
+}
+
 static void set_params(const options *o, problem *p)
 {
     fa_params_init(&p->params);
@@ -366,46 +525,63 @@ static void set_params(const options *o, problem *p)
     p->params.window_left = o->window_left;
     p->params.window_right = o->window_right;
     p->params.softcap = o->softcap;
-    p->params.alibi_slopes = p->slopes;
+    p->params.alibi_slopes = p->run.slopes;
 }
 
-/* Host buffers (CPU backend). Inputs random normal, outputs touched so that the page
- * faults of first use are not counted as the library's memory. */
-static int make_problem(const options *o, problem *p)
+static void make_tensors(const options *o, problem *p)
 {
-    size_t elem = dtype_bytes(o->dtype);
+    const buffers *r = &p->run;
+    p->tq = fa_tensor_bshd(r->q, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
+    p->tk = fa_tensor_bshd(r->k, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
+    p->tv = fa_tensor_bshd(r->v, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
+    p->tout = fa_tensor_bshd(r->out, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
+    p->tlse = fa_tensor_lse(r->lse, o->batch, o->heads, o->seqlen_q);
+}
+
+/* 1 when every buffer exists; otherwise a message on stderr and 0 (free_problem still
+ * releases what was made). */
+static int make_problem(const options *o, int on_device, problem *p)
+{
     memset(p, 0, sizeof *p);
-    p->q = malloc(q_elements(o) * elem);
-    p->k = malloc(kv_elements(o) * elem);
-    p->v = malloc(kv_elements(o) * elem);
-    p->out = malloc(q_elements(o) * elem);
-    p->lse = (float *)malloc((size_t)o->batch * o->heads * o->seqlen_q * sizeof(float));
-    p->slopes = o->alibi ? make_slopes(o->heads) : NULL;
-    if (!p->q || !p->k || !p->v || !p->out || !p->lse || (o->alibi && !p->slopes))
+    p->on_device = on_device;
+#ifdef FA_BENCH_CUDA
+    if (on_device && !cuda_ok(cudaSetDevice(BENCH_DEVICE), "cudaSetDevice"))
         return 0;
-    fill_normal(p->q, o->dtype, q_elements(o), 1);
-    fill_normal(p->k, o->dtype, kv_elements(o), 2);
-    fill_normal(p->v, o->dtype, kv_elements(o), 3);
-    memset(p->out, 0, q_elements(o) * elem);
-    memset(p->lse, 0, (size_t)o->batch * o->heads * o->seqlen_q * sizeof(float));
-    p->tq = fa_tensor_bshd(p->q, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
-    p->tk = fa_tensor_bshd(p->k, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
-    p->tv = fa_tensor_bshd(p->v, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
-    p->tout = fa_tensor_bshd(p->out, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
-    p->tlse = fa_tensor_lse(p->lse, o->batch, o->heads, o->seqlen_q);
+#endif
+    if (!make_host_buffers(o, &p->host)) {
+        fprintf(stderr, "flashattn_bench: out of host memory for the inputs\n");
+        return 0;
+    }
+    if (!make_run_buffers(o, p)) {
+        fprintf(stderr, "flashattn_bench: cannot place the inputs on the %s backend\n",
+                on_device ? "cuda" : "cpu");
+        return 0;
+    }
+    make_tensors(o, p);
     set_params(o, p);
     return 1;
 }
 
+static void free_buffers(buffers *b)
+{
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->out);
+    free(b->lse);
+    free(b->slopes);
+}
+
 static void free_problem(problem *p)
 {
-    free(p->q);
-    free(p->k);
-    free(p->v);
-    free(p->out);
-    free(p->lse);
-    free(p->slopes);
-    free(p->workspace);
+    free_run_buffer(p->on_device, p->run.q);
+    free_run_buffer(p->on_device, p->run.k);
+    free_run_buffer(p->on_device, p->run.v);
+    free_run_buffer(p->on_device, p->run.out);
+    free_run_buffer(p->on_device, p->run.lse);
+    free_run_buffer(p->on_device, p->run.slopes);
+    free_workspace(p->on_device, p->workspace);
+    free_buffers(&p->host);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -500,6 +676,46 @@ static int run_once(fa_context *ctx, problem *p)
     return st == FA_OK ? 0 : library_error(ctx, "fa_fwd", st);
 }
 
+#ifdef FA_BENCH_CUDA
+/* One call timed by events around it on the stream the library launches on (the
+ * default stream: the bench sets none), so the time is the device's, not the launch's. */
+static int time_call_cuda(fa_context *ctx, problem *p, double *seconds)
+{
+    cudaEvent_t start, stop;
+    float ms = 0.0f;
+    int rc = EXIT_USAGE;
+    if (!cuda_ok(cudaEventCreate(&start), "cudaEventCreate"))
+        return EXIT_USAGE;
+    if (cuda_ok(cudaEventCreate(&stop), "cudaEventCreate")) {
+        if (cuda_ok(cudaEventRecord(start, 0), "cudaEventRecord"))
+            rc = run_once(ctx, p);
+        if (rc == 0 && !(cuda_ok(cudaEventRecord(stop, 0), "cudaEventRecord") &&
+                         cuda_ok(cudaEventSynchronize(stop), "the forward on the device") &&
+                         cuda_ok(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime")))
+            rc = EXIT_USAGE;
+        cudaEventDestroy(stop);
+    }
+    cudaEventDestroy(start);
+    *seconds = 1e-3 * (double)ms;
+    return rc;
+}
+#endif
+
+/* One timed call: device events on CUDA, the monotonic clock on the CPU. */
+static int time_call(fa_context *ctx, problem *p, double *seconds)
+{
+    double start;
+    int rc;
+#ifdef FA_BENCH_CUDA
+    if (p->on_device)
+        return time_call_cuda(ctx, p, seconds);
+#endif
+    start = now_seconds();
+    rc = run_once(ctx, p);
+    *seconds = now_seconds() - start;
+    return rc;
+}
+
 /* One warm-up call, then `iters` timed calls; progress on stderr every few seconds. */
 static int time_iterations(fa_context *ctx, const options *o, problem *p, results *r)
 {
@@ -510,9 +726,7 @@ static int time_iterations(fa_context *ctx, const options *o, problem *p, result
         return EXIT_USAGE;
     rc = run_once(ctx, p);
     for (i = 0; rc == 0 && i < o->iters; ++i) {
-        double start = now_seconds();
-        rc = run_once(ctx, p);
-        times[i] = now_seconds() - start;
+        rc = time_call(ctx, p, &times[i]);
         if (now_seconds() - last_progress > 2.0) {
             fprintf(stderr, "flashattn_bench: iteration %d/%d: %.3f ms\n", i + 1, o->iters,
                     1e3 * times[i]);
@@ -538,7 +752,7 @@ static int run_attention(fa_context *ctx, const options *o, problem *p, results 
         return library_error(ctx, "fa_plan_fwd", st);
     p->workspace_bytes = r->plan.workspace_bytes;
     if (p->workspace_bytes > 0) {
-        p->workspace = calloc(1, p->workspace_bytes);
+        p->workspace = alloc_workspace(p->on_device, p->workspace_bytes);
         if (p->workspace == NULL) {
             fprintf(stderr, "flashattn_bench: out of memory for %zu bytes of workspace\n",
                     p->workspace_bytes);
@@ -586,12 +800,13 @@ static double reference_score(const options *o, const problem *p, const sample *
     long long dist = s->row + o->seqlen_k - o->seqlen_q - j;
     int c;
     for (c = 0; c < o->head_dim; ++c)
-        dot += load_element(p->q, o->dtype, qi + c) * load_element(p->k, o->dtype, ki + c);
+        dot += load_element(p->host.q, o->dtype, qi + c) *
+               load_element(p->host.k, o->dtype, ki + c);
     score = dot / sqrt((double)o->head_dim);
     if (o->softcap > 0.0f)
         score = o->softcap * tanh(score / o->softcap);
-    if (p->slopes != NULL)
-        score -= p->slopes[s->head] * (double)(dist < 0 ? -dist : dist);
+    if (p->host.slopes != NULL)
+        score -= p->host.slopes[s->head] * (double)(dist < 0 ? -dist : dist);
     return score;
 }
 
@@ -618,7 +833,7 @@ static double reference_row(const options *o, const problem *p, const sample *s,
             continue;
         sum += w;
         for (c = 0; c < o->head_dim; ++c)
-            ref[c] += w * load_element(p->v, o->dtype, vi + c);
+            ref[c] += w * load_element(p->host.v, o->dtype, vi + c);
     }
     for (c = 0; c < o->head_dim; ++c)
         ref[c] /= sum;
@@ -662,29 +877,43 @@ static double lse_error(double ref, float got)
     return fabs(ref - (double)got);
 }
 
-static int check_samples(const options *o, const problem *p, results *r)
+static size_t lse_index(const options *o, const sample *s)
+{
+    return ((size_t)s->batch * o->heads + s->head) * o->seqlen_q + (size_t)s->row;
+}
+
+/* Brings one sample's output row and LSE back from where the library wrote them. */
+static int fetch_sample(const options *o, problem *p, const sample *s)
+{
+    size_t elem = dtype_bytes(o->dtype);
+    return fetch_back(p->on_device, p->host.out, p->run.out,
+                      q_index(o, s->batch, s->row, s->head) * elem, (size_t)o->head_dim * elem) &&
+           fetch_back(p->on_device, p->host.lse, p->run.lse, lse_index(o, s) * sizeof(float),
+                      sizeof(float));
+}
+
+/* 0 when the check could not run (out of memory, a failed copy back). */
+static int check_samples(const options *o, problem *p, results *r)
 {
     double *ref = (double *)malloc((size_t)o->head_dim * sizeof(double));
     double *scores = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
     sample samples[CHECK_SAMPLES];
-    int i, c;
-    if (ref == NULL || scores == NULL) {
-        free(ref);
-        free(scores);
-        return 0;
-    }
+    int i, c, ok = ref != NULL && scores != NULL;
     pick_samples(o, samples);
-    for (i = 0; i < CHECK_SAMPLES; ++i) {
+    for (i = 0; ok && i < CHECK_SAMPLES; ++i) {
         const sample *s = &samples[i];
         double lse = reference_row(o, p, s, ref, scores);
         size_t oi = q_index(o, s->batch, s->row, s->head);
-        float got_lse = p->lse[((size_t)s->batch * o->heads + s->head) * o->seqlen_q + s->row];
-        for (c = 0; c < o->head_dim; ++c)
-            track_worst(&r->max_err, fabs(load_element(p->out, o->dtype, oi + c) - ref[c]));
-        track_worst(&r->max_lse_err, lse_error(lse, got_lse));
+        ok = fetch_sample(o, p, s);
+        for (c = 0; ok && c < o->head_dim; ++c)
+            track_worst(&r->max_err, fabs(load_element(p->host.out, o->dtype, oi + c) - ref[c]));
+        if (ok)
+            track_worst(&r->max_lse_err, lse_error(lse, p->host.lse[lse_index(o, s)]));
     }
     free(ref);
     free(scores);
+    if (!ok)
+        return 0;
     r->checked = 1;
     r->tolerance = check_tolerance(o->dtype);
     r->check_passed = r->max_err <= r->tolerance && r->max_lse_err <= r->tolerance;
@@ -838,20 +1067,45 @@ static void print_json(const options *o, const results *r)
 /* main                                                                                 */
 /* ------------------------------------------------------------------------------------ */
 
+/* Backends whose memory this CLI can allocate: the host always, CUDA when built with
+ * the CUDA runtime (FA_BENCH_CUDA). */
+static int backend_wired(fa_backend backend)
+{
+#ifdef FA_BENCH_CUDA
+    if (backend == FA_BACKEND_CUDA)
+        return 1;
+#endif
+    return backend == FA_BACKEND_CPU;
+}
+
+/* The options that only mean something on the CPU. */
+static int options_fit_backend(const options *o, fa_backend backend)
+{
+    if (o->sgemm && backend != FA_BACKEND_CPU) {
+        fprintf(stderr, "flashattn_bench: --sgemm compares with the CPU's SGEMM; the %s "
+                        "backend runs here (use --backend cpu)\n", fa_backend_name(backend));
+        return 0;
+    }
+    return 1;
+}
+
 static int open_context(const options *o, fa_context **ctx)
 {
-    fa_status st = fa_create(ctx, o->backend, 0);
+    fa_backend backend;
+    fa_status st = fa_create(ctx, o->backend, BENCH_DEVICE);
     if (st != FA_OK) {
         fprintf(stderr, "flashattn_bench: fa_create(%s): %s: %s\n", fa_backend_name(o->backend),
                 fa_status_string(st), fa_create_error());
         return EXIT_USAGE;
     }
-    if (fa_context_backend(*ctx) != FA_BACKEND_CPU) {
-        /* Device buffers need the vendor runtime, which this CLI does not link yet. */
-        fprintf(stderr, "flashattn_bench: the %s backend is not wired into this CLI yet\n",
-                fa_backend_name(fa_context_backend(*ctx)));
+    backend = fa_context_backend(*ctx);
+    if (!backend_wired(backend)) {
+        fprintf(stderr, "flashattn_bench: the %s backend is not wired into this CLI\n",
+                fa_backend_name(backend));
         return EXIT_USAGE;
     }
+    if (!options_fit_backend(o, backend))
+        return EXIT_USAGE;
     st = fa_set_num_threads(*ctx, o->threads);
     return st == FA_OK ? 0 : library_error(*ctx, "fa_set_num_threads", st);
 }
@@ -860,10 +1114,8 @@ static int run(const options *o, fa_context *ctx, results *r)
 {
     problem p;
     int rc = 0;
-    if (!make_problem(o, &p)) {
-        fprintf(stderr, "flashattn_bench: out of memory for the inputs\n");
+    if (!make_problem(o, fa_context_backend(ctx) == FA_BACKEND_CUDA, &p))
         rc = EXIT_USAGE;
-    }
     if (rc == 0)
         rc = run_attention(ctx, o, &p, r);
     if (rc == 0 && o->check && !check_samples(o, &p, r))

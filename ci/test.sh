@@ -24,8 +24,7 @@ section "Install dependencies"
 bash "$ROOT/ci/install_deps.sh"
 
 section "Build and test (default: OpenBLAS when present)"
-# The install prefix is set at configure time: the generated flashattn.pc records it.
-build_and_test "$WORK/build" -DFA_BUILD_BENCH=ON -DCMAKE_INSTALL_PREFIX="$WORK/prefix"
+build_and_test "$WORK/build" -DFA_BUILD_BENCH=ON
 
 section "Build and test without BLAS (-DFA_USE_BLAS=OFF)"
 build_and_test "$WORK/build-noblas" -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
@@ -37,7 +36,8 @@ section "Benchmark CLI smoke run with --check"
   --head-dim 40 --dtype bf16 --window 32,8 --softcap 20 --alibi --iters 1 --check --json
 
 section "Install into a temporary prefix"
-cmake --install "$WORK/build"
+# A prefix chosen at install time, not at configure time: the package files must follow.
+cmake --install "$WORK/build" --prefix "$WORK/prefix"
 
 section "Consumer through find_package(flashattn)"
 cmake -S "$ROOT/ci/consumer" -B "$WORK/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$WORK/prefix"

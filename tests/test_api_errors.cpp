@@ -765,6 +765,25 @@ TEST_CASE_METHOD(ApiFixture, "api: device info on the CPU", "[api]")
     CHECK(fa_context_backend(ctx) == FA_BACKEND_CPU);
 }
 
+// The dispatcher plans for the workers that run: a thread count set on the context shows
+// in the device info, the plan, and the plan's reason alike.
+TEST_CASE_METHOD(ApiFixture, "api: CPU workers follow fa_set_num_threads", "[api]")
+{
+    fa_device_info info;
+    fa_plan plan;
+    REQUIRE(fa_set_num_threads(ctx, 3) == FA_OK);
+    REQUIRE(fa_get_device_info(ctx, &info) == FA_OK);
+    CHECK(info.sm_count == 3);
+    REQUIRE(fa_plan_fwd(ctx, &q, &k, &v, &params, &plan) == FA_OK);
+    CHECK(plan.threads == 3);
+    CHECK(std::string(plan.reason).find("on 3 workers") != std::string::npos);
+    REQUIRE(fa_set_num_threads(ctx, 0) == FA_OK); // 0: every online core
+    REQUIRE(fa_get_device_info(ctx, &info) == FA_OK);
+    CHECK(info.sm_count >= 1);
+    REQUIRE(fa_plan_fwd(ctx, &q, &k, &v, &params, &plan) == FA_OK);
+    CHECK(plan.threads == info.sm_count);
+}
+
 TEST_CASE_METHOD(ApiFixture, "api: a success clears the last error", "[api]")
 {
     params.softcap = -1.0f;

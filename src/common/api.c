@@ -336,12 +336,18 @@ FA_EXPORT fa_status fa_set_stream(fa_context *ctx, void *stream)
 
 FA_EXPORT fa_status fa_set_num_threads(fa_context *ctx, int num_threads)
 {
+    fa_status st;
     if (ctx == NULL)
         return FA_ERR_NULL_POINTER;
     ctx->last_error[0] = '\0';
     if (num_threads < 0)
         return fa_fail(ctx, FA_ERR_BAD_PARAM, "num_threads %d is negative (0 means all cores)",
                        num_threads);
+    if (ctx->ops->set_num_threads != NULL) {
+        st = ctx->ops->set_num_threads(ctx, num_threads);
+        if (st != FA_OK)
+            return backend_failed(ctx, st, "set_num_threads");
+    }
     ctx->num_threads = num_threads;
     return FA_OK;
 }
@@ -943,12 +949,11 @@ FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
     return backend_failed(ctx, st, "forward");
 }
 
-/* CPU plans report worker threads; GPU plans report threads per block. */
+/* CPU plans report worker threads (the backend keeps them as the row's "SMs"); GPU
+ * plans report threads per block. */
 static int plan_threads(const fa_context *ctx, const fa_kernel_config *config)
 {
-    if (ctx->backend != FA_BACKEND_CPU)
-        return config->threads;
-    return ctx->num_threads > 0 ? ctx->num_threads : ctx->info.sm_count;
+    return ctx->backend == FA_BACKEND_CPU ? ctx->row.sm_count : config->threads;
 }
 
 FA_EXPORT fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,

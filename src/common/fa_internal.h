@@ -82,6 +82,9 @@ struct fa_backend_ops {
     /* Run the forward with the selected config. workspace may be NULL (allocate). */
     fa_status (*fwd)(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                      void *workspace, size_t workspace_bytes);
+    /* Optional (NULL: the request is only recorded): apply a fa_set_num_threads request,
+     * e.g. the CPU turns it into ctx->row.sm_count. Last, so tables may omit it. */
+    fa_status (*set_num_threads)(fa_context *ctx, int num_threads);
 };
 
 /* Backend tables; a backend not compiled in has no table (api.c knows via FA_HAVE_*). */

@@ -8,16 +8,17 @@
  * Shared memory per block: FA_FWD_SMEM_BYTES below; every entry fits the 99 KiB of
  * sm_86/sm_89 (the smallest NVIDIA row), so each head dim has one instance on every
  * target. The tiles were chosen on the H200 by timing the alternatives side by side
- * with FlashAttention-2 (bench/NOTES.md, versions v3-v6): 128x64 with 4 warps (32 query
- * rows per warp) wins up to d128; d192 keeps 8 warps (the 4-warp tile spills); d256 runs
- * 64x64 with 4 warps, 16 rows per warp, faster than 128x64 with 8 warps.
+ * with FlashAttention-2 (bench/NOTES.md, versions v3-v7): 4 warps of 32 query rows each
+ * win up to d128 (128x128 keys per tile for d<=64, 128x64 above); d192 keeps 8 warps
+ * (the 4-warp tile spills); d256 runs 64x64 with 4 warps of 16 rows, faster than 128x64
+ * with 8 warps and than a second K/V stage (which halves its occupancy).
  */
 #ifndef FA_FWD_INSTANCES_H
 #define FA_FWD_INSTANCES_H
 
 #define FA_CUDA_FWD_INSTANCES(X) \
     X(32, 128, 128, 4, 2)        \
-    X(64, 128, 64, 4, 2)         \
+    X(64, 128, 128, 4, 2)        \
     X(96, 128, 64, 4, 2)         \
     X(128, 128, 64, 4, 2)        \
     X(192, 128, 64, 8, 1)        \

@@ -1,11 +1,33 @@
 /*
  * cpu_backend.c - the CPU backend's operations table: context setup from the "cpu"
- * architecture row, host-memory copies, and the forward entry points of cpu_fwd.c.
+ * architecture row, the worker count, host-memory copies, and the forward entry points
+ * of cpu_fwd.c.
  */
+#define _POSIX_C_SOURCE 200809L /* sysconf under strict C99 */
+
 #include "cpu_internal.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Workers for a fa_set_num_threads request: all online cores for 0, at most
+ * FA_CPU_MAX_THREADS. */
+static int worker_count(int num_threads)
+{
+    long wanted = num_threads > 0 ? num_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (wanted < 1)
+        return 1;
+    return wanted > FA_CPU_MAX_THREADS ? FA_CPU_MAX_THREADS : (int)wanted;
+}
+
+/* One count for everyone: the dispatcher's wave estimate and reason, the device info,
+ * the plan and the forward itself all read the workers from the row. */
+static void set_workers(fa_context *ctx, int num_threads)
+{
+    ctx->row.sm_count = worker_count(num_threads);
+    ctx->info.sm_count = ctx->row.sm_count;
+}
 
 static fa_status cpu_init(fa_context *ctx, char *why, size_t why_len)
 {
@@ -26,8 +48,8 @@ static fa_status cpu_init(fa_context *ctx, char *why, size_t why_len)
     info->smem_per_sm = row->smem_per_sm;
     info->regs_per_sm = row->regs_per_sm;
     info->max_threads_per_block = row->max_threads_per_block;
-    info->sm_count = fa_cpu_worker_threads(ctx);
     snprintf(info->matrix_unit, sizeof info->matrix_unit, "none");
+    set_workers(ctx, ctx->num_threads);
     return FA_OK;
 }
 
@@ -43,6 +65,12 @@ static fa_status cpu_set_stream(fa_context *ctx, void *stream)
     return FA_OK;
 }
 
+static fa_status cpu_set_num_threads(fa_context *ctx, int num_threads)
+{
+    set_workers(ctx, num_threads);
+    return FA_OK;
+}
+
 static fa_status cpu_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
 {
     (void)ctx;
@@ -52,4 +80,5 @@ static fa_status cpu_copy_to_host(fa_context *ctx, void *dst, const void *src, s
 
 const fa_backend_ops fa_cpu_ops = {
     cpu_init, cpu_destroy, cpu_set_stream, cpu_copy_to_host, fa_cpu_fwd_workspace, fa_cpu_fwd,
+    cpu_set_num_threads,
 };

@@ -3,7 +3,7 @@
  * the exp2 domain. Work items are (batch, query tile, head), handed out dynamically to
  * pthreads; each thread owns O(tile) fp32 buffers and never materialises s_q x s_k.
  */
-#define _POSIX_C_SOURCE 200809L /* sysconf, pthreads under strict C99 */
+#define _POSIX_C_SOURCE 200809L /* pthreads under strict C99 */
 
 #include "cpu_internal.h"
 
@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.69314718055994531f
@@ -63,12 +62,11 @@ static fa_cpu_shape problem_shape(const fa_problem *p, const fa_selection *sel)
     return fa_cpu_make_shape(tile_m, tile_n, p->head_dim);
 }
 
-int fa_cpu_worker_threads(const fa_context *ctx)
+/* Worker threads of a call: the count cpu_backend.c settled, which is also the one the
+ * dispatcher planned for. */
+static int worker_threads(const fa_context *ctx)
 {
-    long wanted = ctx->num_threads > 0 ? ctx->num_threads : sysconf(_SC_NPROCESSORS_ONLN);
-    if (wanted < 1)
-        return 1;
-    return wanted > FA_CPU_MAX_THREADS ? FA_CPU_MAX_THREADS : (int)wanted;
+    return ctx->row.sm_count;
 }
 
 /* Bytes of workspace for `threads` workers, with slack to align a caller's pointer. */
@@ -81,7 +79,7 @@ fa_status fa_cpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
                                size_t *bytes)
 {
     fa_cpu_shape shape = problem_shape(p, sel);
-    *bytes = workspace_bytes_for(&shape, fa_cpu_worker_threads(ctx));
+    *bytes = workspace_bytes_for(&shape, worker_threads(ctx));
     return FA_OK;
 }
 
@@ -384,7 +382,7 @@ fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *s
     fa_cpu_job job;
     fa_cpu_worker workers[FA_CPU_MAX_THREADS];
     void *owned = NULL;
-    int threads = fa_cpu_worker_threads(ctx);
+    int threads = worker_threads(ctx);
     fa_status st;
 
     memset(&job, 0, sizeof job);

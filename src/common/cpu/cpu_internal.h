@@ -15,7 +15,8 @@
 #define FA_CPU_ROW_BLOCK 4
 #define FA_CPU_COL_BLOCK 32
 #define FA_CPU_ALIGN 64
-/* Upper bound on worker threads of one call (a larger request is capped). */
+/* Upper bound on worker threads of one call (a larger request is capped). The workers
+ * are the CPU's "SMs": cpu_backend.c keeps their count in ctx->row.sm_count. */
 #define FA_CPU_MAX_THREADS 256
 
 typedef struct fa_cpu_shape {
@@ -73,9 +74,6 @@ fa_status fa_cpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
                                size_t *bytes);
 fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                      void *workspace, size_t workspace_bytes);
-/* Worker threads a call uses: ctx->num_threads, or all online cores when 0, capped at
- * FA_CPU_MAX_THREADS. */
-int fa_cpu_worker_threads(const fa_context *ctx);
 
 /* Keep the BLAS library single-threaded inside worker threads; returns what to restore. */
 int fa_cpu_blas_threads_begin(void);
