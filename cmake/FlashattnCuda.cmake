@@ -1,5 +1,5 @@
 # FlashattnCuda.cmake - adds the CUDA backend to the flashattn target: one generated
-# translation unit per forward instance of src/common/fwd_instances.h (so instances
+# translation unit per forward/backward instance of src/common/{fwd,bwd}_instances.h (so instances
 # compile in parallel and the list is written once), the runtime mapping in src/cuda,
 # and named SASS targets from FA_CUDA_ARCHS (plus PTX of the newest for later GPUs).
 # Named targets everywhere, set before enable_language so CMake never probes a default.
@@ -14,31 +14,41 @@ enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 
 set(FA_GEN_DIR ${PROJECT_BINARY_DIR}/generated/cuda)
-# Read as one string: the list's lines end in backslashes, which file(STRINGS) would
-# treat as escapes of the list separator.
-file(READ ${PROJECT_SOURCE_DIR}/src/common/fwd_instances.h FA_INSTANCE_TEXT)
-string(REGEX MATCHALL "X\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" FA_INSTANCE_LINES
-       "${FA_INSTANCE_TEXT}")
 set(FA_CUDA_SOURCES ${PROJECT_SOURCE_DIR}/src/cuda/cuda_backend.cu
-                    ${PROJECT_SOURCE_DIR}/src/cuda/cuda_combine.cu)
-foreach(line IN LISTS FA_INSTANCE_LINES)
-  string(REGEX MATCH "X\\(([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+)\\)" _ "${line}")
-  set(FA_D ${CMAKE_MATCH_1})
-  set(FA_M ${CMAKE_MATCH_2})
-  set(FA_N ${CMAKE_MATCH_3})
-  set(FA_W ${CMAKE_MATCH_4})
-  set(FA_S ${CMAKE_MATCH_5})
-  foreach(FA_DT f16 bf16)
-    set(FA_NAME fa_fwd_d${FA_D}_${FA_DT}_${FA_M}x${FA_N}x${FA_S})
-    if(FA_DT STREQUAL "bf16")
-      set(FA_BF16_DEFINE "#define FA_INST_BF16 1")
-    else()
-      set(FA_BF16_DEFINE "")
-    endif()
-    configure_file(${PROJECT_SOURCE_DIR}/cmake/fwd_instance.cu.in ${FA_GEN_DIR}/${FA_NAME}.cu @ONLY)
-    list(APPEND FA_CUDA_SOURCES ${FA_GEN_DIR}/${FA_NAME}.cu)
+                    ${PROJECT_SOURCE_DIR}/src/cuda/cuda_combine.cu
+                    ${PROJECT_SOURCE_DIR}/src/cuda/cuda_bwd_prep.cu)
+
+# fa_cuda_instances(LIST_HEADER LETTER PASS KERNEL_HEADER): one generated translation unit
+# per entry LETTER(d, m, n, warps, stages) of LIST_HEADER and per dtype, instantiating
+# KERNEL_HEADER as fa_PASS_d<d>_<dtype>_<m>x<n>x<stages>. The header is read as one
+# string: its list lines end in backslashes, which file(STRINGS) would take as escapes.
+function(fa_cuda_instances list_header letter pass kernel_header)
+  file(READ ${PROJECT_SOURCE_DIR}/src/common/${list_header} text)
+  string(REGEX MATCHALL "${letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" entries "${text}")
+  set(sources "")
+  foreach(entry IN LISTS entries)
+    string(REGEX MATCH "\\(([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+)\\)" _ "${entry}")
+    set(FA_D ${CMAKE_MATCH_1})
+    set(FA_M ${CMAKE_MATCH_2})
+    set(FA_N ${CMAKE_MATCH_3})
+    set(FA_W ${CMAKE_MATCH_4})
+    set(FA_S ${CMAKE_MATCH_5})
+    set(FA_KERNEL_HEADER ${kernel_header})
+    foreach(FA_DT f16 bf16)
+      set(FA_NAME fa_${pass}_d${FA_D}_${FA_DT}_${FA_M}x${FA_N}x${FA_S})
+      if(FA_DT STREQUAL "bf16")
+        set(FA_BF16_DEFINE "#define FA_INST_BF16 1")
+      else()
+        set(FA_BF16_DEFINE "")
+      endif()
+      configure_file(${PROJECT_SOURCE_DIR}/cmake/instance.cu.in ${FA_GEN_DIR}/${FA_NAME}.cu @ONLY)
+      list(APPEND sources ${FA_GEN_DIR}/${FA_NAME}.cu)
+    endforeach()
   endforeach()
-endforeach()
+  set(FA_CUDA_SOURCES ${FA_CUDA_SOURCES} ${sources} PARENT_SCOPE)
+endfunction()
+fa_cuda_instances(fwd_instances.h X fwd attn_fwd.h)
+fa_cuda_instances(bwd_instances.h B bwd attn_bwd.h)
 
 target_sources(flashattn_objects PRIVATE ${FA_CUDA_SOURCES})
 target_include_directories(flashattn_objects PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda)

@@ -31,4 +31,20 @@ typedef struct fa_fwd_args {
     int total_q;                          /* rows of q over the batch                 */
 } fa_fwd_args;
 
+/* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus
+ * the gradients and the fp32 per-row workspace the preprocess kernel fills. */
+typedef struct fa_bwd_args {
+    fa_fwd_args fwd;
+    const void *dout;
+    void *dq, *dk, *dv;
+    long long do_batch, do_row, do_head;
+    long long dq_batch, dq_row, dq_head;
+    long long dk_batch, dk_row, dk_head;
+    long long dv_batch, dv_row, dv_head;
+    float *delta;      /* [heads][total_q]: rowsum(dO * O)                            */
+    float *lse_log2;   /* [heads][total_q]: LSE in log2 units, +inf for empty rows     */
+    float scale;       /* softmax_scale: dS -> dQ, dK                                  */
+    int out_bf16;      /* element type, for the dtype-agnostic preprocess kernel      */
+} fa_bwd_args;
+
 #endif /* FA_ATTN_ARGS_H */

@@ -18,22 +18,14 @@
 #define FA_ATTN_FWD_INCLUDED
 
 #include "attn_args.h"
-#include "fwd_instances.h"
+#include "attn_sequence.h"
+#include "attn_tile.h"
 #include "mask.h"
 
-#define FA_CHUNKS (FA_INST_D / 8)            /* 16-byte chunks per row                  */
-#define FA_SWIZZLED ((FA_CHUNKS % 8) == 0)
-/* Rows with a multiple of 8 chunks are XOR-swizzled; others get one chunk of padding,
- * which makes the row pitch an odd number of chunks. Either way the 8 rows one ldmatrix
- * phase reads fall in 8 distinct 16-byte bank groups. */
-#define FA_PITCH FA_FWD_SMEM_PITCH(FA_INST_D)
-#define FA_THREADS (FA_INST_WARPS * FA_WARP_SIZE)
 #define FA_WARP_ROWS (FA_INST_M / FA_INST_WARPS)
 #define FA_MF (FA_WARP_ROWS / FA_MMA_M)       /* m-tiles per warp                       */
 #define FA_NF (FA_INST_N / FA_MMA_N)          /* n-tiles of S per warp                  */
 #define FA_DF (FA_INST_D / FA_MMA_N)          /* n-tiles of O per warp                  */
-#define FA_LOG2E 1.4426950408889634f
-#define FA_LN2 0.6931471805599453f
 /* Small head dims compute a tile too quickly to hide a whole K+V tile load behind one
  * tile of work, so they (and single-buffer instances) wait for K and V separately;
  * larger ones load K and V as one group with one barrier per tile (measured:
@@ -44,40 +36,6 @@
 #if FA_WARP_ROWS % FA_MMA_M != 0 || FA_INST_N % 16 != 0 || FA_INST_D % 16 != 0
 #error "instance tile does not divide into matrix-unit tiles"
 #endif
-
-typedef unsigned short fa_elem; /* fp16 / bf16 storage */
-
-FA_DEVICE int fa_smem_offset(int row, int chunk)
-{
-    return row * FA_PITCH + (FA_SWIZZLED ? (chunk ^ (row & 7)) : chunk) * 8;
-}
-
-/* Copy tile_rows x FA_INST_D elements to shared memory; rows >= rows_valid and columns
- * >= head_dim become zeros, so padded rows and columns contribute nothing (and no stale
- * shared memory can turn into 0 * NaN). Each thread keeps one chunk column and steps
- * down by a fixed row count: one pointer and (mostly) compile-time shared offsets
- * instead of a live address per copy (registers are the scarce resource here). */
-FA_DEVICE void fa_load_tile(fa_elem *smem, const fa_elem *gmem, long long row_stride,
-                            int rows_valid, int head_dim, int tile_rows)
-{
-    const int step = FA_THREADS / FA_CHUNKS;
-    const int row0 = threadIdx.x / FA_CHUNKS;
-    const int chunk = threadIdx.x % FA_CHUNKS;
-    const int col_valid = chunk * 8 < head_dim;
-    const fa_elem *src = gmem + row0 * row_stride + chunk * 8;
-    /* Head dims whose chunk count does not divide the block leave a few threads idle. */
-    if (threadIdx.x >= step * FA_CHUNKS)
-        return;
-#pragma unroll
-    for (int i = 0; i < (tile_rows + step - 1) / step; ++i) {
-        int row = row0 + i * step;
-        if (tile_rows % step != 0 && row >= tile_rows)
-            break;
-        int valid = col_valid && row < rows_valid;
-        fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : gmem, valid);
-        src += step * row_stride;
-    }
-}
 
 /* Where one block works: its sequence, rows, and the range of key tiles it visits. */
 typedef struct fa_block_span {
@@ -94,18 +52,11 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
     s.batch = blockIdx.z / args->num_splits;
     s.split = blockIdx.z % args->num_splits;
     s.head = blockIdx.y;
-    s.q_row0 = 0;
-    s.k_row0 = 0;
-    s.seqlen_q = args->seqlen_q;
-    s.seqlen_k = args->seqlen_k;
-    if (args->cu_seqlens_q) {
-        s.q_row0 = args->cu_seqlens_q[s.batch];
-        s.k_row0 = args->cu_seqlens_k[s.batch];
-        s.seqlen_q = args->cu_seqlens_q[s.batch + 1] - (int)s.q_row0;
-        s.seqlen_k = args->cu_seqlens_k[s.batch + 1] - (int)s.k_row0;
-    }
-    if (args->seqused_k)
-        s.seqlen_k = args->seqused_k[s.batch];
+    fa_sequence seq = fa_find_sequence(args, s.batch);
+    s.q_row0 = seq.q_row0;
+    s.k_row0 = seq.k_row0;
+    s.seqlen_q = seq.seqlen_q;
+    s.seqlen_k = seq.seqlen_k;
     /* Heavy (late, causal) query tiles first: they start while the light ones fill in. */
     s.m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_INST_M;
     s.rows_valid = min(FA_INST_M, s.seqlen_q - s.m0);

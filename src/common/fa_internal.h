@@ -49,6 +49,12 @@ typedef struct fa_problem {
     const float *alibi_slopes;                              /* backend memory */
     int64_t alibi_batch_stride;
 
+    /* Backward only (NULL for the forward): out and lse above are then inputs. dq has
+     * q's shape, dk/dv k's; dout out's. */
+    const void *dout;
+    void *dq, *dk, *dv;
+    fa_strides dout_stride, dq_stride, dk_stride, dv_stride;
+
     float softmax_scale;     /* resolved (never 0)                         */
     float softcap;           /* 0: off                                     */
     fa_window window;        /* causal folded in: right = 0                */
@@ -85,6 +91,11 @@ struct fa_backend_ops {
     /* Optional (NULL: the request is only recorded): apply a fa_set_num_threads request,
      * e.g. the CPU turns it into ctx->row.sm_count. Last, so tables may omit it. */
     fa_status (*set_num_threads)(fa_context *ctx, int num_threads);
+    /* Backward pass (p->dout/dq/dk/dv set); NULL when the backend has none yet. */
+    fa_status (*bwd_workspace)(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               size_t *bytes);
+    fa_status (*bwd)(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                     void *workspace, size_t workspace_bytes);
 };
 
 /* Backend tables; a backend not compiled in has no table (api.c knows via FA_HAVE_*). */

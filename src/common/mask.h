@@ -47,6 +47,21 @@ FA_HD int fa_key_visible(long long row, long long col, long long seqlen_q, long 
            col < fa_end_visible_key(row, seqlen_q, seqlen_k, w);
 }
 
+/* The same visibility seen from a key: query rows [first, end) see key `col`. */
+FA_HD long long fa_first_query_seeing(long long col, long long seqlen_q, long long seqlen_k,
+                                      fa_window w)
+{
+    long long lo = w.right < 0 ? 0 : col - (seqlen_k - seqlen_q) - w.right;
+    return lo < 0 ? 0 : lo;
+}
+
+FA_HD long long fa_end_query_seeing(long long col, long long seqlen_q, long long seqlen_k,
+                                    fa_window w)
+{
+    long long hi = w.left < 0 ? seqlen_q : col - (seqlen_k - seqlen_q) + w.left + 1;
+    return hi > seqlen_q ? seqlen_q : hi;
+}
+
 /* ALiBi distance |i + s_k - s_q - j|; the bias is -slope * distance. */
 FA_HD float fa_alibi_distance(long long row, long long col, long long seqlen_q,
                               long long seqlen_k)

@@ -11,6 +11,7 @@
 
 #include "fa_internal.h"
 #include "attn_args.h"
+#include "bwd_instances.h"
 #include "fwd_instances.h"
 
 /* Forward instances, declared in registry order: list order, fp16 then bf16 per entry
@@ -29,8 +30,26 @@ static const void *const fa_fwd_kernels[] = {FA_CUDA_FWD_INSTANCES(FA_TABLE_ENTR
 #undef FA_TABLE_ENTRY
 #define FA_KERNEL_COUNT ((int)(sizeof(fa_fwd_kernels) / sizeof(fa_fwd_kernels[0])))
 
+/* Backward instances: a (dK/dV, dQ) kernel pair per entry and dtype, in registry order. */
+#define FA_DECLARE_BWD(d, m, n, w, s)                                                        \
+    extern "C" __global__ void fa_bwd_d##d##_f16_##m##x##n##x##s##_dkdv(fa_bwd_args args);  \
+    extern "C" __global__ void fa_bwd_d##d##_f16_##m##x##n##x##s##_dq(fa_bwd_args args);    \
+    extern "C" __global__ void fa_bwd_d##d##_bf16_##m##x##n##x##s##_dkdv(fa_bwd_args args); \
+    extern "C" __global__ void fa_bwd_d##d##_bf16_##m##x##n##x##s##_dq(fa_bwd_args args);
+FA_CUDA_BWD_INSTANCES(FA_DECLARE_BWD)
+#undef FA_DECLARE_BWD
+extern "C" __global__ void fa_bwd_preprocess(fa_bwd_args args);
+
+#define FA_BWD_ENTRY(d, m, n, w, s)                                                             \
+    {(const void *)fa_bwd_d##d##_f16_##m##x##n##x##s##_dkdv, (const void *)fa_bwd_d##d##_f16_##m##x##n##x##s##_dq}, \
+    {(const void *)fa_bwd_d##d##_bf16_##m##x##n##x##s##_dkdv, (const void *)fa_bwd_d##d##_bf16_##m##x##n##x##s##_dq},
+static const void *const fa_bwd_kernels[][2] = {FA_CUDA_BWD_INSTANCES(FA_BWD_ENTRY)};
+#undef FA_BWD_ENTRY
+#define FA_BWD_KERNEL_COUNT ((int)(sizeof(fa_bwd_kernels) / sizeof(fa_bwd_kernels[0])))
+
 typedef struct fa_cuda_state {
-    int smem_raised[FA_KERNEL_COUNT]; /* dynamic shared-memory limit already raised */
+    int smem_raised[FA_KERNEL_COUNT];         /* dynamic shared-memory limit already raised */
+    int bwd_smem_raised[FA_BWD_KERNEL_COUNT];
 } fa_cuda_state;
 
 static fa_status fa_cuda_error(fa_context *ctx, cudaError_t err, const char *what)
@@ -238,7 +257,105 @@ static fa_status fa_cuda_fwd(fa_context *ctx, const fa_problem *p, const fa_sele
     return st;
 }
 
+/* Backward workspace: D and the log2 LSE, fp32 [heads][total_q] each. */
+static size_t fa_bwd_rows_bytes(const fa_problem *p)
+{
+    return fa_align256((size_t)p->heads * (size_t)p->total_q * sizeof(float));
+}
+
+static fa_status fa_cuda_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                                       size_t *bytes)
+{
+    (void)ctx;
+    (void)sel;
+    *bytes = 2 * fa_bwd_rows_bytes(p);
+    return FA_OK;
+}
+
+static fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace)
+{
+    fa_bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.fwd = fa_make_args(p, 1, NULL);
+    a.dout = p->dout;
+    a.dq = p->dq; a.dk = p->dk; a.dv = p->dv;
+    a.do_batch = p->dout_stride.batch; a.do_row = p->dout_stride.row; a.do_head = p->dout_stride.head;
+    a.dq_batch = p->dq_stride.batch; a.dq_row = p->dq_stride.row; a.dq_head = p->dq_stride.head;
+    a.dk_batch = p->dk_stride.batch; a.dk_row = p->dk_stride.row; a.dk_head = p->dk_stride.head;
+    a.dv_batch = p->dv_stride.batch; a.dv_row = p->dv_stride.row; a.dv_head = p->dv_stride.head;
+    a.delta = (float *)workspace;
+    a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
+    a.scale = p->softmax_scale;
+    a.out_bf16 = p->dtype == FA_DTYPE_BF16;
+    return a;
+}
+
+static fa_status fa_cuda_bwd_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
+                                    fa_bwd_args *args)
+{
+    const fa_kernel_config *cfg = sel->config;
+    fa_cuda_state *state = (fa_cuda_state *)ctx->state;
+    cudaStream_t stream = (cudaStream_t)ctx->stream;
+    const void *const *pair = fa_bwd_kernels[cfg->kernel_id];
+    cudaError_t err = cudaSuccess;
+    if (!state->bwd_smem_raised[cfg->kernel_id]) {
+        for (int i = 0; i < 2 && err == cudaSuccess; ++i)
+            err = cudaFuncSetAttribute(pair[i], cudaFuncAttributeMaxDynamicSharedMemorySize, cfg->smem_bytes);
+        if (err != cudaSuccess)
+            return fa_cuda_error(ctx, err, "raising the shared-memory limit");
+        state->bwd_smem_raised[cfg->kernel_id] = 1;
+    }
+    void *kernel_args[] = {args};
+    const unsigned q_rows = (unsigned)p->seqlen_q, k_rows = (unsigned)p->seqlen_k;
+    const unsigned b = (unsigned)p->batch, h = (unsigned)p->heads, hk = (unsigned)p->heads_k;
+    err = cudaLaunchKernel((const void *)fa_bwd_preprocess, dim3((q_rows + 63) / 64, h, b), dim3(64),
+                           kernel_args, 0, stream);
+    if (err == cudaSuccess)
+        err = cudaLaunchKernel(pair[0], dim3((k_rows + cfg->tile_n - 1) / cfg->tile_n, hk, b),
+                               dim3((unsigned)cfg->threads), kernel_args, (size_t)cfg->smem_bytes, stream);
+    if (err == cudaSuccess)
+        err = cudaLaunchKernel(pair[1], dim3((q_rows + cfg->tile_m - 1) / cfg->tile_m, h, b),
+                               dim3((unsigned)cfg->threads), kernel_args, (size_t)cfg->smem_bytes, stream);
+    return err == cudaSuccess ? FA_OK : fa_cuda_error(ctx, err, "launching the backward kernels");
+}
+
+static fa_status fa_cuda_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                             void *workspace, size_t workspace_bytes)
+{
+    if (p->softcap > 0.f)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "softcap in the backward pass is not implemented on CUDA yet (the CPU "
+                       "backend has it)");
+    if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
+        !fa_rows_aligned(p->v, p->v_stride) || !fa_rows_aligned(p->out, p->out_stride) ||
+        !fa_rows_aligned(p->dout, p->dout_stride) || !fa_rows_aligned(p->dq, p->dq_stride) ||
+        !fa_rows_aligned(p->dk, p->dk_stride) || !fa_rows_aligned(p->dv, p->dv_stride))
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the CUDA backend needs 16-byte aligned rows: data pointers aligned to 16 "
+                       "bytes and outer strides that are multiples of 8 elements");
+    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= FA_BWD_KERNEL_COUNT)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no CUDA kernel", sel->config->name);
+    cudaError_t err = cudaSetDevice(ctx->device);
+    if (err != cudaSuccess)
+        return fa_cuda_error(ctx, err, "cudaSetDevice");
+    size_t need = 2 * fa_bwd_rows_bytes(p);
+    void *owned = NULL;
+    if (workspace == NULL) {
+        err = cudaMallocAsync(&owned, need, (cudaStream_t)ctx->stream);
+        if (err != cudaSuccess)
+            return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "backward workspace of %zu bytes: %s", need,
+                           cudaGetErrorString(err));
+        workspace = owned;
+    }
+    (void)workspace_bytes; /* api.c has checked it against fa_cuda_bwd_workspace */
+    fa_bwd_args args = fa_make_bwd_args(p, workspace);
+    fa_status st = fa_cuda_bwd_launch(ctx, sel, p, &args);
+    if (owned)
+        cudaFreeAsync(owned, (cudaStream_t)ctx->stream);
+    return st;
+}
+
 extern "C" const fa_backend_ops fa_cuda_ops = {
     fa_cuda_init, fa_cuda_destroy, fa_cuda_set_stream, fa_cuda_copy_to_host,
-    fa_cuda_fwd_workspace, fa_cuda_fwd,
+    fa_cuda_fwd_workspace, fa_cuda_fwd, NULL, fa_cuda_bwd_workspace, fa_cuda_bwd,
 };

@@ -74,6 +74,13 @@ FA_DEVICE void fa_async_copy16(void *smem_dst, const void *gmem_src, int src_val
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fa_smem_addr(smem_dst)),
                  "l"(gmem_src), "r"(src_valid ? 16 : 0));
 }
+/* 4-byte global->shared copy (cp.async.ca: the .cg form moves 16 bytes only), for fp32
+ * per-row values whose rows need not be 16-byte aligned. */
+FA_DEVICE void fa_async_copy4(void *smem_dst, const void *gmem_src, int src_valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(fa_smem_addr(smem_dst)),
+                 "l"(gmem_src), "r"(src_valid ? 4 : 0));
+}
 FA_DEVICE void fa_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
 /* Wait until at most n committed groups are pending (n is a compile-time constant). */
 #define fa_async_wait(n) asm volatile("cp.async.wait_group %0;\n" ::"n"(n))
@@ -136,6 +143,12 @@ FA_DEVICE uint32_t fa_pack2_f16(float lo, float hi)
     __half2 v = __floats2half2_rn(lo, hi);
     return *(uint32_t *)&v;
 }
+
+FA_DEVICE float2 fa_unpack2_bf16(uint32_t v)
+{
+    return __bfloat1622float2(*(__nv_bfloat162 *)&v);
+}
+FA_DEVICE float2 fa_unpack2_f16(uint32_t v) { return __half22float2(*(__half2 *)&v); }
 
 /* The instance's element type: FA_INST_BF16 defined -> bf16, else fp16. */
 #if defined(FA_INST_BF16)

@@ -1,6 +1,7 @@
 /*
- * cpu_internal.h - pieces shared by the CPU backend's files: the per-thread tile layout
- * and the tile-level math primitives (products, exp2, row reductions, dtype staging).
+ * cpu_internal.h - pieces shared by the CPU backend's files: the per-thread tile layout,
+ * the tile-level math primitives (products, exp2, row reductions, dtype staging), and the
+ * work items and worker threads the forward and the backward both run on (cpu_work.c).
  */
 #ifndef FA_CPU_INTERNAL_H
 #define FA_CPU_INTERNAL_H
@@ -18,6 +19,9 @@
 /* Upper bound on worker threads of one call (a larger request is capped). The workers
  * are the CPU's "SMs": cpu_backend.c keeps their count in ctx->row.sm_count. */
 #define FA_CPU_MAX_THREADS 256
+
+#define FA_LOG2E 1.4426950408889634f
+#define FA_LN2 0.69314718055994531f
 
 typedef struct fa_cpu_shape {
     int tile_m, tile_n, head_dim;
@@ -41,6 +45,8 @@ typedef struct fa_cpu_matrix {
 } fa_cpu_matrix;
 
 fa_cpu_shape fa_cpu_make_shape(int tile_m, int tile_n, int head_dim);
+/* Bytes of `count` floats rounded up to FA_CPU_ALIGN, so carved buffers stay aligned. */
+size_t fa_cpu_aligned_floats(int count);
 size_t fa_cpu_thread_bytes(const fa_cpu_shape *shape);
 /* Carves one thread's tiles out of fa_cpu_thread_bytes() bytes at an FA_CPU_ALIGN base. */
 fa_cpu_tiles fa_cpu_carve(const fa_cpu_shape *shape, void *base);
@@ -69,10 +75,66 @@ float fa_cpu_row_max(const float *x, int n);
 float fa_cpu_exp2_row(float *x, int n, float shift);
 void fa_cpu_scale_row(float *x, int n, float factor);
 
+/* Rows of `rows` elements of `dtype`, `row_stride` elements apart, widened times `scale`
+ * into dst (row stride head_dim); rows rows..rows_pad-1 are zeroed so whole register
+ * blocks of the products stay finite. */
+void fa_cpu_load_tile(const fa_cpu_shape *shape, float *dst, const void *src, fa_dtype dtype,
+                      int64_t row_stride, int rows, float scale);
+
+/* ---- work items and workers (cpu_work.c) ---- */
+
+size_t fa_cpu_element_bytes(fa_dtype dtype);
+/* Address of element (b, row, head, 0) of an operand with these strides. */
+const char *fa_cpu_operand_at(const void *base, fa_dtype dtype, const fa_strides *stride,
+                              int b, int64_t row, int head);
+/* The factor q is scaled by before q.k: the whole score transform into the log2 domain
+ * without softcap, else the 1/softcap that tanh takes. */
+float fa_cpu_query_scale(const fa_problem *p);
+/* The config's tiles when the selection is a CPU config, else the given defaults. */
+void fa_cpu_tiles_of(const fa_selection *sel, int default_m, int default_n, int *tile_m,
+                     int *tile_n);
+/* 1 when some (query, key) pair of the block [q0, q0 + rows) x [k0, k0 + keys) is not
+ * visible, i.e. the block needs masking. */
+int fa_cpu_block_masked(const fa_problem *p, int64_t seqlen_q, int64_t seqlen_k, int64_t q0,
+                        int rows, int64_t k0, int keys);
+
+/* Work items of sequence b are [start[b], start[b + 1]): ceil(rows(p, b) / tile) tiles
+ * times `per_tile`. Returns a malloc'ed array of batch + 1 entries, NULL when out of
+ * memory. */
+int64_t *fa_cpu_item_starts(const fa_problem *p, int64_t (*rows)(const fa_problem *, int),
+                            int tile, int per_tile);
+/* The sequence holding `item`: the last b with start[b] <= item. */
+int fa_cpu_item_batch(const int64_t *start, int batch, int64_t item);
+
+/* One parallel loop: run(job, tiles, item) for every item in [0, item_count), handed out
+ * dynamically to the workers; each worker owns thread_bytes of FA_CPU_ALIGN-aligned
+ * scratch at `tiles`. `name` prefixes error messages ("cpu forward"). */
+typedef struct fa_cpu_work {
+    void (*run)(const void *job, char *tiles, int64_t item);
+    const void *job;
+    int64_t item_count;
+    size_t thread_bytes;
+    const char *name;
+} fa_cpu_work;
+
+/* Workspace for `threads` workers of thread_bytes each, with slack to align a caller's
+ * pointer. */
+size_t fa_cpu_workspace_bytes(size_t thread_bytes, int threads);
+/* Runs the loop on ctx's workers (fewer when the items or a caller's workspace are
+ * fewer), on the workspace or on a call-owned allocation when workspace is NULL. */
+fa_status fa_cpu_run(fa_context *ctx, const fa_cpu_work *work, void *workspace,
+                     size_t workspace_bytes);
+
 /* The forward and its workspace query (cpu_fwd.c), as fa_cpu_ops exposes them. */
 fa_status fa_cpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                size_t *bytes);
 fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                     void *workspace, size_t workspace_bytes);
+
+/* The backward and its workspace query (cpu_bwd.c). */
+fa_status fa_cpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               size_t *bytes);
+fa_status fa_cpu_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                      void *workspace, size_t workspace_bytes);
 
 /* Keep the BLAS library single-threaded inside worker threads; returns what to restore. */

@@ -39,7 +39,7 @@ static int round_up(int x, int multiple)
     return (x + multiple - 1) / multiple * multiple;
 }
 
-static size_t aligned_floats(int count)
+size_t fa_cpu_aligned_floats(int count)
 {
     size_t bytes = (size_t)count * sizeof(float);
     return (bytes + FA_CPU_ALIGN - 1) / FA_CPU_ALIGN * FA_CPU_ALIGN;
@@ -59,11 +59,11 @@ fa_cpu_shape fa_cpu_make_shape(int tile_m, int tile_n, int head_dim)
 
 size_t fa_cpu_thread_bytes(const fa_cpu_shape *shape)
 {
-    return aligned_floats(shape->rows_pad * shape->head_dim) +
-           aligned_floats(shape->rows_pad * shape->keys_pad) +
-           aligned_floats(shape->rows_pad * shape->dim_pad) +
-           2 * aligned_floats(shape->keys_pad * shape->dim_pad) +
-           2 * aligned_floats(shape->rows_pad);
+    return fa_cpu_aligned_floats(shape->rows_pad * shape->head_dim) +
+           fa_cpu_aligned_floats(shape->rows_pad * shape->keys_pad) +
+           fa_cpu_aligned_floats(shape->rows_pad * shape->dim_pad) +
+           2 * fa_cpu_aligned_floats(shape->keys_pad * shape->dim_pad) +
+           2 * fa_cpu_aligned_floats(shape->rows_pad);
 }
 
 fa_cpu_tiles fa_cpu_carve(const fa_cpu_shape *shape, void *base)
@@ -71,17 +71,17 @@ fa_cpu_tiles fa_cpu_carve(const fa_cpu_shape *shape, void *base)
     char *next = base;
     fa_cpu_tiles tiles;
     tiles.q = (float *)next;
-    next += aligned_floats(shape->rows_pad * shape->head_dim);
+    next += fa_cpu_aligned_floats(shape->rows_pad * shape->head_dim);
     tiles.s = (float *)next;
-    next += aligned_floats(shape->rows_pad * shape->keys_pad);
+    next += fa_cpu_aligned_floats(shape->rows_pad * shape->keys_pad);
     tiles.o = (float *)next;
-    next += aligned_floats(shape->rows_pad * shape->dim_pad);
+    next += fa_cpu_aligned_floats(shape->rows_pad * shape->dim_pad);
     tiles.k = (float *)next;
-    next += aligned_floats(shape->keys_pad * shape->dim_pad);
+    next += fa_cpu_aligned_floats(shape->keys_pad * shape->dim_pad);
     tiles.v = (float *)next;
-    next += aligned_floats(shape->keys_pad * shape->dim_pad);
+    next += fa_cpu_aligned_floats(shape->keys_pad * shape->dim_pad);
     tiles.m = (float *)next;
-    next += aligned_floats(shape->rows_pad);
+    next += fa_cpu_aligned_floats(shape->rows_pad);
     tiles.l = (float *)next;
     return tiles;
 }
@@ -126,6 +126,18 @@ void fa_cpu_store_row(void *dst, fa_dtype dtype, const float *src, int n, float 
         for (c = 0; c < n; c++)
             y[c] = fa_f32_to_bf16(src[c] * scale);
     }
+}
+
+void fa_cpu_load_tile(const fa_cpu_shape *shape, float *dst, const void *src, fa_dtype dtype,
+                      int64_t row_stride, int rows, float scale)
+{
+    size_t row_bytes = (size_t)row_stride * dtype_bytes(dtype);
+    int r;
+    for (r = 0; r < rows; r++)
+        fa_cpu_load_row(dst + (size_t)r * shape->head_dim, (const char *)src + r * row_bytes,
+                        dtype, shape->head_dim, scale);
+    memset(dst + (size_t)rows * shape->head_dim, 0,
+           (size_t)(shape->rows_pad - rows) * shape->head_dim * sizeof(float));
 }
 
 static const void *row_at(const void *src, fa_dtype dtype, int64_t row_stride, int row)

@@ -1,0 +1,56 @@
+/*
+ * attn_tile.h - shared-memory tiles for the GPU kernels (forward and backward), written
+ * once for every vendor: the row layout (swizzle or padding) and the asynchronous
+ * global->shared tile copy. Included by attn_fwd.h and attn_bwd.h after the instance
+ * macros (FA_INST_D, FA_INST_WARPS) and fa_device.h.
+ */
+#ifndef FA_ATTN_TILE_H
+#define FA_ATTN_TILE_H
+
+#include "fwd_instances.h"
+
+#define FA_CHUNKS (FA_INST_D / 8)            /* 16-byte chunks per row                  */
+#define FA_SWIZZLED ((FA_CHUNKS % 8) == 0)
+/* Rows with a multiple of 8 chunks are XOR-swizzled; others get one chunk of padding,
+ * which makes the row pitch an odd number of chunks. Either way the 8 rows one ldmatrix
+ * phase reads fall in 8 distinct 16-byte bank groups. */
+#define FA_PITCH FA_FWD_SMEM_PITCH(FA_INST_D)
+#define FA_THREADS (FA_INST_WARPS * FA_WARP_SIZE)
+#define FA_LOG2E 1.4426950408889634f
+#define FA_LN2 0.6931471805599453f
+
+typedef unsigned short fa_elem; /* fp16 / bf16 storage */
+
+FA_DEVICE int fa_smem_offset(int row, int chunk)
+{
+    return row * FA_PITCH + (FA_SWIZZLED ? (chunk ^ (row & 7)) : chunk) * 8;
+}
+
+/* Copy tile_rows x FA_INST_D elements to shared memory; rows >= rows_valid and columns
+ * >= head_dim become zeros, so padded rows and columns contribute nothing (and no stale
+ * shared memory can turn into 0 * NaN). Each thread keeps one chunk column and steps
+ * down by a fixed row count: one pointer and (mostly) compile-time shared offsets
+ * instead of a live address per copy (registers are the scarce resource here). */
+FA_DEVICE void fa_load_tile(fa_elem *smem, const fa_elem *gmem, long long row_stride,
+                            int rows_valid, int head_dim, int tile_rows)
+{
+    const int step = FA_THREADS / FA_CHUNKS;
+    const int row0 = threadIdx.x / FA_CHUNKS;
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    const int col_valid = chunk * 8 < head_dim;
+    const fa_elem *src = gmem + row0 * row_stride + chunk * 8;
+    /* Head dims whose chunk count does not divide the block leave a few threads idle. */
+    if (threadIdx.x >= step * FA_CHUNKS)
+        return;
+#pragma unroll
+    for (int i = 0; i < (tile_rows + step - 1) / step; ++i) {
+        int row = row0 + i * step;
+        if (tile_rows % step != 0 && row >= tile_rows)
+            break;
+        int valid = col_valid && row < rows_valid;
+        fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : gmem, valid);
+        src += step * row_stride;
+    }
+}
+
+#endif /* FA_ATTN_TILE_H */
