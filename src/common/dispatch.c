@@ -1,7 +1,8 @@
 /*
- * dispatch.c - the kernel-configuration registry (CPU tiles and the CUDA forward
- * instances of fwd_instances.h) and the pure selection (arch row, problem) -> config,
- * with the reason for the choice in words. Also parses FLASHATTN_FORCE_TILE's syntax.
+ * dispatch.c - the kernel-configuration registries (CPU tiles, the CUDA forward instances
+ * of fwd_instances.h and the CUDA backward instances of bwd_instances.h) and the pure
+ * selection (arch row, problem) -> config, with the reason for the choice in
+ * words. Also parses the FLASHATTN_FORCE_TILE syntax.
  *
  * Selection rule (fa_select_config):
  *  Filters, in order (the first one that removes every config names the failure):
@@ -13,9 +14,12 @@
  *  Ranking, among the survivors:
  *    1. smallest instance head dim (never pad more than needed: padding is wasted work);
  *    2. estimated time, within a tolerance of 1/8: the busiest SM processes
- *       waves * resident_blocks * tile_m * kv_rows_per_block query-key pairs, where
+ *       waves * resident_blocks * pairs_per_block query-key pairs, where
  *       blocks_per_sm = min(smem_per_sm / smem, max_threads_per_sm / threads,
- *       regs_per_sm / (regs * threads)), grid = batch * heads * ceil(s_q / tile_m) * splits,
+ *       regs_per_sm / (regs * threads)); forward: grid = batch * heads * ceil(s_q / tile_m)
+ *       * splits and pairs_per_block = tile_m * the block's K/V rows; backward (a block
+ *       holds one K/V tile and loops over the query tiles): grid = batch * heads *
+ *       ceil(s_k / tile_n) and pairs_per_block = tile_n * ceil(s_q / tile_m) * tile_m;
  *       waves = ceil(grid / (sm_count * blocks_per_sm)), resident_blocks =
  *       min(blocks_per_sm, ceil(grid / sm_count)) (the block scheduler spreads blocks over
  *       SMs before stacking them, and co-resident blocks share one SM's throughput);
@@ -24,7 +28,8 @@
  *       does not see: that is why step 2 treats near-equal estimates as equal);
  *    4. lower estimated time, then more stages, then the earlier registry entry, so
  *       ties are deterministic.
- *  Split-KV (GPU configs only; the CPU backend parallelises over rows and never splits):
+ *  Split-KV (GPU forward configs only; the CPU backend parallelises over rows and the
+ *  backward over key tiles, so neither splits):
  *    num_splits_request > 0 forces it, capped at ceil(s_k / tile_n) and FA_MAX_SPLITS;
  *    request 0 splits only when the grid fills less than 80% of one wave
  *    (sm_count * blocks_per_sm) and each split keeps at least 4 K/V tiles: splits =
@@ -32,6 +37,7 @@
  *    one wave and the combine step stays small.
  */
 #include "dispatch.h"
+#include "bwd_instances.h"
 #include "fwd_instances.h"
 
 #include <limits.h>
@@ -77,6 +83,29 @@ enum fa_cuda_fwd_kernel_id {
 
 static const fa_kernel_config k_cuda_configs[] = {FA_CUDA_FWD_INSTANCES(FA_CUDA_CFG_PAIR)};
 
+/* CUDA backward configs: the entries of FA_CUDA_BWD_INSTANCES, each as fp16 then bf16
+ * (kernel_id = 2 * entry + (dtype == bf16)), the order cuda_backend.cu builds its table
+ * of (dK/dV, dQ) kernel pairs in. */
+enum fa_cuda_bwd_kernel_id {
+#define FA_CUDA_BWD_KID(hd, m, n, w, s)                                                     \
+    FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16,                                    \
+        FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_BF16,
+    FA_CUDA_BWD_INSTANCES(FA_CUDA_BWD_KID)
+#undef FA_CUDA_BWD_KID
+};
+
+#define FA_CUDA_BWD_CFG(hd, m, n, w, s, dt, dtname, kid)                                    \
+    {"cuda_bwd_d" #hd "_" dtname "_" #m "x" #n "x" #s, FA_BACKEND_CUDA, FA_VENDOR_NVIDIA,  \
+     FA_PASS_BWD, dt, hd, m, n, (w) * 32, s, FA_BWD_SMEM_BYTES(hd, m, n, s), 0, 32,         \
+     FA_CUDA_BUILT, kid},
+#define FA_CUDA_BWD_CFG_PAIR(hd, m, n, w, s)                                                \
+    FA_CUDA_BWD_CFG(hd, m, n, w, s, FA_DTYPE_F16, "fp16",                                  \
+                    FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16)                    \
+    FA_CUDA_BWD_CFG(hd, m, n, w, s, FA_DTYPE_BF16, "bf16",                                 \
+                    FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_BF16)
+
+static const fa_kernel_config k_cuda_bwd_configs[] = {FA_CUDA_BWD_INSTANCES(FA_CUDA_BWD_CFG_PAIR)};
+
 /* CPU tiles: one head-dim class (256) covers every head dim, because the CPU loops take
  * the head dim at run time. smem_bytes is one worker's fp32 working set at d256: Q tile
  * and O accumulator (2 * m * d), K and V tiles (2 * n * d) and the score tile (m * n):
@@ -94,6 +123,21 @@ static const fa_kernel_config k_cpu_configs[] = {
     FA_CPU_CFG(FA_DTYPE_BF16, "bf16", 64, 256, 4), FA_CPU_CFG(FA_DTYPE_BF16, "bf16", 128, 256, 5),
 };
 
+/* CPU backward tiles (tile_m query rows x tile_n keys), again one head-dim class. One
+ * worker holds, in fp32: two row operands and two accumulators of each pass's row tile,
+ * the score and gradient tiles, and four staged column operands: 4 * (m + n) * d + 2 * m
+ * * n floats (cpu_bwd.c), 544 KiB at 64x64 and 832 KiB at 64x128, d256. */
+#define CPU_BWD_TILE_BYTES(d, m, n) (4 * (4 * ((m) + (n)) * (d) + 2 * (m) * (n)))
+#define FA_CPU_BWD_CFG(dt, dtname, m, n, kid)                                               \
+    {"cpu_bwd_d256_" dtname "_" #m "x" #n, FA_BACKEND_CPU, FA_VENDOR_CPU, FA_PASS_BWD, dt,  \
+     256, m, n, 1, 1, CPU_BWD_TILE_BYTES(256, m, n), 0, 0, 1, kid}
+
+static const fa_kernel_config k_cpu_bwd_configs[] = {
+    FA_CPU_BWD_CFG(FA_DTYPE_F32, "f32", 64, 64, 0),   FA_CPU_BWD_CFG(FA_DTYPE_F32, "f32", 64, 128, 1),
+    FA_CPU_BWD_CFG(FA_DTYPE_F16, "fp16", 64, 64, 2),  FA_CPU_BWD_CFG(FA_DTYPE_F16, "fp16", 64, 128, 3),
+    FA_CPU_BWD_CFG(FA_DTYPE_BF16, "bf16", 64, 64, 4), FA_CPU_BWD_CFG(FA_DTYPE_BF16, "bf16", 64, 128, 5),
+};
+
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 const fa_kernel_config *fa_registry(fa_backend backend, int *count)
@@ -108,6 +152,21 @@ const fa_kernel_config *fa_registry(fa_backend backend, int *count)
         n = COUNT_OF(k_cuda_configs);
     }
     /* FA_BACKEND_HIP: no HIP configs yet; AUTO is not a backend of its own. */
+    if (count) *count = n;
+    return list;
+}
+
+const fa_kernel_config *fa_registry_bwd(fa_backend backend, int *count)
+{
+    const fa_kernel_config *list = NULL;
+    int n = 0;
+    if (backend == FA_BACKEND_CPU) {
+        list = k_cpu_bwd_configs;
+        n = COUNT_OF(k_cpu_bwd_configs);
+    } else if (backend == FA_BACKEND_CUDA) {
+        list = k_cuda_bwd_configs;
+        n = COUNT_OF(k_cuda_bwd_configs);
+    }
     if (count) *count = n;
     return list;
 }
@@ -233,9 +292,22 @@ static void occupancy(const fa_arch_row *row, const fa_kernel_config *c, estimat
 
 static int sm_count_of(const fa_arch_row *row) { return row->sm_count > 0 ? row->sm_count : 1; }
 
+/* Blocks before split-KV: one per query tile (forward) or per key tile (backward). */
 static long long base_grid(const fa_kernel_config *c, const fa_problem_shape *shape)
 {
-    return (long long)shape->batch * shape->heads * ceil_div(shape->seqlen_q, c->tile_m);
+    long long tiles = shape->pass == FA_PASS_BWD ? ceil_div(shape->seqlen_k, c->tile_n)
+                                                 : ceil_div(shape->seqlen_q, c->tile_m);
+    return (long long)shape->batch * shape->heads * tiles;
+}
+
+/* Query-key pairs one block processes, padded to whole tiles. */
+static double block_pairs(const fa_kernel_config *c, const fa_problem_shape *shape, int splits)
+{
+    long long kv_rows;
+    if (shape->pass == FA_PASS_BWD)
+        return (double)c->tile_n * (double)(ceil_div(shape->seqlen_q, c->tile_m) * c->tile_m);
+    kv_rows = ceil_div(ceil_div(shape->seqlen_k, c->tile_n), splits) * c->tile_n;
+    return (double)c->tile_m * (double)kv_rows;
 }
 
 static int choose_splits(const fa_arch_row *row, const fa_kernel_config *c,
@@ -247,7 +319,7 @@ static int choose_splits(const fa_arch_row *row, const fa_kernel_config *c,
     long long slots = (long long)sm_count_of(row) * blocks_per_sm;
     long long splits;
 
-    if (c->vendor == FA_VENDOR_CPU) return 1;
+    if (c->vendor == FA_VENDOR_CPU || shape->pass == FA_PASS_BWD) return 1;
     if (shape->num_splits_request > 0) return (int)min_ll(shape->num_splits_request, cap);
     if (grid <= 0 || grid * SPLIT_FILL_DEN >= slots * SPLIT_FILL_NUM) return 1;
     splits = min_ll(min_ll(slots / grid, kv_tiles / MIN_KV_TILES_PER_SPLIT), cap);
@@ -258,15 +330,14 @@ static estimate estimate_config(const fa_arch_row *row, const fa_kernel_config *
                                 const fa_problem_shape *shape)
 {
     estimate e;
-    long long sms = sm_count_of(row), waves, resident, kv_rows;
+    long long sms = sm_count_of(row), waves, resident;
 
     occupancy(row, c, &e);
     e.splits = choose_splits(row, c, shape, e.blocks_per_sm);
     e.grid = base_grid(c, shape) * e.splits;
     waves = ceil_div(e.grid, sms * e.blocks_per_sm);
     resident = min_ll(e.blocks_per_sm, ceil_div(e.grid, sms));
-    kv_rows = ceil_div(ceil_div(shape->seqlen_k, c->tile_n), e.splits) * c->tile_n;
-    e.cost = (double)waves * (double)resident * (double)c->tile_m * (double)kv_rows;
+    e.cost = (double)waves * (double)resident * block_pairs(c, shape, e.splits);
     return e;
 }
 
@@ -334,7 +405,8 @@ static void describe_choice(const fa_arch_row *row, const fa_kernel_config *c,
     if (n > 0 && (size_t)n < len && e->splits > 1)
         n += snprintf(out + n, len - n, ", split-KV %d (%s)", e->splits,
                       shape->num_splits_request > 0 ? "requested" : "grid under 80% of a wave");
-    if (n > 0 && (size_t)n < len && c->head_dim > shape->head_dim)
+    /* CPU loops take the head dim at run time: only GPU instances really pad. */
+    if (n > 0 && (size_t)n < len && c->head_dim > shape->head_dim && c->vendor != FA_VENDOR_CPU)
         snprintf(out + n, len - n, ", head dim %d padded to %d", shape->head_dim, c->head_dim);
 }
 
@@ -342,16 +414,16 @@ static void describe_no_config(const fa_arch_row *row, const fa_problem_shape *s
                                passed furthest, const char *limit_msg, char *out, size_t len)
 {
     const char *dt = dtype_label(shape->dtype);
+    const char *pass = shape->pass == FA_PASS_BWD ? "backward" : "forward";
     if (furthest == PASSED_NONE && shape->pass == FA_PASS_BWD)
-        snprintf(out, len, "no backward kernel configs exist yet: the backward pass is not "
-                           "implemented for %s", row->name);
+        snprintf(out, len, "no backward kernel configs are registered for %s yet", row->name);
     else if (furthest == PASSED_NONE && row->vendor == FA_VENDOR_AMD)
         snprintf(out, len, "no HIP kernel configs are registered yet: AMD forward kernels for "
                            "%s are not part of this version", row->name);
     else if (furthest == PASSED_NONE)
         snprintf(out, len, "no forward kernel configs are registered for %s", row->name);
     else if (furthest == PASSED_VENDOR)
-        snprintf(out, len, "no forward kernel for dtype %s on %s", dt, row->name);
+        snprintf(out, len, "no %s kernel for dtype %s on %s", pass, dt, row->name);
     else if (furthest == PASSED_DTYPE)
         snprintf(out, len, "no %s instance on %s covers head dim %d", dt, row->name,
                  shape->head_dim);
