@@ -40,7 +40,40 @@ def sdpa_fn(backend, q, k, v, causal):
     return run
 
 
-def bench_row(d, s, causal, dtype):
+def backward_fn(forward, inputs, dout):
+    """Times only the backward: the graph is built once and replayed (retain_graph)."""
+    leaves = [t.detach().requires_grad_(True) for t in inputs]
+    out = forward(*leaves)
+
+    def run():
+        torch.autograd.grad(out, leaves, dout, retain_graph=True)
+    return run
+
+
+def bench_backward(row, q, k, v, causal, flops):
+    """Backward TFLOP/s (2.5x the forward's FLOPs) of flashattn and the SDPA backends."""
+    dout = torch.randn_like(q)
+    ours = backward_fn(lambda a, b, c: flashattn.flash_attn_func(a.transpose(1, 2), b.transpose(1, 2),
+                                                                 c.transpose(1, 2), causal=causal).transpose(1, 2),
+                       (q, k, v), dout)
+    for name, fn in (("flashattn_bwd", lambda: ours),
+                     ("fa2_bwd", lambda: backward_fn(sdpa_fn_args(SDPBackend.FLASH_ATTENTION, causal), (q, k, v), dout)),
+                     ("cudnn_bwd", lambda: backward_fn(sdpa_fn_args(SDPBackend.CUDNN_ATTENTION, causal), (q, k, v), dout))):
+        try:
+            row[name] = tflops(2.5 * flops, time_ms(fn()))
+        except (RuntimeError, flashattn.FlashAttnError) as err:
+            row[name] = None
+            row[name + "_error"] = str(err).splitlines()[0]
+
+
+def sdpa_fn_args(backend, causal):
+    def run(q, k, v):
+        with sdpa_kernel([backend]):
+            return sdpa(q, k, v, is_causal=causal)
+    return run
+
+
+def bench_row(d, s, causal, dtype, backward=False):
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
@@ -59,6 +92,8 @@ def bench_row(d, s, causal, dtype):
         except RuntimeError as err:  # a backend that refuses the shape
             row[name] = None
             row[name + "_error"] = str(err).splitlines()[0]
+    if backward:
+        bench_backward(row, q, k, v, causal, flops)
     return row
 
 
@@ -68,6 +103,7 @@ def main():
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--backward", action="store_true", help="also time the backward pass")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
@@ -77,7 +113,7 @@ def main():
         for d in map(int, args.dims.split(",")):
             for s in map(int, args.seqlens.split(",")):
                 for causal in (c == "1" for c in args.causal.split(",")):
-                    r = bench_row(d, s, causal, DTYPES[dt])
+                    r = bench_row(d, s, causal, DTYPES[dt], args.backward)
                     rows.append(r)
                     ratio = lambda other: ("%7.2f" % (r["flashattn"] / r[other])) if r.get(other) else "    n/a"  # noqa: E731
                     print("%-5s %-4d %6d %-6s %9.1f %9s %9s %7s %7s %9.2e" % (
@@ -85,6 +121,11 @@ def main():
                         "%.1f" % r["fa2"] if r.get("fa2") else "n/a",
                         "%.1f" % r["cudnn"] if r.get("cudnn") else "n/a",
                         ratio("fa2"), ratio("cudnn"), r["max_abs_diff_vs_fa2"]), flush=True)
+                    if args.backward:
+                        fmt = lambda key: "%.1f" % r[key] if r.get(key) else "n/a"  # noqa: E731
+                        rel = lambda key: "%.2f" % (r["flashattn_bwd"] / r[key]) if r.get(key) and r.get("flashattn_bwd") else "n/a"  # noqa: E731
+                        print("      bwd: ours %s  FA2 %s  cuDNN %s  vs FA2 %s  vs cuDNN %s" % (
+                            fmt("flashattn_bwd"), fmt("fa2_bwd"), fmt("cudnn_bwd"), rel("fa2_bwd"), rel("cudnn_bwd")), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)

@@ -2,7 +2,7 @@
 # device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the
 # sanitizers on the reduced sweep, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
-# Usage: bash bench/device_run.sh [tests|sanitize|sass|bench|all] [extra args for compare_sdpa.py]
+# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|all] [extra args for compare_sdpa.py]
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
@@ -12,6 +12,14 @@ if [[ $what == all || $what == tests ]]; then
   echo "== GPU tests"
   (cd .carry && ./flashattn_gpu_tests --durations yes) > "$OUT/gpu_tests.log" 2>&1
   echo "gpu tests rc=$?"; grep -E "test cases|assertions|FAILED|failed" "$OUT/gpu_tests.log" | tail -15
+fi
+if [[ $what == all || $what == python ]]; then
+  echo "== PyTorch binding: gradients and a training step vs fp64 (pytest)"
+  python3 -m pytest -q tests/python > "$OUT/pytest.log" 2>&1
+  echo "pytest rc=$?: $(tail -1 "$OUT/pytest.log")"
+  echo "== CLI on the GPU"
+  .carry/flashattn_bench --backend cuda --seqlen 2048 --heads 16 --head-dim 128 --causal --check \
+    > "$OUT/cli.log" 2>&1; echo "cli rc=$?"; grep -E "plan|throughput|check" "$OUT/cli.log"
 fi
 if [[ $what == all || $what == sanitize ]]; then
   echo "== compute-sanitizer (reduced sweep: [sanitize])"

@@ -5,7 +5,10 @@
 # sudo when there is one, or names what is missing and fails.
 set -euo pipefail
 
-PACKAGES=(cmake ninja-build g++ gcc catch2 libopenblas-dev pkg-config ca-certificates)
+PACKAGES=(cmake ninja-build g++ gcc catch2 libopenblas-dev pkg-config ca-certificates python3)
+# The HIP backend, compile-checked for AMD targets without an AMD GPU: ROCm 5.2.3 headers,
+# runtime and device libraries, and clang/lld/LLVM 19 (which know gfx942, gfx1100, gfx1201).
+PACKAGES+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19)
 
 install_with() { # install_with [sudo]: env passes the variable through sudo as well
   "$@" env DEBIAN_FRONTEND=noninteractive apt-get update

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - what CI runs (through .ci/run): install the dependencies, build and test the
-# default configuration (OpenBLAS when found), build and test again without BLAS, smoke-
+# default configuration (OpenBLAS when found), build and test again without BLAS, build
+# the HIP backend for the four AMD targets and check its code objects, smoke-
 # run the benchmark CLI with --check, then install into a temporary prefix and build a
 # consumer against it with find_package(flashattn) and with pkg-config.
 set -euo pipefail
@@ -28,6 +29,13 @@ build_and_test "$WORK/build" -DFA_BUILD_BENCH=ON
 
 section "Build and test without BLAS (-DFA_USE_BLAS=OFF)"
 build_and_test "$WORK/build-noblas" -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
+
+section "HIP backend for gfx90a;gfx942;gfx1100;gfx1201: build, check code objects, test"
+# No AMD GPU here: the tests check the compiled code objects against the arch table and
+# the dispatcher (amd_code_objects), fa_create reports no device (skipped), and the CPU
+# tests run against the HIP-enabled library.
+build_and_test "$WORK/build-hip" -DFA_ENABLE_HIP=ON -DFA_HIP_ARCHS="gfx90a;gfx942;gfx1100;gfx1201" \
+  -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
 
 section "Benchmark CLI smoke run with --check"
 "$WORK/build/bench/flashattn_bench" --backend cpu --batch 2 --seqlen 256 --heads 4 \

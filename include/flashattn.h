@@ -190,8 +190,24 @@ FA_API fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                  const fa_params *params, fa_tensor *out, fa_tensor *lse,
                  void *workspace, size_t workspace_bytes);
 
-/* Backward: dq, dk, dv from q, k, v, out, lse and dout under the same params.
- * Declared for API stability; this version returns FA_ERR_UNSUPPORTED on every backend. */
+/* Backward: the gradients of the forward's out with respect to q, k and v.
+ *   Inputs: q, k, v and params as given to fa_fwd; out and lse as that forward wrote them
+ *   (lse required: fp32 [b, h, s_q], varlen [h, total_q]); dout, the gradient of out,
+ *   shaped like out.
+ *   Outputs: dq shaped like q; dk and dv shaped like k, each summed over the h / h_k
+ *   query heads of its GQA/MQA group. Every element is written: keys no query sees
+ *   (masks, past seqused_k) get 0, and rows with no visible key (LSE -inf) give zero
+ *   gradients, never NaN. Under softcap the gradient flows through softcap * tanh.
+ *   dtypes: dout, dq, dk and dv have q's dtype (fp16 or bf16; fp32 on the CPU backend
+ *   only); accumulation is fp32.
+ *   workspace: fp32 scratch and accumulation buffers, as for fa_fwd: NULL (the library
+ *   allocates for the call) or workspace_bytes >= fa_bwd_workspace_size() bytes of
+ *   backend memory.
+ *   params.deterministic: dq, dk and dv are bitwise identical run to run (otherwise a
+ *   backend may accumulate with atomics; the CPU backend is deterministic either way,
+ *   for any thread count). params.num_splits is ignored.
+ *   Errors as fa_fwd, plus FA_ERR_UNSUPPORTED where a backend or build has no backward
+ *   for the request. GPU backends run asynchronously on the context's stream. */
 FA_API fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                                 const fa_tensor *v, const fa_params *params, size_t *bytes);
 FA_API fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
@@ -239,7 +255,8 @@ FA_API fa_status fa_get_device_info(fa_context *ctx, fa_device_info *info);
 /* Environment:
  *   FLASHATTN_FORCE_TILE=MxN or MxN:S (e.g. "128x64" or "128x64:2") forces the forward
  *   tile (and stages) for tuning; it must name a compiled config that fits the device,
- *   else calls fail with FA_ERR_BAD_TILE_OVERRIDE. */
+ *   else calls fail with FA_ERR_BAD_TILE_OVERRIDE. FLASHATTN_FORCE_BWD_TILE does the same
+ *   for the backward (M query rows x N keys). */
 
 #ifdef __cplusplus
 }

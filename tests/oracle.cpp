@@ -1,5 +1,6 @@
-// oracle.cpp - the fp64 / same-precision attention oracle and tensor helpers of
-// oracle.hpp. Straight loops over the semantics in include/flashattn.h; speed is not a goal.
+// oracle.cpp - the fp64 / same-precision attention oracle (forward and backward) and
+// tensor helpers of oracle.hpp. Straight loops over the semantics in include/flashattn.h;
+// speed is not a goal.
 #include "oracle.hpp"
 
 #include <algorithm>
@@ -229,54 +230,86 @@ struct RowResult {
     double lse;
 };
 
-// One query row, exactly (fp64) or as a naive same-dtype implementation would round it:
-// scores and normalised probabilities rounded to the dtype, fp32 accumulation.
-RowResult attend_row(const fa_params &p, const Batch &bt, const HeadData &hd, int64_t i,
-                     fa_dtype dt, Precision precision)
+// One query row's visible keys with their probabilities and d(score)/d(q.k * scale)
+// (1 - tanh^2 under softcap, else 1).
+struct RowProbabilities {
+    std::vector<int64_t> keys;
+    std::vector<double> prob, slope;
+    double lse;
+};
+
+// Rounding of a naive same-dtype implementation: values rounded to the dtype, fp32
+// accumulation. Exact: fp64 throughout.
+struct Rounding {
+    fa_dtype dtype;
+    bool naive;
+    double rnd(double x) const { return naive ? round_to_dtype(x, dtype) : x; }
+    double acc(double x) const { return naive ? double(float(x)) : x; }
+};
+
+// Scores and probabilities of query row i: scores and normalised probabilities rounded
+// to the dtype when naive.
+RowProbabilities row_probabilities(const fa_params &p, const Batch &bt, const HeadData &hd,
+                                   int64_t i, const Rounding &r)
 {
-    const bool naive = precision == Precision::Naive;
-    auto rnd = [&](double x) { return naive ? round_to_dtype(x, dt) : x; };
-    auto acc = [&](double x) { return naive ? double(float(x)) : x; };
     const int64_t sq = bt.q_len[hd.b], sk = bt.k_len[hd.b];
     const double *q = hd.q.data() + i * bt.dim;
-    std::vector<int64_t> keys;
-    std::vector<double> scores;
-    RowResult res{std::vector<double>(bt.dim, 0.0), -kInf};
+    RowProbabilities row{{}, {}, {}, -kInf};
 
     for (int64_t j = 0; j < sk; ++j) {
         if (!fa_key_visible(i, j, sq, sk, bt.window))
             continue;
         const double *key = hd.k.data() + j * bt.dim;
-        double dot = 0.0;
+        double dot = 0.0, slope = 1.0;
         for (int c = 0; c < bt.dim; ++c)
-            dot = acc(dot + q[c] * key[c]);
-        double s = rnd(rnd(dot) * (naive ? double(float(bt.scale)) : bt.scale));
-        if (p.softcap > 0.0f)
-            s = rnd(p.softcap * std::tanh(s / p.softcap));
+            dot = r.acc(dot + q[c] * key[c]);
+        double s = r.rnd(r.rnd(dot) * (r.naive ? double(float(bt.scale)) : bt.scale));
+        if (p.softcap > 0.0f) {
+            double t = std::tanh(s / p.softcap);
+            s = r.rnd(p.softcap * t);
+            slope = r.rnd(1.0 - t * t);
+        }
         if (p.alibi_slopes)
-            s = rnd(s - p.alibi_slopes[hd.b * p.alibi_batch_stride + hd.head] *
-                            fa_alibi_distance(i, j, sq, sk));
-        keys.push_back(j);
-        scores.push_back(s);
+            s = r.rnd(s - p.alibi_slopes[hd.b * p.alibi_batch_stride + hd.head] *
+                              fa_alibi_distance(i, j, sq, sk));
+        row.keys.push_back(j);
+        row.prob.push_back(s);
+        row.slope.push_back(slope);
     }
-    if (keys.empty())
-        return res;
-    double max = *std::max_element(scores.begin(), scores.end());
+    if (row.keys.empty())
+        return row;
+    double max = *std::max_element(row.prob.begin(), row.prob.end());
     double sum = 0.0;
-    for (double &s : scores) {
-        s = acc(std::exp(s - max));
-        sum = acc(sum + s);
+    for (double &s : row.prob) {
+        s = r.acc(std::exp(s - max));
+        sum = r.acc(sum + s);
     }
-    for (size_t n = 0; n < keys.size(); ++n) {
-        double prob = rnd(scores[n] / sum);
-        const double *value = hd.v.data() + keys[n] * bt.dim;
+    for (double &prob : row.prob)
+        prob = r.rnd(prob / sum);
+    row.lse = max + std::log(sum);
+    return row;
+}
+
+std::vector<double> row_output(const Batch &bt, const HeadData &hd, const RowProbabilities &row,
+                               const Rounding &r)
+{
+    std::vector<double> out(bt.dim, 0.0);
+    for (size_t n = 0; n < row.keys.size(); ++n) {
+        const double *value = hd.v.data() + row.keys[n] * bt.dim;
         for (int c = 0; c < bt.dim; ++c)
-            res.out[c] = acc(res.out[c] + prob * value[c]);
+            out[c] = r.acc(out[c] + row.prob[n] * value[c]);
     }
-    for (double &o : res.out)
-        o = rnd(o);
-    res.lse = max + std::log(sum);
-    return res;
+    for (double &o : out)
+        o = r.rnd(o);
+    return out;
+}
+
+RowResult attend_row(const fa_params &p, const Batch &bt, const HeadData &hd, int64_t i,
+                     fa_dtype dt, Precision precision)
+{
+    Rounding r{dt, precision == Precision::Naive};
+    RowProbabilities row = row_probabilities(p, bt, hd, i, r);
+    return RowResult{row_output(bt, hd, row, r), row.lse};
 }
 
 // Canonical rows: every row of a varlen q, b * s_q of a fixed-length one.
@@ -402,6 +435,87 @@ Reference reference_attention(const fa_tensor &q, const fa_tensor &k, const fa_t
 
 namespace {
 
+// Canonical row of key j of sequence b: fixed length b * s_k + j, varlen cu_seqlens_k[b] + j.
+int64_t key_row(const Batch &bt, const fa_tensor &k, int b, int64_t j)
+{
+    return bt.varlen ? bt.k_begin[b] + j : b * k.shape[1] + j;
+}
+
+// One (sequence, head): writes its dq rows and adds its (unscaled, unrounded) dk and dv
+// terms to the kv head's rows, which the query heads of a GQA group share.
+void backward_head(const fa_params &p, const Batch &bt, const HeadData &hd,
+                   const std::vector<double> &dout, int head_k, const fa_tensor &k,
+                   const Rounding &r, GradReference &g)
+{
+    const double scale = r.naive ? double(float(bt.scale)) : bt.scale;
+    for (int64_t i = 0; i < bt.q_len[hd.b]; ++i) {
+        RowProbabilities row = row_probabilities(p, bt, hd, i, r);
+        std::vector<double> out = row_output(bt, hd, row, r);
+        std::vector<double> dq(bt.dim, 0.0);
+        const double *q = hd.q.data() + i * bt.dim;
+        const double *d_o = dout.data() + i * bt.dim;
+        double delta = 0.0;
+        for (int c = 0; c < bt.dim; ++c)
+            delta = r.acc(delta + d_o[c] * out[c]);
+        delta = r.rnd(delta);
+        for (size_t n = 0; n < row.keys.size(); ++n) {
+            const int64_t j = row.keys[n];
+            const double *key = hd.k.data() + j * bt.dim;
+            const double *value = hd.v.data() + j * bt.dim;
+            double *dk = g.dk.data() + (key_row(bt, k, hd.b, j) * g.heads_k + head_k) * bt.dim;
+            double *dv = g.dv.data() + (key_row(bt, k, hd.b, j) * g.heads_k + head_k) * bt.dim;
+            double dp = 0.0;
+            for (int c = 0; c < bt.dim; ++c)
+                dp = r.acc(dp + d_o[c] * value[c]);
+            double ds = r.rnd(r.rnd(row.prob[n] * (r.rnd(dp) - delta)) * row.slope[n]);
+            for (int c = 0; c < bt.dim; ++c) {
+                dq[c] = r.acc(dq[c] + ds * key[c]);
+                dk[c] = r.acc(dk[c] + ds * q[c]);
+                dv[c] = r.acc(dv[c] + row.prob[n] * d_o[c]);
+            }
+        }
+        int64_t g_row = bt.q_begin[hd.b] + i;
+        for (int c = 0; c < bt.dim; ++c)
+            g.dq[(g_row * g.heads + hd.head) * bt.dim + c] = r.rnd(scale * dq[c]);
+    }
+}
+
+}  // namespace
+
+GradReference reference_backward(const fa_tensor &q, const fa_tensor &k, const fa_tensor &v,
+                                 const fa_tensor &dout, const fa_params &params,
+                                 Precision precision)
+{
+    Batch bt = describe(q, k, params);
+    Rounding r{q.dtype, precision == Precision::Naive};
+    GradReference g;
+    g.rows_q = rows_of(q);
+    g.rows_k = rows_of(k);
+    g.heads = bt.heads;
+    g.heads_k = bt.heads_k;
+    g.dim = bt.dim;
+    g.dq.assign(static_cast<size_t>(g.rows_q * bt.heads * bt.dim), kNaN);
+    g.dk.assign(static_cast<size_t>(g.rows_k * bt.heads_k * bt.dim), 0.0);
+    g.dv.assign(g.dk.size(), 0.0);
+    for (int b = 0; b < bt.count; ++b)
+        for (int h = 0; h < bt.heads; ++h) {
+            int head_k = h / (bt.heads / bt.heads_k);
+            HeadData hd{b, h, load_rows(q, bt, b, bt.q_begin[b], bt.q_len[b], h),
+                        load_rows(k, bt, b, bt.k_begin[b], bt.k_len[b], head_k),
+                        load_rows(v, bt, b, bt.k_begin[b], bt.k_len[b], head_k)};
+            backward_head(params, bt, hd, load_rows(dout, bt, b, bt.q_begin[b], bt.q_len[b], h),
+                          head_k, k, r, g);
+        }
+    const double scale = r.naive ? double(float(bt.scale)) : bt.scale;
+    for (double &x : g.dk)
+        x = r.rnd(scale * x);
+    for (double &x : g.dv)
+        x = r.rnd(x);
+    return g;
+}
+
+namespace {
+
 double abs_error(double actual, double expected)
 {
     if (std::isnan(actual))
@@ -417,21 +531,51 @@ double compare(double actual, double expected)
     return std::isnan(expected) ? 0.0 : abs_error(actual, expected);
 }
 
+// Max error of a [b, s, h, d] / varlen [total, h, d] tensor against canonical values
+// [(g * heads + h) * dim + c] over `rows` canonical rows.
+double max_rows_error(const fa_tensor &t, const std::vector<double> &expected, int64_t rows,
+                      int heads, int dim)
+{
+    double worst = 0.0;
+    int64_t seq = t.ndim == 4 ? t.shape[1] : 1;
+    for (int64_t g = 0; g < rows; ++g)
+        for (int h = 0; h < heads; ++h)
+            for (int c = 0; c < dim; ++c) {
+                int64_t fixed[4] = {g / seq, g % seq, h, c};
+                int64_t varlen[3] = {g, h, c};
+                double want = expected[(g * heads + h) * dim + c];
+                worst = std::max(worst, compare(element(t, t.ndim == 4 ? fixed : varlen), want));
+            }
+    return worst;
+}
+
+double max_difference(const std::vector<double> &a, const std::vector<double> &b)
+{
+    double worst = 0.0;
+    for (size_t n = 0; n < a.size(); ++n)
+        worst = std::max(worst, compare(a[n], b[n]));
+    return worst;
+}
+
 }  // namespace
 
 double max_out_error(const fa_tensor &out, const Reference &ref)
 {
-    double worst = 0.0;
-    int64_t seq = out.ndim == 4 ? out.shape[1] : 1;
-    for (int64_t g = 0; g < ref.rows; ++g)
-        for (int h = 0; h < ref.heads; ++h)
-            for (int c = 0; c < ref.dim; ++c) {
-                int64_t fixed[4] = {g / seq, g % seq, h, c};
-                int64_t varlen[3] = {g, h, c};
-                double expected = ref.out[(g * ref.heads + h) * ref.dim + c];
-                worst = std::max(worst, compare(element(out, out.ndim == 4 ? fixed : varlen), expected));
-            }
-    return worst;
+    return max_rows_error(out, ref.out, ref.rows, ref.heads, ref.dim);
+}
+
+GradErrors grad_errors(const fa_tensor &dq, const fa_tensor &dk, const fa_tensor &dv,
+                       const GradReference &ref)
+{
+    return GradErrors{max_rows_error(dq, ref.dq, ref.rows_q, ref.heads, ref.dim),
+                      max_rows_error(dk, ref.dk, ref.rows_k, ref.heads_k, ref.dim),
+                      max_rows_error(dv, ref.dv, ref.rows_k, ref.heads_k, ref.dim)};
+}
+
+GradErrors grad_difference(const GradReference &a, const GradReference &b)
+{
+    return GradErrors{max_difference(a.dq, b.dq), max_difference(a.dk, b.dk),
+                      max_difference(a.dv, b.dv)};
 }
 
 double max_lse_error(const fa_tensor &lse, const Reference &ref)
@@ -450,18 +594,12 @@ double max_lse_error(const fa_tensor &lse, const Reference &ref)
 
 double max_out_difference(const Reference &a, const Reference &b)
 {
-    double worst = 0.0;
-    for (size_t n = 0; n < a.out.size(); ++n)
-        worst = std::max(worst, compare(a.out[n], b.out[n]));
-    return worst;
+    return max_difference(a.out, b.out);
 }
 
 double max_lse_difference(const Reference &a, const Reference &b)
 {
-    double worst = 0.0;
-    for (size_t n = 0; n < a.lse.size(); ++n)
-        worst = std::max(worst, compare(a.lse[n], b.lse[n]));
-    return worst;
+    return max_difference(a.lse, b.lse);
 }
 
 }  // namespace fa_oracle

@@ -1,7 +1,8 @@
 // oracle.hpp - host-only (C++14) test support shared by the CPU and GPU tests: owning
 // host tensors over the public fa_tensor type, seeded random normal fills, NaN poisoning,
-// an fp64 attention oracle, a "naive attention in the tensor's own precision" (the yard
-// stick for fp16/bf16 tolerances), and max-abs-error metrics. Independent of any backend.
+// an fp64 attention oracle (forward and backward), a "naive attention in the tensor's own
+// precision" (the yard stick for fp16/bf16 tolerances), and max-abs-error metrics.
+// Independent of any backend.
 #ifndef FA_TEST_ORACLE_HPP
 #define FA_TEST_ORACLE_HPP
 
@@ -69,6 +70,33 @@ double max_lse_error(const fa_tensor &lse, const Reference &ref);
 // Same metrics between two references.
 double max_out_difference(const Reference &a, const Reference &b);
 double max_lse_difference(const Reference &a, const Reference &b);
+
+// Gradients of reference_attention's output with respect to q, k and v for an output
+// gradient dout (shaped like q), in a dense canonical layout: dq like Reference::out;
+// dk and dv over global key rows g_k (fixed length: g_k = b * s_k + j; varlen:
+// cu_seqlens_k[b] + j) as dk[(g_k * heads_k + h_k) * dim + c], summed over the query
+// heads of each GQA group; keys past seqused_k or seen by no query get 0. Naive: inputs
+// as stored, probabilities, out, D = rowsum(dout o out), dP and dS rounded to the dtype,
+// fp32 accumulation, results rounded to the dtype (what a straightforward same-precision
+// backward computes).
+struct GradReference {
+    int64_t rows_q = 0, rows_k = 0;
+    int heads = 0, heads_k = 0, dim = 0;
+    std::vector<double> dq, dk, dv;
+};
+
+GradReference reference_backward(const fa_tensor &q, const fa_tensor &k, const fa_tensor &v,
+                                 const fa_tensor &dout, const fa_params &params,
+                                 Precision precision);
+
+// Max abs errors of the three gradients (NaN counts as infinite error).
+struct GradErrors {
+    double dq, dk, dv;
+};
+// dq, dk, dv in fa_bwd's layout (like q, k, v) against a reference.
+GradErrors grad_errors(const fa_tensor &dq, const fa_tensor &dk, const fa_tensor &dv,
+                       const GradReference &ref);
+GradErrors grad_difference(const GradReference &a, const GradReference &b);
 
 }  // namespace fa_oracle
 

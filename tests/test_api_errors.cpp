@@ -1,7 +1,7 @@
 // test_api_errors.cpp - the public API's argument checking on the CPU backend: every bad
 // input gets its own named status, a message that names the offending thing, and leaves
-// the output buffers untouched. Also the success paths of the API's small calls (names,
-// version, plan, device info).
+// the output buffers untouched, in the forward and the backward alike. Also the success
+// paths of the API's small calls (names, version, plan, device info).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -19,15 +19,22 @@ namespace {
 
 const unsigned char kPoison = 0xA5;
 
-// Sets FLASHATTN_FORCE_TILE for one scope and always unsets it afterwards.
+// Sets a tile override (FLASHATTN_FORCE_TILE unless named) for one scope and always
+// unsets it afterwards.
 struct ForcedTile {
-    explicit ForcedTile(const char *text) { setenv("FLASHATTN_FORCE_TILE", text, 1); }
-    ~ForcedTile() { unsetenv("FLASHATTN_FORCE_TILE"); }
+    const char *name;
+    explicit ForcedTile(const char *text, const char *variable = "FLASHATTN_FORCE_TILE")
+        : name(variable)
+    {
+        setenv(name, text, 1);
+    }
+    ~ForcedTile() { unsetenv(name); }
 };
 
 // A valid fp32 GQA problem on the CPU backend (b=2, s_q=16, s_k=24, h=4, h_k=2, d=32) with
-// outputs filled with a poison byte. Buffers have headroom so a check that wrongly lets
-// a bad shape through cannot read past them.
+// outputs filled with a poison byte, and the backward's tensors: dout random, dq, dk, dv
+// poisoned (out and lse are the backward's inputs). Buffers have headroom so a check
+// that wrongly lets a bad shape through cannot read past them.
 struct ApiFixture {
     static const int64_t b = 2, s_q = 16, s_k = 24, h = 4, h_k = 2, d = 32;
     static const size_t headroom = 8;
@@ -35,21 +42,25 @@ struct ApiFixture {
     fa_context *ctx = nullptr;
     std::vector<float> q_buf, k_buf, v_buf, out_buf, lse_buf;
     std::vector<float> out_before, lse_before;
+    std::vector<float> dout_buf, dq_buf, dk_buf, dv_buf;
     fa_tensor q, k, v, out, lse;
+    fa_tensor dout, dq, dk, dv;
     fa_params params;
 
     ApiFixture()
         : q_buf(b * s_q * h * d * headroom), k_buf(b * s_k * h_k * d * headroom),
-          v_buf(k_buf.size()), out_buf(q_buf.size()), lse_buf(b * h * s_q * headroom)
+          v_buf(k_buf.size()), out_buf(q_buf.size()), lse_buf(b * h * s_q * headroom),
+          dout_buf(q_buf.size()), dq_buf(q_buf.size()), dk_buf(k_buf.size()),
+          dv_buf(k_buf.size())
     {
         REQUIRE(fa_create(&ctx, FA_BACKEND_CPU, 0) == FA_OK);
         std::mt19937 rng(7);
         std::normal_distribution<float> normal(0.0f, 1.0f);
-        for (std::vector<float> *buf : {&q_buf, &k_buf, &v_buf})
+        for (std::vector<float> *buf : {&q_buf, &k_buf, &v_buf, &dout_buf})
             for (float &x : *buf)
                 x = normal(rng);
-        std::memset(out_buf.data(), kPoison, out_buf.size() * sizeof(float));
-        std::memset(lse_buf.data(), kPoison, lse_buf.size() * sizeof(float));
+        for (std::vector<float> *buf : {&out_buf, &lse_buf, &dq_buf, &dk_buf, &dv_buf})
+            std::memset(buf->data(), kPoison, buf->size() * sizeof(float));
         out_before = out_buf;
         lse_before = lse_buf;
         q = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
@@ -57,11 +68,16 @@ struct ApiFixture {
         v = fa_tensor_bshd(v_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d);
         out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
         lse = fa_tensor_lse(lse_buf.data(), b, h, s_q);
+        dout = fa_tensor_bshd(dout_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+        dq = fa_tensor_bshd(dq_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+        dk = fa_tensor_bshd(dk_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d);
+        dv = fa_tensor_bshd(dv_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d);
         fa_params_init(&params);
     }
     ~ApiFixture() { fa_destroy(ctx); }
 
-    // Reshape q, k, v, out, lse as varlen [total, h, d] with these cu_seqlens.
+    // Reshape q, k, v, out, lse and the gradients as varlen [total, h, d] with these
+    // cu_seqlens.
     void make_varlen(const int32_t *cu_q, const int32_t *cu_k, int batch, int max_q, int max_k)
     {
         q = fa_tensor_thd(q_buf.data(), FA_DTYPE_F32, b * s_q, h, d);
@@ -69,6 +85,10 @@ struct ApiFixture {
         v = fa_tensor_thd(v_buf.data(), FA_DTYPE_F32, b * s_k, h_k, d);
         out = fa_tensor_thd(out_buf.data(), FA_DTYPE_F32, b * s_q, h, d);
         lse = fa_tensor_lse_varlen(lse_buf.data(), h, b * s_q);
+        dout = fa_tensor_thd(dout_buf.data(), FA_DTYPE_F32, b * s_q, h, d);
+        dq = fa_tensor_thd(dq_buf.data(), FA_DTYPE_F32, b * s_q, h, d);
+        dk = fa_tensor_thd(dk_buf.data(), FA_DTYPE_F32, b * s_k, h_k, d);
+        dv = fa_tensor_thd(dv_buf.data(), FA_DTYPE_F32, b * s_k, h_k, d);
         params.cu_seqlens_q = cu_q;
         params.cu_seqlens_k = cu_k;
         params.varlen_batch = batch;
@@ -77,6 +97,23 @@ struct ApiFixture {
     }
 
     fa_status fwd() { return fa_fwd(ctx, &q, &k, &v, &params, &out, &lse, nullptr, 0); }
+
+    fa_status bwd(void *workspace = nullptr, size_t workspace_bytes = 0)
+    {
+        return fa_bwd(ctx, &q, &k, &v, &out, &lse, &dout, &params, &dq, &dk, &dv, workspace,
+                      workspace_bytes);
+    }
+
+    bool grads_untouched() const
+    {
+        for (const std::vector<float> *buf : {&dq_buf, &dk_buf, &dv_buf}) {
+            const unsigned char *bytes = reinterpret_cast<const unsigned char *>(buf->data());
+            for (size_t n = 0; n < buf->size() * sizeof(float); ++n)
+                if (bytes[n] != kPoison)
+                    return false;
+        }
+        return true;
+    }
 
     bool outputs_untouched() const
     {
@@ -97,7 +134,7 @@ struct ApiFixture {
     }
 
     // As expect_fwd_error, and the queries that share the checks agree with the forward.
-    void expect_error_everywhere(fa_status want, const char *mention)
+    void expect_forward_error_everywhere(fa_status want, const char *mention)
     {
         expect_fwd_error(want, mention);
         size_t bytes = 12345;
@@ -109,6 +146,36 @@ struct ApiFixture {
         fa_status pl = fa_plan_fwd(ctx, &q, &k, &v, &params, &plan);
         CHECK(fa_status_string(pl) == std::string(fa_status_string(want)));
         CHECK(std::string(fa_last_error(ctx)).find(mention) != std::string::npos);
+    }
+
+    // The backward fails with `want`, says so mentioning `mention`, and writes nothing.
+    void expect_bwd_error(fa_status want, const char *mention)
+    {
+        fa_status got = bwd();
+        INFO("fa_bwd: " << fa_status_string(got) << ": " << fa_last_error(ctx));
+        CHECK(fa_status_string(got) == std::string(fa_status_string(want)));
+        CHECK(std::string(fa_last_error(ctx)).find(mention) != std::string::npos);
+        CHECK(grads_untouched());
+        CHECK(outputs_untouched());
+    }
+
+    // As expect_bwd_error, and the backward workspace query agrees.
+    void expect_backward_error_everywhere(fa_status want, const char *mention)
+    {
+        expect_bwd_error(want, mention);
+        size_t bytes = 12345;
+        fa_status ws = fa_bwd_workspace_size(ctx, &q, &k, &v, &params, &bytes);
+        INFO("fa_bwd_workspace_size: " << fa_status_string(ws) << ": " << fa_last_error(ctx));
+        CHECK(fa_status_string(ws) == std::string(fa_status_string(want)));
+        CHECK(std::string(fa_last_error(ctx)).find(mention) != std::string::npos);
+        CHECK(bytes == 12345u);
+    }
+
+    // A bad q, k, v or params: every entry point refuses it the same way.
+    void expect_error_everywhere(fa_status want, const char *mention)
+    {
+        expect_forward_error_everywhere(want, mention);
+        expect_backward_error_everywhere(want, mention);
     }
 };
 
@@ -590,25 +657,25 @@ TEST_CASE_METHOD(ApiFixture, "api: negative thread count", "[api][errors]")
 TEST_CASE_METHOD(ApiFixture, "api: forced tile with a missing number", "[api][errors]")
 {
     ForcedTile force("12x");
-    expect_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
+    expect_forward_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
 }
 
 TEST_CASE_METHOD(ApiFixture, "api: forced tile that is not numbers", "[api][errors]")
 {
     ForcedTile force("axb");
-    expect_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
+    expect_forward_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
 }
 
 TEST_CASE_METHOD(ApiFixture, "api: forced tile of zero rows", "[api][errors]")
 {
     ForcedTile force("0x64");
-    expect_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
+    expect_forward_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_TILE");
 }
 
 TEST_CASE_METHOD(ApiFixture, "api: forced tile that names no config", "[api][errors]")
 {
     ForcedTile force("7x9");
-    expect_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "7x9");
+    expect_forward_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "7x9");
 }
 
 // ---- workspace and backward ----------------------------------------------------------
@@ -632,38 +699,204 @@ TEST_CASE_METHOD(ApiFixture, "api: workspace smaller than the query", "[api][err
     CHECK(fa_fwd(ctx, &q, &k, &v, &params, &out, &lse, workspace.data(), needed) == FA_OK);
 }
 
-TEST_CASE_METHOD(ApiFixture, "api: backward is unsupported", "[api][errors]")
+// ---- backward ------------------------------------------------------------------------
+
+TEST_CASE_METHOD(ApiFixture, "api: backward runs on the CPU", "[api][bwd]")
 {
-    std::vector<float> grads(q_buf.size() * 3);
-    std::memset(grads.data(), kPoison, grads.size() * sizeof(float));
-    std::vector<float> grads_before = grads;
-    fa_tensor dout = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
-    fa_tensor dq = fa_tensor_bshd(grads.data(), FA_DTYPE_F32, b, s_q, h, d);
-    fa_tensor dk = fa_tensor_bshd(grads.data() + q_buf.size(), FA_DTYPE_F32, b, s_k, h_k, d);
-    fa_tensor dv = fa_tensor_bshd(grads.data() + 2 * q_buf.size(), FA_DTYPE_F32, b, s_k, h_k, d);
-    CHECK(fa_bwd(ctx, &q, &k, &v, &out, &lse, &dout, &params, &dq, &dk, &dv, nullptr, 0) ==
-          FA_ERR_UNSUPPORTED);
-    CHECK(std::string(fa_last_error(ctx)).find("backward") != std::string::npos);
-    size_t bytes = 7;
-    CHECK(fa_bwd_workspace_size(ctx, &q, &k, &v, &params, &bytes) == FA_ERR_UNSUPPORTED);
-    CHECK(bytes == 7u);
-    CHECK(grads == grads_before);
+    REQUIRE(fwd() == FA_OK);
+    REQUIRE(bwd() == FA_OK);
+    CHECK(std::string(fa_last_error(ctx)).empty());
+    size_t not_finite = 0;
+    for (const std::vector<float> *buf : {&dq_buf, &dk_buf, &dv_buf}) {
+        size_t used = buf == &dq_buf ? size_t(b * s_q * h * d) : size_t(b * s_k * h_k * d);
+        for (size_t n = 0; n < used; ++n)
+            not_finite += !std::isfinite((*buf)[n]);
+    }
+    CHECK(not_finite == 0);
+    size_t bytes = 0;
+    REQUIRE(fa_bwd_workspace_size(ctx, &q, &k, &v, &params, &bytes) == FA_OK);
+    CHECK(bytes > 0);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: valid varlen backward runs", "[api][bwd]")
+{
+    static const int32_t cu_q[] = {0, 10, 32}, cu_k[] = {0, 30, 48};
+    make_varlen(cu_q, cu_k, 2, 22, 30);
+    REQUIRE(fwd() == FA_OK);
+    REQUIRE(bwd() == FA_OK);
+    CHECK(std::string(fa_last_error(ctx)).empty());
+}
+
+TEST_CASE("api: backward with a NULL context", "[api][errors]")
+{
+    ApiFixture f;
+    CHECK(fa_bwd(nullptr, &f.q, &f.k, &f.v, &f.out, &f.lse, &f.dout, &f.params, &f.dq, &f.dk,
+                 &f.dv, nullptr, 0) == FA_ERR_NULL_POINTER);
+    size_t bytes = 0;
+    CHECK(fa_bwd_workspace_size(nullptr, &f.q, &f.k, &f.v, &f.params, &bytes) ==
+          FA_ERR_NULL_POINTER);
+    CHECK(f.grads_untouched());
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: backward NULL tensors", "[api][errors]")
+{
+    const char *names[] = {"out", "lse", "dout", "dq", "dk", "dv"};
+    for (int n = 0; n < 6; ++n) {
+        const fa_tensor *in[3] = {&out, &lse, &dout};
+        fa_tensor *grad[3] = {&dq, &dk, &dv};
+        if (n < 3)
+            in[n] = nullptr;
+        else
+            grad[n - 3] = nullptr;
+        fa_status st = fa_bwd(ctx, &q, &k, &v, in[0], in[1], in[2], &params, grad[0], grad[1],
+                              grad[2], nullptr, 0);
+        INFO(names[n] << ": " << fa_last_error(ctx));
+        CHECK(st == FA_ERR_NULL_POINTER);
+        CHECK(std::string(fa_last_error(ctx)).find(std::string(names[n]) + " is NULL") !=
+              std::string::npos);
+    }
+    CHECK(grads_untouched());
     CHECK(outputs_untouched());
 }
 
-TEST_CASE_METHOD(ApiFixture, "api: backward checks its arguments first", "[api][errors]")
+TEST_CASE_METHOD(ApiFixture, "api: backward NULL gradient data", "[api][errors]")
 {
-    fa_tensor dout = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
-    fa_tensor dq = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
-    fa_tensor dk = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_k, h, d);
-    fa_tensor dv = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d);
-    CHECK(fa_bwd(ctx, &q, &k, &v, &out, &lse, &dout, &params, &dq, &dk, &dv, nullptr, 0) ==
-          FA_ERR_SHAPE_MISMATCH);
-    CHECK(std::string(fa_last_error(ctx)).find("dk heads 4 != k heads 2") != std::string::npos);
-    CHECK(fa_bwd(ctx, &q, &k, &v, &out, nullptr, &dout, &params, &dq, &dk, &dv, nullptr, 0) ==
-          FA_ERR_NULL_POINTER);
-    CHECK(std::string(fa_last_error(ctx)).find("lse") != std::string::npos);
-    CHECK(outputs_untouched());
+    dq.data = nullptr;
+    expect_bwd_error(FA_ERR_NULL_POINTER, "dq data is NULL");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: backward workspace query with NULL bytes", "[api][errors]")
+{
+    CHECK(fa_bwd_workspace_size(ctx, &q, &k, &v, &params, nullptr) == FA_ERR_NULL_POINTER);
+    CHECK(std::string(fa_last_error(ctx)).find("bytes") != std::string::npos);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: dout of the wrong rank", "[api][errors]")
+{
+    dout.ndim = 3;
+    expect_bwd_error(FA_ERR_BAD_RANK, "dout has 3 dims");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: dout seqlen differs from q", "[api][errors]")
+{
+    dout = fa_tensor_bshd(dout_buf.data(), FA_DTYPE_F32, b, s_q - 1, h, d);
+    expect_bwd_error(FA_ERR_SHAPE_MISMATCH, "dout seqlen 15 != q seqlen 16");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: dq batch differs from q", "[api][errors]")
+{
+    dq = fa_tensor_bshd(dq_buf.data(), FA_DTYPE_F32, 1, s_q, h, d);
+    expect_bwd_error(FA_ERR_SHAPE_MISMATCH, "dq batch 1 != q batch 2");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: dk with q's heads instead of k's", "[api][errors]")
+{
+    dk = fa_tensor_bshd(dk_buf.data(), FA_DTYPE_F32, b, s_k, h, d);
+    expect_bwd_error(FA_ERR_SHAPE_MISMATCH, "dk heads 4 != k heads 2");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: dk seqlen differs from k", "[api][errors]")
+{
+    dk = fa_tensor_bshd(dk_buf.data(), FA_DTYPE_F32, b, s_q, h_k, d);
+    expect_bwd_error(FA_ERR_SHAPE_MISMATCH, "dk seqlen 16 != k seqlen 24");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: dv head_dim differs from k", "[api][errors]")
+{
+    dv = fa_tensor_bshd(dv_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d - 8);
+    expect_bwd_error(FA_ERR_SHAPE_MISMATCH, "dv head_dim 24 != k head_dim 32");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: varlen dq total rows differ from q", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 10, 32}, cu_k[] = {0, 30, 48};
+    make_varlen(cu_q, cu_k, 2, 22, 30);
+    dq = fa_tensor_thd(dq_buf.data(), FA_DTYPE_F32, b * s_q - 2, h, d);
+    expect_bwd_error(FA_ERR_SHAPE_MISMATCH, "dq seqlen 30 != q seqlen 32");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: gradient dtype differs from q", "[api][errors]")
+{
+    SECTION("dq")
+    {
+        dq.dtype = FA_DTYPE_BF16;
+        expect_bwd_error(FA_ERR_BAD_DTYPE, "dq dtype bf16 != q dtype f32");
+    }
+    SECTION("dv")
+    {
+        dv.dtype = FA_DTYPE_F16;
+        expect_bwd_error(FA_ERR_BAD_DTYPE, "dv dtype f16 != k dtype f32");
+    }
+    SECTION("dout")
+    {
+        dout.dtype = FA_DTYPE_BF16;
+        expect_bwd_error(FA_ERR_BAD_DTYPE, "dout dtype bf16 != q dtype f32");
+    }
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: gradient strides", "[api][errors]")
+{
+    SECTION("dk last dim not contiguous")
+    {
+        dk.stride[3] = 2;
+        expect_bwd_error(FA_ERR_BAD_STRIDE, "dk head_dim stride is 2");
+    }
+    SECTION("dv negative row stride")
+    {
+        dv.stride[1] = -dv.stride[1];
+        expect_bwd_error(FA_ERR_BAD_STRIDE, "dv stride[1]");
+    }
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: backward inputs out and lse are checked", "[api][errors]")
+{
+    SECTION("out heads")
+    {
+        out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h_k, d);
+        expect_bwd_error(FA_ERR_SHAPE_MISMATCH, "out heads 2 != q heads 4");
+    }
+    SECTION("lse shape")
+    {
+        lse = fa_tensor_lse(lse_buf.data(), b, h, s_q + 2);
+        expect_bwd_error(FA_ERR_SHAPE_MISMATCH, "lse seqlen 18 != q seqlen 16");
+    }
+    SECTION("lse dtype")
+    {
+        lse.dtype = FA_DTYPE_F16;
+        expect_bwd_error(FA_ERR_BAD_DTYPE, "lse dtype f16 must be f32");
+    }
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: backward workspace smaller than the query", "[api][errors]")
+{
+    size_t needed = 0;
+    REQUIRE(fa_bwd_workspace_size(ctx, &q, &k, &v, &params, &needed) == FA_OK);
+    REQUIRE(needed > 0);
+    std::vector<unsigned char> workspace(needed);
+    CHECK(bwd(workspace.data(), needed - 1) == FA_ERR_WORKSPACE_TOO_SMALL);
+    CHECK(std::string(fa_last_error(ctx)).find("fa_bwd_workspace_size") != std::string::npos);
+    CHECK(grads_untouched());
+    CHECK(bwd(workspace.data(), needed) == FA_OK);
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: backward tiles are forced by their own variable", "[api]")
+{
+    SECTION("a forward override does not touch the backward")
+    {
+        ForcedTile force("7x9");
+        CHECK(bwd() == FA_OK);
+    }
+    SECTION("a backward override that names no config")
+    {
+        ForcedTile force("7x9", "FLASHATTN_FORCE_BWD_TILE");
+        expect_backward_error_everywhere(FA_ERR_BAD_TILE_OVERRIDE, "FLASHATTN_FORCE_BWD_TILE");
+        CHECK(fwd() == FA_OK);
+    }
+    SECTION("a backward override that names a config")
+    {
+        ForcedTile force("64x64", "FLASHATTN_FORCE_BWD_TILE");
+        CHECK(bwd() == FA_OK);
+    }
 }
 
 // ---- success paths -------------------------------------------------------------------

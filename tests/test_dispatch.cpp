@@ -41,11 +41,22 @@ fa_problem_shape make_shape(fa_dtype dtype, int batch, int heads, int head_dim,
     return s;
 }
 
-// The registry a row selects from: the CPU's for the CPU row, else the CUDA one (AMD rows
-// included: no HIP configs exist yet, so they must fail cleanly against it).
+// The registry a row selects from: its vendor's backend.
 std::vector<fa_kernel_config> registry_for(const fa_arch_row *row)
 {
-    return compiled_registry(row->vendor == FA_VENDOR_CPU ? FA_BACKEND_CPU : FA_BACKEND_CUDA);
+    return compiled_registry(row->vendor == FA_VENDOR_CPU      ? FA_BACKEND_CPU
+                             : row->vendor == FA_VENDOR_NVIDIA ? FA_BACKEND_CUDA
+                                                               : FA_BACKEND_HIP);
+}
+
+// Largest head dim the AMD instances of a wave size cover (RDNA builds a subset).
+int amd_max_head_dim(int wave)
+{
+    int count = 0, best = 0;
+    const fa_kernel_config *reg = fa_registry(FA_BACKEND_HIP, &count);
+    for (int i = 0; i < count; i++)
+        if (reg[i].min_wave_size == wave && reg[i].head_dim > best) best = reg[i].head_dim;
+    return best;
 }
 
 fa_status select(const fa_arch_row *row, const std::vector<fa_kernel_config> &reg,
@@ -132,11 +143,41 @@ TEST_CASE("the CPU registry covers every dtype and head dim, inside the cpu row"
     }
 }
 
-TEST_CASE("no HIP configs are registered yet", "[dispatch]")
+TEST_CASE("the HIP registry expands fwd_instances.h: wave64 all, wave32 the R list", "[dispatch]")
 {
-    int count = -1;
-    CHECK(fa_registry(FA_BACKEND_HIP, &count) == nullptr);
-    CHECK(count == 0);
+    struct entry {
+        int hd, m, n, w, s;
+    };
+#define FA_TEST_ENTRY(hd, m, n, w, s) {hd, m, n, w, s},
+    const entry all[] = {FA_HIP_FWD_INSTANCES(FA_TEST_ENTRY)};
+    const entry wave32[] = {FA_HIP_WAVE32_FWD_INSTANCES(FA_TEST_ENTRY)};
+#undef FA_TEST_ENTRY
+    const int n_all = static_cast<int>(sizeof all / sizeof all[0]);
+    const int n_w32 = static_cast<int>(sizeof wave32 / sizeof wave32[0]);
+
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry(FA_BACKEND_HIP, &count);
+    REQUIRE(count == 2 * (n_all + n_w32));
+    for (int i = 0; i < count; i++) {
+        const fa_kernel_config &c = reg[i];
+        const bool w64 = i < 2 * n_all;
+        const entry &e = w64 ? all[i / 2] : wave32[(i - 2 * n_all) / 2];
+        int index = 0; // the entry's place in the H list: its launch-table slot
+        while (index < n_all && (all[index].hd != e.hd || all[index].m != e.m || all[index].n != e.n ||
+                                 all[index].s != e.s))
+            index++;
+        INFO(c.name);
+        REQUIRE(index < n_all);
+        CHECK(c.kernel_id == 2 * index + (i % 2));
+        CHECK(c.dtype == (i % 2 ? FA_DTYPE_BF16 : FA_DTYPE_F16));
+        CHECK(c.backend == FA_BACKEND_HIP);
+        CHECK(c.vendor == FA_VENDOR_AMD);
+        CHECK(c.min_wave_size == (w64 ? 64 : 32));
+        CHECK(c.threads == e.w * c.min_wave_size);
+        CHECK(c.head_dim == e.hd);
+        CHECK(c.smem_bytes == FA_FWD_SMEM_BYTES(e.hd, e.m, e.n, e.s));
+        CHECK(c.smem_bytes <= 64 * 1024); // gfx90a, gfx942 and RDNA: 64 KiB per workgroup
+    }
 }
 
 TEST_CASE("every row and head dim: the selection fits the row and covers the head dim",
@@ -155,16 +196,16 @@ TEST_CASE("every row and head dim: the selection fits the row and covers the hea
                     fa_status st = select(row, reg, shape, &sel);
                     INFO(row->name << " d" << d << " dtype " << dt << " s_q " << s.s_q
                                    << ": " << sel.reason);
-                    if (row->vendor == FA_VENDOR_AMD) {
+                    if (row->vendor == FA_VENDOR_AMD && d > amd_max_head_dim(row->wave_size)) {
                         CHECK(st == FA_ERR_UNSUPPORTED);
                         CHECK(sel.config == nullptr);
-                        CHECK(contains(sel.reason, "HIP"));
                         continue;
                     }
                     REQUIRE(st == FA_OK);
                     const fa_kernel_config *c = sel.config;
                     REQUIRE(c != nullptr);
                     CHECK(c->vendor == row->vendor);
+                    if (row->vendor == FA_VENDOR_AMD) CHECK(c->min_wave_size == row->wave_size);
                     CHECK(c->dtype == dt);
                     CHECK(c->head_dim >= d);
                     CHECK(c->smem_bytes <= row->smem_per_block);
@@ -180,6 +221,7 @@ TEST_CASE("every row and head dim: the selection fits the row and covers the hea
                     // covering head dim.
                     for (const fa_kernel_config &o : reg)
                         if (o.vendor == row->vendor && o.dtype == dt && o.head_dim >= d &&
+                            (o.min_wave_size == 0 || o.min_wave_size == row->wave_size) &&
                             o.smem_bytes <= row->smem_per_block &&
                             o.threads <= row->max_threads_per_block)
                             CHECK(o.head_dim >= c->head_dim);
@@ -395,12 +437,13 @@ TEST_CASE("unsupported requests say why", "[dispatch]")
     CHECK(select(sm90, planned, ok, &sel) == FA_ERR_UNSUPPORTED);
     CHECK(contains(sel.reason, "not compiled"));
 
-    // AMD rows against the real HIP registry (empty).
-    int count = 0;
-    const fa_kernel_config *hip = fa_registry(FA_BACKEND_HIP, &count);
-    CHECK(fa_select_config(fa_arch_find("gfx942"), hip, count, &ok, nullptr, &sel) ==
-          FA_ERR_UNSUPPORTED);
-    CHECK(contains(sel.reason, "HIP"));
+    // AMD rows against the real HIP registry: head dims above RDNA's subset say why.
+    std::vector<fa_kernel_config> hip = compiled_registry(FA_BACKEND_HIP);
+    REQUIRE(select(fa_arch_find("gfx942"), hip, ok, &sel) == FA_OK);
+    CHECK(contains(sel.reason, "CU"));
+    fa_problem_shape d256 = make_shape(FA_DTYPE_BF16, 1, 8, 256, 128, 128);
+    CHECK(select(fa_arch_find("gfx1100"), hip, d256, &sel) == FA_ERR_UNSUPPORTED);
+    CHECK(contains(sel.reason, "wave"));
 }
 
 TEST_CASE("the selection is pure: same inputs, same output", "[dispatch]")
@@ -447,4 +490,35 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     shape.head_dim = 72;
     REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
     CHECK(contains(sel.reason, "padded to 96"));
+}
+
+TEST_CASE("the CPU backward registry fits the cpu row and covers every head dim",
+          "[dispatch][bwd]")
+{
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry_bwd(FA_BACKEND_CPU, &count);
+    const fa_arch_row *cpu = fa_arch_find("cpu");
+    REQUIRE(count > 0);
+    for (int i = 0; i < count; i++) {
+        INFO(reg[i].name);
+        CHECK(reg[i].kernel_id == i);
+        CHECK(reg[i].pass == FA_PASS_BWD);
+        CHECK(reg[i].vendor == FA_VENDOR_CPU);
+        CHECK(reg[i].compiled == 1);
+        CHECK(reg[i].smem_bytes <= cpu->smem_per_block);
+    }
+    for (fa_dtype dt : {FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16})
+        for (int d = 8; d <= FA_MAX_HEAD_DIM; d += 8) {
+            fa_problem_shape shape = make_shape(dt, 1, 16, d, 2048, 2048);
+            shape.pass = FA_PASS_BWD;
+            shape.num_splits_request = 4; // the backward never splits
+            fa_selection sel;
+            std::vector<fa_kernel_config> list(reg, reg + count);
+            INFO("d" << d << " dtype " << dt);
+            REQUIRE(select(cpu, list, shape, &sel) == FA_OK);
+            CHECK(sel.config->pass == FA_PASS_BWD);
+            CHECK(sel.config->dtype == dt);
+            CHECK(sel.config->head_dim >= d);
+            CHECK(sel.num_splits == 1);
+        }
 }

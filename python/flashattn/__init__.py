@@ -3,6 +3,7 @@
     import flashattn
     out = flashattn.attention(q, k, v, causal=True)            # q [b, s_q, h, d], k/v [b, s_k, h_k, d]
     out, lse = flashattn.attention(q, k, v, return_lse=True)   # lse [b, h, s_q], fp32
+    out = flashattn.flash_attn_func(q, k, v, causal=True)      # differentiable (torch.autograd)
 
 Tensors on a CUDA device run on the CUDA backend, on the current stream; CPU tensors run
 on the CPU backend. The library is found through FLASHATTN_LIBRARY, else next to this
@@ -14,7 +15,7 @@ import os
 
 import torch
 
-__all__ = ["attention", "FlashAttnError", "library"]
+__all__ = ["attention", "attention_backward", "flash_attn_func", "FlashAttnError", "library"]
 
 _STATUS_OK = 0
 _BACKEND = {"cpu": 1, "cuda": 2}
@@ -72,6 +73,8 @@ def library():
         _lib.fa_fwd.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_Tensor)] * 3 + [
             ctypes.POINTER(_Params), ctypes.POINTER(_Tensor), ctypes.POINTER(_Tensor),
             ctypes.c_void_p, ctypes.c_size_t]
+        _lib.fa_bwd.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_Tensor)] * 6 + [
+            ctypes.POINTER(_Params)] + [ctypes.POINTER(_Tensor)] * 3 + [ctypes.c_void_p, ctypes.c_size_t]
     return _lib
 
 
@@ -106,10 +109,8 @@ def _check(ctx, status):
                                          lib.fa_last_error(ctx).decode()))
 
 
-def attention(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
-              alibi_slopes=None, return_lse=False, num_splits=0, out=None):
-    """Exact attention over BSHD tensors (see include/flashattn.h for the semantics)."""
-    ctx = _context(q.device)
+def _params(q, causal, softmax_scale, window, softcap, alibi_slopes, num_splits=0):
+    """fa_params for these options, and the tensors that must outlive the call."""
     params = _Params()
     library().fa_params_init(ctypes.byref(params))
     params.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
@@ -117,21 +118,79 @@ def attention(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softca
     params.window_left, params.window_right = int(window[0]), int(window[1])
     params.softcap = float(softcap)
     params.num_splits = int(num_splits)
+    keep = []
     if alibi_slopes is not None:
         alibi_slopes = alibi_slopes.to(device=q.device, dtype=torch.float32).contiguous()
         params.alibi_slopes = alibi_slopes.data_ptr()
         params.alibi_batch_stride = alibi_slopes.shape[-1] if alibi_slopes.dim() == 2 else 0
+        keep.append(alibi_slopes)
+    return params, keep
+
+
+def _bind_stream(ctx, device):
+    if device.type == "cuda":
+        _check(ctx, library().fa_set_stream(ctx, torch.cuda.current_stream(device).cuda_stream))
+
+
+def attention(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
+              alibi_slopes=None, return_lse=False, num_splits=0, out=None):
+    """Exact attention over BSHD tensors (see include/flashattn.h for the semantics)."""
+    ctx = _context(q.device)
+    params, keep = _params(q, causal, softmax_scale, window, softcap, alibi_slopes, num_splits)
     if out is None:
         out = torch.empty_like(q)
     lse = None
     if return_lse:
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device=q.device, dtype=torch.float32)
-    if q.device.type == "cuda":
-        _check(ctx, library().fa_set_stream(ctx, torch.cuda.current_stream(q.device).cuda_stream))
+    _bind_stream(ctx, q.device)
     qv, kv, vv, ov = _view(q), _view(k), _view(v), _view(out)
     lv = _view(lse) if lse is not None else None
     status = library().fa_fwd(ctx, ctypes.byref(qv), ctypes.byref(kv), ctypes.byref(vv),
                               ctypes.byref(params), ctypes.byref(ov),
                               ctypes.byref(lv) if lv is not None else None, None, 0)
     _check(ctx, status)
+    del keep
     return (out, lse) if return_lse else out
+
+
+def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=(-1, -1),
+                       softcap=0.0, alibi_slopes=None):
+    """Gradients (dq, dk, dv) of attention() from its output and LSE (fa_bwd)."""
+    ctx = _context(q.device)
+    params, keep = _params(q, causal, softmax_scale, window, softcap, alibi_slopes)
+    dout = dout if dout.stride(-1) == 1 else dout.contiguous()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    _bind_stream(ctx, q.device)
+    views = [_view(t) for t in (q, k, v, out, lse, dout)]
+    grads = [_view(t) for t in (dq, dk, dv)]
+    status = library().fa_bwd(ctx, *[ctypes.byref(t) for t in views], ctypes.byref(params),
+                              *[ctypes.byref(t) for t in grads], None, 0)
+    _check(ctx, status)
+    del keep
+    return dq, dk, dv
+
+
+class _FlashAttnFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal, softmax_scale, window, softcap, alibi_slopes):
+        out, lse = attention(q, k, v, causal=causal, softmax_scale=softmax_scale, window=window,
+                             softcap=softcap, alibi_slopes=alibi_slopes, return_lse=True)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.options = (causal, softmax_scale, window, softcap, alibi_slopes)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        causal, softmax_scale, window, softcap, alibi_slopes = ctx.options
+        dq, dk, dv = attention_backward(dout, q, k, v, out, lse, causal=causal,
+                                        softmax_scale=softmax_scale, window=window,
+                                        softcap=softcap, alibi_slopes=alibi_slopes)
+        return dq, dk, dv, None, None, None, None, None
+
+
+def flash_attn_func(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
+                    alibi_slopes=None):
+    """attention() as a differentiable torch operation (training through flashattn)."""
+    return _FlashAttnFunction.apply(q, k, v, causal, softmax_scale, tuple(window), softcap,
+                                    alibi_slopes)

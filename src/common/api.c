@@ -2,8 +2,9 @@
  * api.c - the public entry points of flashattn.h that are not a backend: contexts and
  * backend choice, tensor constructors, names of statuses/backends/dtypes, and the one
  * argument checker that turns (q, k, v, params, out, lse) into a resolved fa_problem.
- * fa_fwd, fa_fwd_workspace_size and fa_plan_fwd all go through prepare_forward(), so
- * "is this supported", "how much workspace" and "what runs" can never disagree.
+ * fa_fwd, fa_fwd_workspace_size and fa_plan_fwd all go through prepare_forward(), fa_bwd
+ * and fa_bwd_workspace_size through prepare_backward(), so "is this supported", "how
+ * much workspace" and "what runs" can never disagree.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -838,29 +839,37 @@ static fa_status build_problem(fa_context *ctx, const call_tensors *t, const fa_
 /* Selection and the forward entry points                                               */
 /* ------------------------------------------------------------------------------------ */
 
-static fa_status read_tile_override(fa_context *ctx, fa_tile_override *force)
+/* The tile override of a pass: the forward and the backward are tuned separately. */
+static const char *tile_override_variable(fa_pass pass)
 {
-    const char *text = getenv("FLASHATTN_FORCE_TILE");
+    return pass == FA_PASS_BWD ? "FLASHATTN_FORCE_BWD_TILE" : "FLASHATTN_FORCE_TILE";
+}
+
+static fa_status read_tile_override(fa_context *ctx, fa_pass pass, fa_tile_override *force)
+{
+    const char *name = tile_override_variable(pass);
+    const char *text = getenv(name);
     memset(force, 0, sizeof *force);
     if (fa_parse_tile_override(text, force) != FA_OK)
         return fa_fail(ctx, FA_ERR_BAD_TILE_OVERRIDE,
-                       "FLASHATTN_FORCE_TILE=\"%s\" is malformed: expected MxN or MxN:S "
+                       "%s=\"%s\" is malformed: expected MxN or MxN:S "
                        "(e.g. 128x64 or 128x64:2)",
-                       text);
+                       name, text);
     return FA_OK;
 }
 
-static fa_status select_forward(fa_context *ctx, const fa_problem *p, fa_selection *sel)
+static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pass,
+                               fa_selection *sel)
 {
     fa_problem_shape shape;
     fa_tile_override force;
     const fa_kernel_config *registry;
     int count = 0;
-    fa_status st = read_tile_override(ctx, &force);
+    fa_status st = read_tile_override(ctx, pass, &force);
     if (st != FA_OK)
         return st;
     memset(&shape, 0, sizeof shape);
-    shape.pass = FA_PASS_FWD;
+    shape.pass = pass;
     shape.dtype = p->dtype;
     shape.batch = p->batch;
     shape.heads = p->heads;
@@ -871,15 +880,17 @@ static fa_status select_forward(fa_context *ctx, const fa_problem *p, fa_selecti
     shape.has_mask = p->window.left >= 0 || p->window.right >= 0;
     shape.num_splits_request = p->num_splits_request;
     memset(sel, 0, sizeof *sel);
-    registry = fa_registry(ctx->backend, &count);
+    registry = pass == FA_PASS_BWD ? fa_registry_bwd(ctx->backend, &count)
+                                   : fa_registry(ctx->backend, &count);
     st = fa_select_config(&ctx->row, registry, count, &shape, &force, sel);
     if (st == FA_ERR_BAD_TILE_OVERRIDE)
-        return fa_fail(ctx, st, "FLASHATTN_FORCE_TILE=\"%s\": %s",
-                       getenv("FLASHATTN_FORCE_TILE"), sel->reason);
+        return fa_fail(ctx, st, "%s=\"%s\": %s", tile_override_variable(pass),
+                       getenv(tile_override_variable(pass)), sel->reason);
     if (st != FA_OK)
-        return fa_fail(ctx, st, "no %s forward kernel for %s d=%d on %s: %s",
-                       fa_backend_name(ctx->backend), fa_dtype_name(p->dtype), p->head_dim,
-                       ctx->row.name, sel->reason);
+        return fa_fail(ctx, st, "no %s %s kernel for %s d=%d on %s: %s",
+                       fa_backend_name(ctx->backend),
+                       pass == FA_PASS_BWD ? "backward" : "forward", fa_dtype_name(p->dtype),
+                       p->head_dim, ctx->row.name, sel->reason);
     return FA_OK;
 }
 
@@ -889,7 +900,7 @@ static fa_status prepare_forward(fa_context *ctx, const call_tensors *t, const f
 {
     fa_status st = build_problem(ctx, t, params, p);
     if (st == FA_OK)
-        st = select_forward(ctx, p, sel);
+        st = select_kernel(ctx, p, FA_PASS_FWD, sel);
     if (st != FA_OK)
         return st;
     *workspace_bytes = 0;
@@ -989,12 +1000,65 @@ FA_EXPORT fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_te
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Backward: declared for API stability; arguments are checked, then refused.          */
+/* Backward                                                                             */
 /* ------------------------------------------------------------------------------------ */
 
-static fa_status backward_unsupported(fa_context *ctx)
+/* The gradient tensors of a backward call; NULL for the workspace query. */
+typedef struct grad_tensors {
+    const fa_tensor *dout, *dq, *dk, *dv;
+} grad_tensors;
+
+/* dout and dq are shaped like q, dk and dv like k (dtype included); their data and
+ * strides go into p. */
+static fa_status check_gradients(fa_context *ctx, const call_tensors *t, const grad_tensors *g,
+                                 fa_problem *p)
 {
-    return fa_fail(ctx, FA_ERR_UNSUPPORTED, "backward pass is not implemented in this version");
+    operand_dims q, k, dout, dq, dk, dv;
+    fa_status st = check_operand(ctx, "q", t->q, p->varlen, &q);
+    if (st == FA_OK)
+        st = check_operand(ctx, "k", t->k, p->varlen, &k);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "dout", g->dout, p->varlen, "q", t->q, &q, &dout);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "dq", g->dq, p->varlen, "q", t->q, &q, &dq);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "dk", g->dk, p->varlen, "k", t->k, &k, &dk);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "dv", g->dv, p->varlen, "k", t->k, &k, &dv);
+    if (st != FA_OK)
+        return st;
+    p->dout = g->dout->data;
+    p->dq = g->dq->data;
+    p->dk = g->dk->data;
+    p->dv = g->dv->data;
+    p->dout_stride = dout.stride;
+    p->dq_stride = dq.stride;
+    p->dk_stride = dk.stride;
+    p->dv_stride = dv.stride;
+    return FA_OK;
+}
+
+/* Validation, selection and the workspace query of a backward: everything but the run.
+ * g is NULL for the workspace query, which sees only q, k, v and params. */
+static fa_status prepare_backward(fa_context *ctx, const call_tensors *t, const grad_tensors *g,
+                                  const fa_params *params, fa_problem *p, fa_selection *sel,
+                                  size_t *workspace_bytes)
+{
+    fa_status st = build_problem(ctx, t, params, p);
+    if (st == FA_OK && g != NULL)
+        st = check_gradients(ctx, t, g, p);
+    if (st != FA_OK)
+        return st;
+    if (ctx->ops->bwd == NULL || ctx->ops->bwd_workspace == NULL)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the %s backend has no backward pass in this build",
+                       fa_backend_name(ctx->backend));
+    st = select_kernel(ctx, p, FA_PASS_BWD, sel);
+    if (st != FA_OK)
+        return st;
+    *workspace_bytes = 0;
+    st = ctx->ops->bwd_workspace(ctx, p, sel, workspace_bytes);
+    return backend_failed(ctx, st, "backward workspace query");
 }
 
 FA_EXPORT fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
@@ -1003,32 +1067,16 @@ FA_EXPORT fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, c
 {
     call_tensors t = {q, k, v, NULL, NULL};
     fa_problem p;
+    fa_selection sel;
+    size_t needed;
     fa_status st = begin_call(ctx);
     if (st != FA_OK)
         return st;
     if (bytes == NULL)
         return fa_fail(ctx, FA_ERR_NULL_POINTER, "bytes is NULL");
-    st = build_problem(ctx, &t, params, &p);
-    return st != FA_OK ? st : backward_unsupported(ctx);
-}
-
-/* dout and dq are shaped like q, dk and dv like k. */
-static fa_status check_gradients(fa_context *ctx, const call_tensors *t, int varlen,
-                                 const fa_tensor *dout, const fa_tensor *dq,
-                                 const fa_tensor *dk, const fa_tensor *dv)
-{
-    operand_dims q, k, grad;
-    fa_status st = check_operand(ctx, "q", t->q, varlen, &q);
+    st = prepare_backward(ctx, &t, NULL, params, &p, &sel, &needed);
     if (st == FA_OK)
-        st = check_operand(ctx, "k", t->k, varlen, &k);
-    if (st == FA_OK)
-        st = check_operand_like(ctx, "dout", dout, varlen, "q", t->q, &q, &grad);
-    if (st == FA_OK)
-        st = check_operand_like(ctx, "dq", dq, varlen, "q", t->q, &q, &grad);
-    if (st == FA_OK)
-        st = check_operand_like(ctx, "dk", dk, varlen, "k", t->k, &k, &grad);
-    if (st == FA_OK)
-        st = check_operand_like(ctx, "dv", dv, varlen, "k", t->k, &k, &grad);
+        *bytes = needed;
     return st;
 }
 
@@ -1038,18 +1086,24 @@ FA_EXPORT fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
                            fa_tensor *dk, fa_tensor *dv, void *workspace, size_t workspace_bytes)
 {
     call_tensors t = {q, k, v, out, lse};
+    grad_tensors g = {dout, dq, dk, dv};
     fa_problem p;
+    fa_selection sel;
+    size_t needed;
     fa_status st = begin_call(ctx);
-    (void)workspace;
-    (void)workspace_bytes;
     if (st != FA_OK)
         return st;
     if (out == NULL)
-        return fa_fail(ctx, FA_ERR_NULL_POINTER, "out is NULL");
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "out is NULL (the backward needs it)");
     if (lse == NULL)
         return fa_fail(ctx, FA_ERR_NULL_POINTER, "lse is NULL (the backward needs it)");
-    st = build_problem(ctx, &t, params, &p);
-    if (st == FA_OK)
-        st = check_gradients(ctx, &t, p.varlen, dout, dq, dk, dv);
-    return st != FA_OK ? st : backward_unsupported(ctx);
+    st = prepare_backward(ctx, &t, &g, params, &p, &sel, &needed);
+    if (st != FA_OK)
+        return st;
+    if (workspace != NULL && workspace_bytes < needed)
+        return fa_fail(ctx, FA_ERR_WORKSPACE_TOO_SMALL,
+                       "workspace of %zu bytes < %zu bytes needed (fa_bwd_workspace_size)",
+                       workspace_bytes, needed);
+    st = ctx->ops->bwd(ctx, &p, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
+    return backend_failed(ctx, st, "backward");
 }

@@ -35,6 +35,7 @@
 #define FA_CAT_(a, b) a##b
 #define FA_CAT(a, b) FA_CAT_(a, b)
 #define FA_BT (FA_INST_N / FA_MMA_N) /* n-tiles across a 64-wide row/column tile         */
+#define FA_BK (FA_INST_N / FA_MMA_K) /* k-steps across it (A operands of P, dS)          */
 #define FA_BD (FA_INST_D / FA_MMA_N) /* n-tiles across the head dim                      */
 #define FA_TILE_ELEMS (FA_INST_N * FA_PITCH)
 
@@ -65,24 +66,24 @@ FA_DEVICE void fa_bwd_rows_by_cols(float acc[FA_BT][FA_ACC_REGS], const fa_elem 
 /* acc (16 rows x head dim) += P · B, P given as packed A operands over FA_INST_N columns
  * and B stored [FA_INST_N rows][head dim] in shared memory. */
 FA_DEVICE void fa_bwd_accumulate(float acc[FA_BD][FA_ACC_REGS],
-                                 const uint32_t p[FA_BT / 2][FA_A_REGS], const fa_elem *b_tile)
+                                 const uint32_t p[FA_BK][FA_A_REGS], const fa_elem *b_tile)
 {
 #pragma unroll
-    for (int kf = 0; kf < FA_BT; kf += 2)
+    for (int ks = 0; ks < FA_BK; ++ks)
 #pragma unroll
         for (int df = 0; df < FA_BD; df += 2) {
             uint32_t b[2][FA_B_REGS];
-            fa_load_b_pair(b, b_tile, fa_smem_offset, kf * FA_MMA_N, df * FA_MMA_N);
-            fa_mma(acc[df], p[kf / 2], b[0]);
-            fa_mma(acc[df + 1], p[kf / 2], b[1]);
+            fa_load_b_pair(b, b_tile, fa_smem_offset, ks * FA_MMA_K, df * FA_MMA_N);
+            fa_mma(acc[df], p[ks], b[0]);
+            fa_mma(acc[df + 1], p[ks], b[1]);
         }
 }
 
-FA_DEVICE void fa_bwd_pack(uint32_t p[FA_BT / 2][FA_A_REGS], float acc[FA_BT][FA_ACC_REGS])
+FA_DEVICE void fa_bwd_pack(uint32_t p[FA_BK][FA_A_REGS], float acc[FA_BT][FA_ACC_REGS])
 {
 #pragma unroll
-    for (int kf = 0; kf < FA_BT; kf += 2)
-        fa_acc_pair_to_a(p[kf / 2], acc[kf], acc[kf + 1]);
+    for (int ks = 0; ks < FA_BK; ++ks)
+        fa_acc_to_a(p[ks], acc, ks);
 }
 
 /* Visibility of element (query, key); rows are queries when keys_are_rows is 0. */
@@ -110,7 +111,7 @@ FA_DEVICE void fa_bwd_probabilities(float s[FA_BT][FA_ACC_REGS], const fa_bwd_ti
             int query = t->keys_are_rows ? col : row;
             int key = t->keys_are_rows ? row : col;
             float lse = t->keys_are_rows ? lse_cols[nf * FA_MMA_N + fa_acc_col(lane, r)]
-                                         : lse_rows[r >> 1];
+                                         : lse_rows[r / FA_ACC_COLS];
             float x = s[nf][r] * args->scale_log2;
             if (alibi_log2 != 0.f)
                 x -= alibi_log2 * fa_alibi_distance(query, key, t->seqlen_q, t->seqlen_k);
@@ -130,28 +131,32 @@ FA_DEVICE void fa_bwd_dscores(float dp[FA_BT][FA_ACC_REGS], const float p[FA_BT]
     for (int nf = 0; nf < FA_BT; ++nf)
 #pragma unroll
         for (int r = 0; r < FA_ACC_REGS; ++r) {
-            float d = keys_are_rows ? delta_cols[nf * FA_MMA_N + fa_acc_col(lane, r)] : delta_rows[r >> 1];
+            float d = keys_are_rows ? delta_cols[nf * FA_MMA_N + fa_acc_col(lane, r)]
+                                    : delta_rows[r / FA_ACC_COLS];
             dp[nf][r] = p[nf][r] * (dp[nf][r] - d);
         }
 }
 
-/* Store a warp's 16 x head-dim fp32 accumulator (times `scale`) as fp16/bf16 rows. */
+/* Store a warp's 16 x head-dim fp32 accumulator (times `scale`) as fp16/bf16 rows.
+ * Registers r, r + 1 (r even) of a row group hold columns col and col +
+ * FA_ACC_PAIR_STRIDE of one group of 8: head_dim, a multiple of 8, never splits them. */
 FA_DEVICE void fa_bwd_store_rows(fa_elem *base, long long row_stride, int row0, int rows_valid,
                                  int head_dim, float acc[FA_BD][FA_ACC_REGS], float scale)
 {
     const int lane = fa_lane();
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        int row = row0 + fa_acc_row(lane, 2 * half);
+    for (int g = 0; g < FA_ACC_ROWS; ++g) {
+        int row = row0 + fa_acc_row(lane, g * FA_ACC_COLS);
         if (row >= rows_valid)
             continue;
 #pragma unroll
-        for (int df = 0; df < FA_BD; ++df) {
-            int col = df * FA_MMA_N + fa_acc_col(lane, 2 * half);
-            if (col < head_dim)
-                fa_store2(base + row * row_stride + col, acc[df][2 * half] * scale,
-                          acc[df][2 * half + 1] * scale);
-        }
+        for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2)
+#pragma unroll
+            for (int df = 0; df < FA_BD; ++df) {
+                int col = df * FA_MMA_N + fa_acc_col(lane, r);
+                if (col < head_dim)
+                    fa_store_pair(base + row * row_stride + col, acc[df][r] * scale, acc[df][r + 1] * scale);
+            }
     }
 }
 
@@ -256,7 +261,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dk
         float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
         float p[FA_BT][FA_ACC_REGS], dp[FA_BT][FA_ACC_REGS];
-        uint32_t packed[FA_BT / 2][FA_A_REGS];
+        uint32_t packed[FA_BK][FA_A_REGS];
         fa_bwd_rows_by_cols(p, smem_k, warp_key0, q_tile); /* Sᵀ */
         fa_bwd_probabilities(p, &t, f, alibi_log2, NULL, smem_lse + buf * FA_INST_N);
         fa_bwd_pack(packed, p);
@@ -327,13 +332,13 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dq
         fa_async_commit();
     }
 
-    /* This lane's two query rows: their LSE (log2 units) and D. */
-    float lse_rows[2], delta_rows[2];
+    /* This lane's query rows: their LSE (log2 units) and D. */
+    float lse_rows[FA_ACC_ROWS], delta_rows[FA_ACC_ROWS];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        int row = min(m0 + warp_row0 + fa_acc_row(lane, 2 * half), seq.seqlen_q - 1);
-        lse_rows[half] = args.lse_log2[(long long)head * f->total_q + q_base + row];
-        delta_rows[half] = args.delta[(long long)head * f->total_q + q_base + row];
+    for (int g = 0; g < FA_ACC_ROWS; ++g) {
+        int row = min(m0 + warp_row0 + fa_acc_row(lane, g * FA_ACC_COLS), seq.seqlen_q - 1);
+        lse_rows[g] = args.lse_log2[(long long)head * f->total_q + q_base + row];
+        delta_rows[g] = args.delta[(long long)head * f->total_q + q_base + row];
     }
     float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
@@ -365,7 +370,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dq
                    n0 + FA_INST_N > fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w);
 
         float p[FA_BT][FA_ACC_REGS], dp[FA_BT][FA_ACC_REGS];
-        uint32_t packed[FA_BT / 2][FA_A_REGS];
+        uint32_t packed[FA_BK][FA_A_REGS];
         fa_bwd_rows_by_cols(p, smem_q, warp_row0, k_tile); /* S */
         fa_bwd_probabilities(p, &t, f, alibi_log2, lse_rows, NULL);
         fa_bwd_rows_by_cols(dp, smem_do, warp_row0, v_tile); /* dP = dO·Vᵀ */

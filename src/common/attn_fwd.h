@@ -26,6 +26,7 @@
 #define FA_MF (FA_WARP_ROWS / FA_MMA_M)       /* m-tiles per warp                       */
 #define FA_NF (FA_INST_N / FA_MMA_N)          /* n-tiles of S per warp                  */
 #define FA_DF (FA_INST_D / FA_MMA_N)          /* n-tiles of O per warp                  */
+#define FA_KS (FA_INST_N / FA_MMA_K)          /* k-steps of P·V (A operands of P)       */
 /* Small head dims compute a tile too quickly to hide a whole K+V tile load behind one
  * tile of work, so they (and single-buffer instances) wait for K and V separately;
  * larger ones load K and V as one group with one barrier per tile (measured:
@@ -33,7 +34,8 @@
 #define FA_JOINT_KV_TILES (FA_INST_STAGES >= 2 && FA_INST_D > 64)
 #define FA_RESCALE_SLACK 8.f
 
-#if FA_WARP_ROWS % FA_MMA_M != 0 || FA_INST_N % 16 != 0 || FA_INST_D % 16 != 0
+#if FA_WARP_ROWS % FA_MMA_M != 0 || FA_INST_N % (2 * FA_MMA_N) != 0 || \
+    FA_INST_D % (2 * FA_MMA_N) != 0 || FA_INST_N % FA_MMA_K != 0 || FA_INST_D % FA_MMA_K != 0
 #error "instance tile does not divide into matrix-unit tiles"
 #endif
 
@@ -122,14 +124,14 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
 #pragma unroll
         for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, 2 * half);
+            for (int g = 0; g < FA_ACC_ROWS; ++g) {
+                int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, g * FA_ACC_COLS);
                 int lo = (int)fa_first_visible_key(row, s->seqlen_q, s->seqlen_k, w) - n0;
                 int hi = (int)fa_end_visible_key(row, s->seqlen_q, s->seqlen_k, w) - n0;
 #pragma unroll
                 for (int nf = 0; nf < FA_NF; ++nf)
 #pragma unroll
-                    for (int r = 2 * half; r < 2 * half + 2; ++r) {
+                    for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; ++r) {
                         int col = nf * FA_MMA_N + fa_acc_col(lane, r);
                         if (col < lo || col >= hi)
                             acc_s[mf][nf][r] = -INFINITY;
@@ -139,47 +141,58 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
     return logit_scale;
 }
 
+/* Largest of the registers of row group g of one accumulator tile. */
+FA_DEVICE float fa_group_max(const float acc[FA_ACC_REGS], int g)
+{
+    float mx = acc[g * FA_ACC_COLS];
+#pragma unroll
+    for (int r = g * FA_ACC_COLS + 1; r < (g + 1) * FA_ACC_COLS; ++r)
+        mx = fmaxf(mx, acc[r]);
+    return mx;
+}
+
 /* Online softmax step: new running max (kept in log2 units), P = exp2(x * logit_scale -
  * max) in place, running sums (per lane; reduced across the row's lanes only at the end)
  * and the O rescale. */
 FA_DEVICE void fa_online_softmax(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
                                  float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
-                                 float row_max[FA_MF][2], float row_sum[FA_MF][2], float logit_scale)
+                                 float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS],
+                                 float logit_scale)
 {
-    float correction[FA_MF][2];
+    float correction[FA_MF][FA_ACC_ROWS];
     int rescale = 0;
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
+        for (int g = 0; g < FA_ACC_ROWS; ++g) {
             float mx = -INFINITY;
 #pragma unroll
             for (int nf = 0; nf < FA_NF; ++nf)
-                mx = fmaxf(mx, fmaxf(acc_s[mf][nf][2 * half], acc_s[mf][nf][2 * half + 1]));
+                mx = fmaxf(mx, fa_group_max(acc_s[mf][nf], g));
             mx = fa_row_max(mx) * logit_scale;
             /* The running max only moves when the tile's max passes it by more than
              * FA_RESCALE_SLACK (log2 units): exact, because O and the sum share the stale
              * max and the final division cancels it, while P <= 2^slack stays far inside
              * fp16/bf16 range. Rows then rarely move after their first tiles, and the O
              * rescale below is skipped for the whole warp. */
-            int moves = mx > row_max[mf][half] + FA_RESCALE_SLACK;
-            mx = moves ? mx : row_max[mf][half];
+            int moves = mx > row_max[mf][g] + FA_RESCALE_SLACK;
+            mx = moves ? mx : row_max[mf][g];
             /* A row that has seen only masked keys keeps max -inf; exponentiate against 0
              * so its P is exactly 0 instead of exp2(-inf + inf) = NaN. */
             float base = mx == -INFINITY ? 0.f : mx;
-            correction[mf][half] = moves ? fa_exp2(row_max[mf][half] - base) : 1.f;
+            correction[mf][g] = moves ? fa_exp2(row_max[mf][g] - base) : 1.f;
             rescale |= moves;
-            row_max[mf][half] = mx;
-            float sum = row_sum[mf][half] * correction[mf][half];
+            row_max[mf][g] = mx;
+            float sum = row_sum[mf][g] * correction[mf][g];
 #pragma unroll
             for (int nf = 0; nf < FA_NF; ++nf)
 #pragma unroll
-                for (int r = 2 * half; r < 2 * half + 2; ++r) {
+                for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; ++r) {
                     float p = fa_exp2(fmaf(acc_s[mf][nf][r], logit_scale, -base));
                     acc_s[mf][nf][r] = p;
                     sum += p;
                 }
-            row_sum[mf][half] = sum;
+            row_sum[mf][g] = sum;
         }
     if (!fa_warp_any(rescale))
         return;
@@ -189,7 +202,7 @@ FA_DEVICE void fa_online_softmax(float acc_s[FA_MF][FA_NF][FA_ACC_REGS],
         for (int df = 0; df < FA_DF; ++df)
 #pragma unroll
             for (int r = 0; r < FA_ACC_REGS; ++r)
-                acc_o[mf][df][r] *= correction[mf][r >> 1];
+                acc_o[mf][df][r] *= correction[mf][r / FA_ACC_COLS];
 }
 
 /* Both products run over the instance's full head dim: the padded columns are zeros, and
@@ -224,64 +237,69 @@ FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem
     }
 }
 
-/* P as A operands for P·V, converted in one go so the fp32 scores die before the
+/* P as A operands for P·V (one per k-step of the key tile; which accumulators form one
+ * is the vendor's fa_acc_to_a), converted in one go so the fp32 scores die before the
  * product (the fp32 S tile and O accumulators together are this kernel's register peak). */
-FA_DEVICE void fa_pack_p(uint32_t p[FA_MF][FA_NF / 2][FA_A_REGS],
+FA_DEVICE void fa_pack_p(uint32_t p[FA_MF][FA_KS][FA_A_REGS],
                          float acc_s[FA_MF][FA_NF][FA_ACC_REGS])
 {
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
-        for (int kf = 0; kf < FA_NF; kf += 2)
-            fa_acc_pair_to_a(p[mf][kf / 2], acc_s[mf][kf], acc_s[mf][kf + 1]);
+        for (int ks = 0; ks < FA_KS; ++ks)
+            fa_acc_to_a(p[mf][ks], acc_s[mf], ks);
 }
 
-FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], uint32_t p[FA_MF][FA_NF / 2][FA_A_REGS],
+FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], uint32_t p[FA_MF][FA_KS][FA_A_REGS],
                      const fa_elem *smem_v)
 {
 #pragma unroll
-    for (int kf = 0; kf < FA_NF; kf += 2)
+    for (int ks = 0; ks < FA_KS; ++ks)
 #pragma unroll
         for (int df = 0; df < FA_DF; df += 2) {
             uint32_t b[2][FA_B_REGS];
-            fa_load_b_pair(b, smem_v, fa_smem_offset, kf * FA_MMA_N, df * FA_MMA_N);
+            fa_load_b_pair(b, smem_v, fa_smem_offset, ks * FA_MMA_K, df * FA_MMA_N);
 #pragma unroll
             for (int mf = 0; mf < FA_MF; ++mf) {
-                fa_mma(acc_o[mf][df], p[mf][kf / 2], b[0]);
-                fa_mma(acc_o[mf][df + 1], p[mf][kf / 2], b[1]);
+                fa_mma(acc_o[mf][df], p[mf][ks], b[0]);
+                fa_mma(acc_o[mf][df + 1], p[mf][ks], b[1]);
             }
         }
 }
 
 /* Normalise and write O and LSE once (or the split's fp32 partials). */
 FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, int warp_row0,
-                               float acc_o[FA_MF][FA_DF][FA_ACC_REGS], float row_max[FA_MF][2],
-                               float row_sum[FA_MF][2])
+                               float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
+                               float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS])
 {
     const int lane = fa_lane();
     const long long seq_base = args->cu_seqlens_q ? s->q_row0 : (long long)s->batch * args->seqlen_q;
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            float sum = fa_row_sum(row_sum[mf][half]);
+        for (int g = 0; g < FA_ACC_ROWS; ++g) {
+            float sum = fa_row_sum(row_sum[mf][g]);
             float inv = sum > 0.f ? 1.f / sum : 0.f;
-            float lse = sum > 0.f ? row_max[mf][half] * FA_LN2 + fa_log(sum) : -INFINITY;
-            int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, 2 * half);
+            float lse = sum > 0.f ? row_max[mf][g] * FA_LN2 + fa_log(sum) : -INFINITY;
+            int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, g * FA_ACC_COLS);
             if (row >= s->seqlen_q)
                 continue;
-            int col0 = fa_acc_col(lane, 2 * half);
+            /* Registers r, r + 1 (r even) hold columns col0 and col0 + FA_ACC_PAIR_STRIDE,
+             * inside one group of 8 columns: head_dim, a multiple of 8, never splits a pair. */
             if (args->num_splits == 1) {
                 fa_elem *out = (fa_elem *)args->out + s->batch * args->o_batch +
                                (s->q_row0 + row) * args->o_row + s->head * args->o_head;
 #pragma unroll
-                for (int df = 0; df < FA_DF; ++df) {
-                    int col = df * FA_MMA_N + col0;
-                    if (col < args->head_dim)
-                        fa_store2(out + col, acc_o[mf][df][2 * half] * inv,
-                                  acc_o[mf][df][2 * half + 1] * inv);
+                for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
+                    int col0 = fa_acc_col(lane, r);
+#pragma unroll
+                    for (int df = 0; df < FA_DF; ++df) {
+                        int col = df * FA_MMA_N + col0;
+                        if (col < args->head_dim)
+                            fa_store_pair(out + col, acc_o[mf][df][r] * inv, acc_o[mf][df][r + 1] * inv);
+                    }
                 }
-                if (args->lse && (lane & 3) == 0)
+                if (args->lse && fa_row_leader(lane))
                     args->lse[s->batch * args->lse_batch + s->head * args->lse_head +
                               (s->q_row0 + row) * args->lse_row] = lse;
             } else {
@@ -290,14 +308,18 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                               (((long long)s->split * args->total_q + grow) * args->heads + s->head) *
                                   args->head_dim;
 #pragma unroll
-                for (int df = 0; df < FA_DF; ++df) {
-                    int col = df * FA_MMA_N + col0;
-                    if (col < args->head_dim) {
-                        part[col] = acc_o[mf][df][2 * half] * inv;
-                        part[col + 1] = acc_o[mf][df][2 * half + 1] * inv;
+                for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
+                    int col0 = fa_acc_col(lane, r);
+#pragma unroll
+                    for (int df = 0; df < FA_DF; ++df) {
+                        int col = df * FA_MMA_N + col0;
+                        if (col < args->head_dim) {
+                            part[col] = acc_o[mf][df][r] * inv;
+                            part[col + FA_ACC_PAIR_STRIDE] = acc_o[mf][df][r + 1] * inv;
+                        }
                     }
                 }
-                if ((lane & 3) == 0)
+                if (fa_row_leader(lane))
                     args->partial_lse[((long long)s->split * args->heads + s->head) * args->total_q +
                                       grow] = lse;
             }
@@ -340,7 +362,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
                  s.seqlen_k - FA_TILE_N0(t), args.head_dim, FA_INST_N)
 
     float acc_o[FA_MF][FA_DF][FA_ACC_REGS];
-    float row_max[FA_MF][2], row_sum[FA_MF][2];
+    float row_max[FA_MF][FA_ACC_ROWS], row_sum[FA_MF][FA_ACC_ROWS];
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf) {
 #pragma unroll
@@ -348,14 +370,17 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #pragma unroll
             for (int r = 0; r < FA_ACC_REGS; ++r)
                 acc_o[mf][df][r] = 0.f;
-        row_max[mf][0] = row_max[mf][1] = -INFINITY;
-        row_sum[mf][0] = row_sum[mf][1] = 0.f;
+#pragma unroll
+        for (int g = 0; g < FA_ACC_ROWS; ++g) {
+            row_max[mf][g] = -INFINITY;
+            row_sum[mf][g] = 0.f;
+        }
     }
 #define FA_K_BUF(t) (smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH)
 #define FA_V_BUF(t) (smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH)
 #define FA_SOFTMAX_STEP(t)                                                                 \
     float acc_s[FA_MF][FA_NF][FA_ACC_REGS];                                                \
-    uint32_t p[FA_MF][FA_NF / 2][FA_A_REGS];                                               \
+    uint32_t p[FA_MF][FA_KS][FA_A_REGS];                                                   \
     fa_qk(acc_s, smem_q, FA_K_BUF(t), warp_row0);                                          \
     {                                                                                      \
         const int n0 = FA_TILE_N0(t);                                                      \

@@ -16,6 +16,9 @@
  * phase reads fall in 8 distinct 16-byte bank groups. */
 #define FA_PITCH FA_FWD_SMEM_PITCH(FA_INST_D)
 #define FA_THREADS (FA_INST_WARPS * FA_WARP_SIZE)
+/* A lane's accumulator registers form FA_ACC_ROWS row groups of FA_ACC_COLS registers,
+ * each group in one row (fa_device.h's fragment contract). */
+#define FA_ACC_COLS (FA_ACC_REGS / FA_ACC_ROWS)
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f
 

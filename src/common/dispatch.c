@@ -1,7 +1,7 @@
 /*
- * dispatch.c - the kernel-configuration registries (CPU tiles, the CUDA forward instances
- * of fwd_instances.h and the CUDA backward instances of bwd_instances.h) and the pure
- * selection (arch row, problem) -> config, with the reason for the choice in
+ * dispatch.c - the kernel-configuration registries (CPU tiles, the CUDA and HIP forward
+ * instances of fwd_instances.h and the CUDA backward instances of bwd_instances.h) and
+ * the pure selection (arch row, problem) -> config, with the reason for the choice in
  * words. Also parses the FLASHATTN_FORCE_TILE syntax.
  *
  * Selection rule (fa_select_config):
@@ -106,6 +106,40 @@ enum fa_cuda_bwd_kernel_id {
 
 static const fa_kernel_config k_cuda_bwd_configs[] = {FA_CUDA_BWD_INSTANCES(FA_CUDA_BWD_CFG_PAIR)};
 
+#ifdef FA_HAVE_HIP
+#define FA_HIP_BUILT 1
+#else
+#define FA_HIP_BUILT 0
+#endif
+
+/* kernel_id of the HIP forward configs: the entries of FA_HIP_FWD_INSTANCES in list
+ * order, each as fp16 then bf16 (id = 2 * entry + (dtype == bf16)), the order of
+ * hip_backend.cpp's launch table. One kernel serves every AMD target (the code object
+ * of the device's target is picked at load time): each entry is registered with four
+ * waves of 64 threads for the CDNA rows, and the FA_HIP_WAVE32_FWD_INSTANCES subset also
+ * with four waves of 32 for the RDNA rows (min_wave_size). */
+enum fa_hip_fwd_kernel_id {
+#define FA_HIP_KID(hd, m, n, w, s) \
+    FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_F16, FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_BF16,
+    FA_HIP_FWD_INSTANCES(FA_HIP_KID)
+#undef FA_HIP_KID
+};
+
+#define FA_HIP_CFG(hd, m, n, w, s, wave, dt, dtname, kid)                                  \
+    {"hip_fwd_d" #hd "_" dtname "_" #m "x" #n "x" #s "_w" #wave, FA_BACKEND_HIP,          \
+     FA_VENDOR_AMD, FA_PASS_FWD, dt, hd, m, n, (w) * (wave), s,                            \
+     FA_FWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid},
+#define FA_HIP_CFG_WAVE(hd, m, n, w, s, wave)                                              \
+    FA_HIP_CFG(hd, m, n, w, s, wave, FA_DTYPE_F16, "fp16",                                \
+               FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_F16)                             \
+    FA_HIP_CFG(hd, m, n, w, s, wave, FA_DTYPE_BF16, "bf16",                               \
+               FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_BF16)
+#define FA_HIP_CFG_W64(hd, m, n, w, s) FA_HIP_CFG_WAVE(hd, m, n, w, s, 64)
+#define FA_HIP_CFG_W32(hd, m, n, w, s) FA_HIP_CFG_WAVE(hd, m, n, w, s, 32)
+
+static const fa_kernel_config k_hip_configs[] = {FA_HIP_FWD_INSTANCES(FA_HIP_CFG_W64)
+                                                     FA_HIP_WAVE32_FWD_INSTANCES(FA_HIP_CFG_W32)};
+
 /* CPU tiles: one head-dim class (256) covers every head dim, because the CPU loops take
  * the head dim at run time. smem_bytes is one worker's fp32 working set at d256: Q tile
  * and O accumulator (2 * m * d), K and V tiles (2 * n * d) and the score tile (m * n):
@@ -123,19 +157,29 @@ static const fa_kernel_config k_cpu_configs[] = {
     FA_CPU_CFG(FA_DTYPE_BF16, "bf16", 64, 256, 4), FA_CPU_CFG(FA_DTYPE_BF16, "bf16", 128, 256, 5),
 };
 
-/* CPU backward tiles (tile_m query rows x tile_n keys), again one head-dim class. One
- * worker holds, in fp32: two row operands and two accumulators of each pass's row tile,
- * the score and gradient tiles, and four staged column operands: 4 * (m + n) * d + 2 * m
- * * n floats (cpu_bwd.c), 544 KiB at 64x64 and 832 KiB at 64x128, d256. */
+/* CPU backward tiles (tile_m query rows x tile_n keys). One worker holds, in fp32: two
+ * row operands and two accumulators of each pass's row tile, the score and gradient
+ * tiles, and four staged column operands: 4 * (m + n) * d + 2 * m * n floats (cpu_bwd.c).
+ * Larger tiles amortise OpenBLAS's packing and the per-block reloads of D and LSE
+ * (b1 h16 s2048 d128 on 2 workers: 128x256 runs about 12% faster than 64x128), but only
+ * fit the cpu row's 1 MiB up to d128, so there are two head-dim classes, as on GPUs:
+ * d128 with 64x128 (448 KiB), 128x128 (640 KiB), 128x256 (1 MiB); d256 with 64x64
+ * (544 KiB) and 64x128 (832 KiB). kernel_id = index in this array. */
 #define CPU_BWD_TILE_BYTES(d, m, n) (4 * (4 * ((m) + (n)) * (d) + 2 * (m) * (n)))
-#define FA_CPU_BWD_CFG(dt, dtname, m, n, kid)                                               \
-    {"cpu_bwd_d256_" dtname "_" #m "x" #n, FA_BACKEND_CPU, FA_VENDOR_CPU, FA_PASS_BWD, dt,  \
-     256, m, n, 1, 1, CPU_BWD_TILE_BYTES(256, m, n), 0, 0, 1, kid}
+#define FA_CPU_BWD_CFG(d, dt, dtname, m, n, kid)                                            \
+    {"cpu_bwd_d" #d "_" dtname "_" #m "x" #n, FA_BACKEND_CPU, FA_VENDOR_CPU, FA_PASS_BWD,   \
+     dt, d, m, n, 1, 1, CPU_BWD_TILE_BYTES(d, m, n), 0, 0, 1, kid}
+#define FA_CPU_BWD_DTYPE(dt, dtname, kid)                                                   \
+    FA_CPU_BWD_CFG(128, dt, dtname, 64, 128, kid),                                         \
+    FA_CPU_BWD_CFG(128, dt, dtname, 128, 128, kid + 1),                                    \
+    FA_CPU_BWD_CFG(128, dt, dtname, 128, 256, kid + 2),                                    \
+    FA_CPU_BWD_CFG(256, dt, dtname, 64, 64, kid + 3),                                      \
+    FA_CPU_BWD_CFG(256, dt, dtname, 64, 128, kid + 4)
 
 static const fa_kernel_config k_cpu_bwd_configs[] = {
-    FA_CPU_BWD_CFG(FA_DTYPE_F32, "f32", 64, 64, 0),   FA_CPU_BWD_CFG(FA_DTYPE_F32, "f32", 64, 128, 1),
-    FA_CPU_BWD_CFG(FA_DTYPE_F16, "fp16", 64, 64, 2),  FA_CPU_BWD_CFG(FA_DTYPE_F16, "fp16", 64, 128, 3),
-    FA_CPU_BWD_CFG(FA_DTYPE_BF16, "bf16", 64, 64, 4), FA_CPU_BWD_CFG(FA_DTYPE_BF16, "bf16", 64, 128, 5),
+    FA_CPU_BWD_DTYPE(FA_DTYPE_F32, "f32", 0),
+    FA_CPU_BWD_DTYPE(FA_DTYPE_F16, "fp16", 5),
+    FA_CPU_BWD_DTYPE(FA_DTYPE_BF16, "bf16", 10),
 };
 
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -150,8 +194,11 @@ const fa_kernel_config *fa_registry(fa_backend backend, int *count)
     } else if (backend == FA_BACKEND_CUDA) {
         list = k_cuda_configs;
         n = COUNT_OF(k_cuda_configs);
+    } else if (backend == FA_BACKEND_HIP) {
+        list = k_hip_configs;
+        n = COUNT_OF(k_hip_configs);
     }
-    /* FA_BACKEND_HIP: no HIP configs yet; AUTO is not a backend of its own. */
+    /* AUTO is not a backend of its own. */
     if (count) *count = n;
     return list;
 }
@@ -417,9 +464,6 @@ static void describe_no_config(const fa_arch_row *row, const fa_problem_shape *s
     const char *pass = shape->pass == FA_PASS_BWD ? "backward" : "forward";
     if (furthest == PASSED_NONE && shape->pass == FA_PASS_BWD)
         snprintf(out, len, "no backward kernel configs are registered for %s yet", row->name);
-    else if (furthest == PASSED_NONE && row->vendor == FA_VENDOR_AMD)
-        snprintf(out, len, "no HIP kernel configs are registered yet: AMD forward kernels for "
-                           "%s are not part of this version", row->name);
     else if (furthest == PASSED_NONE)
         snprintf(out, len, "no forward kernel configs are registered for %s", row->name);
     else if (furthest == PASSED_VENDOR)

@@ -1,7 +1,7 @@
 /*
  * dispatch.h - the kernel-configuration registry and the pure selection function
- * (arch row, problem) -> config. Used for fa_fwd and fa_plan_fwd alike, so "is this
- * supported" and "what would run" can never disagree.
+ * (arch row, problem) -> config. Used for fa_fwd, fa_plan_fwd and fa_bwd alike, so "is
+ * this supported" and "what would run" can never disagree.
  */
 #ifndef FA_DISPATCH_H
 #define FA_DISPATCH_H
@@ -59,8 +59,10 @@ typedef struct fa_selection {
     char reason[256];
 } fa_selection;
 
-/* Registry of every known config for a backend (compiled and planned), and its size. */
+/* Registry of every known forward config for a backend (compiled and planned), and its
+ * size; fa_registry_bwd the same for the backward (count 0 where there is none). */
 const fa_kernel_config *fa_registry(fa_backend backend, int *count);
+const fa_kernel_config *fa_registry_bwd(fa_backend backend, int *count);
 
 /* The selection: picks among registry[0..count) the compiled configs of the row's vendor,
  * pass and dtype with head_dim >= shape->head_dim that fit the row's limits, and ranks

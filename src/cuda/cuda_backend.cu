@@ -11,6 +11,7 @@
 
 #include "fa_internal.h"
 #include "attn_args.h"
+#include "gpu_args.h"
 #include "bwd_instances.h"
 #include "fwd_instances.h"
 
@@ -137,62 +138,12 @@ static fa_status fa_cuda_copy_to_host(fa_context *ctx, void *dst, const void *sr
     return err == cudaSuccess ? FA_OK : fa_cuda_error(ctx, err, "reading cu_seqlens/seqused_k");
 }
 
-static size_t fa_align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
-
-static size_t fa_split_bytes(const fa_problem *p, int splits)
-{
-    if (splits <= 1)
-        return 0;
-    size_t rows = (size_t)splits * (size_t)p->total_q * (size_t)p->heads;
-    return fa_align256(rows * (size_t)p->head_dim * sizeof(float)) + fa_align256(rows * sizeof(float));
-}
-
 static fa_status fa_cuda_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                        size_t *bytes)
 {
     (void)ctx;
     *bytes = fa_split_bytes(p, sel->num_splits);
     return FA_OK;
-}
-
-/* cp.async moves 16-byte chunks: every row the kernels touch must start 16-byte aligned. */
-static int fa_rows_aligned(const void *ptr, fa_strides st)
-{
-    return ((uintptr_t)ptr % 16) == 0 && st.batch % 8 == 0 && st.row % 8 == 0 && st.head % 8 == 0;
-}
-
-static fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
-{
-    fa_fwd_args a;
-    memset(&a, 0, sizeof a);
-    a.q = p->q; a.k = p->k; a.v = p->v; a.out = p->out; a.lse = p->lse;
-    a.q_batch = p->q_stride.batch; a.q_row = p->q_stride.row; a.q_head = p->q_stride.head;
-    a.k_batch = p->k_stride.batch; a.k_row = p->k_stride.row; a.k_head = p->k_stride.head;
-    a.v_batch = p->v_stride.batch; a.v_row = p->v_stride.row; a.v_head = p->v_stride.head;
-    a.o_batch = p->out_stride.batch; a.o_row = p->out_stride.row; a.o_head = p->out_stride.head;
-    a.lse_batch = p->lse_stride.batch; a.lse_row = p->lse_stride.row; a.lse_head = p->lse_stride.head;
-    a.cu_seqlens_q = p->varlen ? p->cu_seqlens_q : NULL;
-    a.cu_seqlens_k = p->varlen ? p->cu_seqlens_k : NULL;
-    a.seqused_k = p->seqused_k;
-    a.alibi_slopes = p->alibi_slopes;
-    a.alibi_batch = p->alibi_batch_stride;
-    a.batch = p->batch; a.heads = p->heads; a.heads_k = p->heads_k; a.head_dim = p->head_dim;
-    a.seqlen_q = (int)p->seqlen_q; a.seqlen_k = (int)p->seqlen_k;
-    a.window_left = p->window.left; a.window_right = p->window.right;
-    const float log2e = 1.4426950408889634f;
-    a.scale_log2 = p->softmax_scale * log2e;
-    if (p->softcap > 0.f) {
-        a.softcap_inv_scale = p->softmax_scale / p->softcap;
-        a.softcap_log2 = p->softcap * log2e;
-    }
-    a.num_splits = splits;
-    a.total_q = (int)p->total_q;
-    if (splits > 1) {
-        size_t rows = (size_t)splits * (size_t)p->total_q * (size_t)p->heads;
-        a.partial_out = (float *)workspace;
-        a.partial_lse = (float *)((char *)workspace + fa_align256(rows * (size_t)p->head_dim * sizeof(float)));
-    }
-    return a;
 }
 
 static fa_status fa_cuda_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,

@@ -7,10 +7,14 @@
  * Fragment contract (what src/common relies on):
  *   - An MMA tile is FA_MMA_M x FA_MMA_N x FA_MMA_K = 16 x 8 x 16.
  *   - An accumulator holds FA_ACC_REGS floats per lane; register r of lane l is element
- *     (fa_acc_row(l, r), fa_acc_col(l, r)) of the 16x8 tile.
- *   - Lanes that share an accumulator row are combined by fa_row_max / fa_row_sum.
- *   - fa_acc_pair_to_a turns the accumulators of two adjacent n-tiles (16x16 of P) into
- *     the A operand of the next product, without going through shared memory.
+ *     (fa_acc_row(l, r), fa_acc_col(l, r)) of the 16x8 tile. They form FA_ACC_ROWS row
+ *     groups of consecutive registers, one row each; registers r, r + 1 (r even) are
+ *     columns FA_ACC_PAIR_STRIDE apart, stored together by fa_store_pair.
+ *   - Lanes that share an accumulator row are combined by fa_row_max / fa_row_sum;
+ *     fa_row_leader picks one lane per row.
+ *   - fa_acc_to_a(a, acc_row, ks) builds the A operand of k-step ks of the next product
+ *     from one m-tile's accumulators (here two adjacent n-tiles, 16x16 of P), without
+ *     going through shared memory.
  */
 #ifndef FA_DEVICE_CUDA_H
 #define FA_DEVICE_CUDA_H
@@ -24,6 +28,8 @@
 #define FA_ACC_REGS 4
 #define FA_A_REGS 4
 #define FA_B_REGS 2
+#define FA_ACC_ROWS 2
+#define FA_ACC_PAIR_STRIDE 1
 #define FA_DEVICE __device__ __forceinline__
 #define FA_GLOBAL __global__
 #define FA_SHARED __shared__
@@ -36,6 +42,7 @@ FA_DEVICE void fa_barrier(void) { __syncthreads(); }
  * mma.m16n8k16", f32 accumulators): c0,c1 in row lane/4, c2,c3 in row lane/4 + 8. */
 FA_DEVICE int fa_acc_row(int lane, int reg) { return (lane >> 2) + 8 * (reg >> 1); }
 FA_DEVICE int fa_acc_col(int lane, int reg) { return 2 * (lane & 3) + (reg & 1); }
+FA_DEVICE int fa_row_leader(int lane) { return (lane & 3) == 0; }
 
 /* Warp-uniform "does any lane say yes". */
 FA_DEVICE int fa_warp_any(int predicate) { return __any_sync(0xffffffffu, predicate); }
@@ -180,8 +187,10 @@ FA_DEVICE void fa_acc_pair_to_a(uint32_t a[4], const float c0[4], const float c1
     a[2] = fa_pack2(c1[0], c1[1]);
     a[3] = fa_pack2(c1[2], c1[3]);
 }
+#define fa_acc_to_a(a, acc_row, ks) fa_acc_pair_to_a((a), (acc_row)[2 * (ks)], (acc_row)[2 * (ks) + 1])
 
 /* Store two adjacent output elements (an accumulator register pair) to global memory. */
 FA_DEVICE void fa_store2(void *dst, float lo, float hi) { *(uint32_t *)dst = fa_pack2(lo, hi); }
+#define fa_store_pair fa_store2
 
 #endif /* FA_DEVICE_CUDA_H */

@@ -11,6 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include "device_tensors.hpp"
+#include "gpu_case.hpp"
 #include "oracle.hpp"
 
 using fa_oracle::HostTensor;
@@ -18,166 +20,33 @@ using fa_oracle::Precision;
 
 namespace {
 
-struct DeviceBuffer {
-    void *ptr = nullptr;
-    explicit DeviceBuffer(size_t bytes) { REQUIRE(cudaMalloc(&ptr, bytes ? bytes : 1) == cudaSuccess); }
-    ~DeviceBuffer() { cudaFree(ptr); }
-    DeviceBuffer(const DeviceBuffer &) = delete;
-    DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-};
-
-// A device mirror of a host tensor: same storage bytes (poison included), same strides.
-struct DeviceTensor {
-    HostTensor *host;
-    std::unique_ptr<DeviceBuffer> buf;
-    fa_tensor view;
-    explicit DeviceTensor(HostTensor &h) : host(&h), buf(new DeviceBuffer(h.storage.size()))
-    {
-        REQUIRE(cudaMemcpy(buf->ptr, h.storage.data(), h.storage.size(), cudaMemcpyHostToDevice) ==
-                cudaSuccess);
-        view = h.view;
-        view.data = static_cast<unsigned char *>(buf->ptr) +
-                    (static_cast<unsigned char *>(h.view.data) - h.storage.data());
-    }
-    void copy_back()
-    {
-        REQUIRE(cudaMemcpy(host->storage.data(), buf->ptr, host->storage.size(), cudaMemcpyDeviceToHost) ==
-                cudaSuccess);
-    }
-};
-
-template <typename T> struct DeviceArray {
-    DeviceBuffer buf;
-    explicit DeviceArray(const std::vector<T> &v) : buf(v.size() * sizeof(T))
-    {
-        REQUIRE(cudaMemcpy(buf.ptr, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-    }
-    const T *get() const { return static_cast<const T *>(buf.ptr); }
-};
-
-struct Context {
-    fa_context *ctx = nullptr;
-    Context() { REQUIRE(fa_create(&ctx, FA_BACKEND_CUDA, 0) == FA_OK); }
-    ~Context() { fa_destroy(ctx); }
-};
-
-struct Case {
-    int batch = 1, seqlen_q = 128, seqlen_k = 128, heads = 6, heads_k = 6, head_dim = 64;
-    fa_dtype dtype = FA_DTYPE_BF16;
-    bool causal = false;
-    int window_left = -1, window_right = -1;
-    float softcap = 0.f;
-    bool alibi = false;
-    int num_splits = 0;
-    // Varlen when non-empty (batch = size - 1); seqused_k when non-empty.
-    std::vector<int32_t> cu_q, cu_k, seqused_k;
-    // Extra elements between rows (packed-qkv style strides) when > 0.
-    int row_padding = 0;
-};
-
-std::vector<int64_t> bshd_strides(int64_t s, int64_t h, int64_t d, int pad)
-{
-    int64_t row = h * d + pad;
-    return {s * row, row, d, 1};
-}
-
 struct Outcome {
     double out_error, out_bound, lse_error, lse_bound;
 };
 
 Outcome run_case(const Case &c, uint64_t seed)
 {
-    const bool varlen = !c.cu_q.empty();
-    const int batch = varlen ? static_cast<int>(c.cu_q.size()) - 1 : c.batch;
-    HostTensor q, k, v, out, lse;
-    if (varlen) {
-        q = fa_oracle::make_tensor(c.dtype, {c.cu_q.back(), c.heads, c.head_dim});
-        k = fa_oracle::make_tensor(c.dtype, {c.cu_k.back(), c.heads_k, c.head_dim});
-        v = fa_oracle::make_tensor(c.dtype, {c.cu_k.back(), c.heads_k, c.head_dim});
-        out = fa_oracle::make_tensor(c.dtype, {c.cu_q.back(), c.heads, c.head_dim});
-        lse = fa_oracle::make_tensor(FA_DTYPE_F32, {c.heads, c.cu_q.back()});
-    } else {
-        int p = c.row_padding;
-        q = fa_oracle::make_tensor(c.dtype, {batch, c.seqlen_q, c.heads, c.head_dim},
-                                   bshd_strides(c.seqlen_q, c.heads, c.head_dim, p));
-        k = fa_oracle::make_tensor(c.dtype, {batch, c.seqlen_k, c.heads_k, c.head_dim},
-                                   bshd_strides(c.seqlen_k, c.heads_k, c.head_dim, p));
-        v = fa_oracle::make_tensor(c.dtype, {batch, c.seqlen_k, c.heads_k, c.head_dim},
-                                   bshd_strides(c.seqlen_k, c.heads_k, c.head_dim, p));
-        out = fa_oracle::make_tensor(c.dtype, {batch, c.seqlen_q, c.heads, c.head_dim},
-                                     bshd_strides(c.seqlen_q, c.heads, c.head_dim, p));
-        lse = fa_oracle::make_tensor(FA_DTYPE_F32, {batch, c.heads, c.seqlen_q});
-    }
-    fa_oracle::fill_normal(q, seed);
-    fa_oracle::fill_normal(k, seed + 1);
-    fa_oracle::fill_normal(v, seed + 2);
-    fa_oracle::poison(out);
-    fa_oracle::poison(lse);
-
-    std::vector<float> slopes;
-    for (int h = 0; h < c.heads; ++h)
-        slopes.push_back(std::pow(2.f, -8.f * (h + 1) / c.heads));
-
-    fa_params host_params;
-    fa_params_init(&host_params);
-    host_params.causal = c.causal;
-    host_params.window_left = c.window_left;
-    host_params.window_right = c.window_right;
-    host_params.softcap = c.softcap;
-    host_params.num_splits = c.num_splits;
-    if (c.alibi)
-        host_params.alibi_slopes = slopes.data();
-    if (varlen) {
-        host_params.cu_seqlens_q = c.cu_q.data();
-        host_params.cu_seqlens_k = c.cu_k.data();
-        host_params.varlen_batch = batch;
-        for (int b = 0; b < batch; ++b) {
-            host_params.max_seqlen_q = std::max(host_params.max_seqlen_q, c.cu_q[b + 1] - c.cu_q[b]);
-            host_params.max_seqlen_k = std::max(host_params.max_seqlen_k, c.cu_k[b + 1] - c.cu_k[b]);
-        }
-    }
-    if (!c.seqused_k.empty())
-        host_params.seqused_k = c.seqused_k.data();
-
-    DeviceTensor dq(q), dk(k), dv(v), dout(out), dlse(lse);
-    std::unique_ptr<DeviceArray<float>> dslopes;
-    std::unique_ptr<DeviceArray<int32_t>> dcu_q, dcu_k, dused;
-    fa_params dev_params = host_params;
-    if (c.alibi) {
-        dslopes.reset(new DeviceArray<float>(slopes));
-        dev_params.alibi_slopes = dslopes->get();
-    }
-    if (varlen) {
-        dcu_q.reset(new DeviceArray<int32_t>(c.cu_q));
-        dcu_k.reset(new DeviceArray<int32_t>(c.cu_k));
-        dev_params.cu_seqlens_q = dcu_q->get();
-        dev_params.cu_seqlens_k = dcu_k->get();
-    }
-    if (!c.seqused_k.empty()) {
-        dused.reset(new DeviceArray<int32_t>(c.seqused_k));
-        dev_params.seqused_k = dused->get();
-    }
-
+    GpuProblem p(c, seed);
     Context ctx;
-    fa_status st = fa_fwd(ctx.ctx, &dq.view, &dk.view, &dv.view, &dev_params, &dout.view, &dlse.view,
-                          nullptr, 0);
+    fa_status st = fa_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &p.dout->view,
+                          &p.dlse->view, nullptr, 0);
     INFO("fa_fwd: " << fa_status_string(st) << ": " << fa_last_error(ctx.ctx));
     REQUIRE(st == FA_OK);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    dout.copy_back();
-    dlse.copy_back();
+    p.dout->copy_back();
+    p.dlse->copy_back();
 
-    CHECK(fa_oracle::all_elements_written(out));
-    CHECK(fa_oracle::all_elements_written(lse));
-    CHECK(fa_oracle::gaps_untouched(out));
-    fa_oracle::Reference exact = fa_oracle::reference_attention(q.view, k.view, v.view, host_params,
+    CHECK(fa_oracle::all_elements_written(p.out));
+    CHECK(fa_oracle::all_elements_written(p.lse));
+    CHECK(fa_oracle::gaps_untouched(p.out));
+    fa_oracle::Reference exact = fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, p.host_params,
                                                                 Precision::Exact);
-    fa_oracle::Reference naive = fa_oracle::reference_attention(q.view, k.view, v.view, host_params,
+    fa_oracle::Reference naive = fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, p.host_params,
                                                                 Precision::Naive);
     Outcome o;
-    o.out_error = fa_oracle::max_out_error(out.view, exact);
+    o.out_error = fa_oracle::max_out_error(p.out.view, exact);
     o.out_bound = 2.0 * fa_oracle::max_out_difference(naive, exact) + 1e-5;
-    o.lse_error = fa_oracle::max_lse_error(lse.view, exact);
+    o.lse_error = fa_oracle::max_lse_error(p.lse.view, exact);
     o.lse_bound = 2.0 * fa_oracle::max_lse_difference(naive, exact) + 1e-5;
     return o;
 }

@@ -63,6 +63,13 @@ fa_cpu_matrix fa_cpu_stage_keys(const fa_cpu_shape *shape, float *buf, const voi
 fa_cpu_matrix fa_cpu_stage_values(const fa_cpu_shape *shape, float *buf, const void *src,
                                   fa_dtype dtype, int64_t row_stride, int rows);
 
+/* 1 when staged keys and staged values share one layout (the BLAS build), so a single
+ * staging serves both products. */
+int fa_cpu_staging_shared(void);
+
+/* sum_c x[c] * y[c] over `n` elements of `dtype`, in fp32. */
+float fa_cpu_dot_rows(const void *x, const void *y, fa_dtype dtype, int n);
+
 /* s[r][c] = q[r] . key[c] for r < rows, c < keys (s row stride keys_pad). */
 void fa_cpu_scores(const fa_cpu_shape *shape, float *s, const float *q, fa_cpu_matrix keys,
                    int rows, int keys_count);

@@ -204,6 +204,11 @@ void fa_cpu_accumulate(const fa_cpu_shape *shape, float *o, const float *p,
                 1.0f, p, shape->keys_pad, values.data, (int)values.ld, 1.0f, o, shape->dim_pad);
 }
 
+int fa_cpu_staging_shared(void)
+{
+    return 1;
+}
+
 int fa_cpu_blas_threads_begin(void)
 {
     int saved = openblas_get_num_threads();
@@ -315,6 +320,11 @@ void fa_cpu_accumulate(const fa_cpu_shape *shape, float *o, const float *p,
                              p + (size_t)r0 * shape->keys_pad, values.data + c0, keys_count);
 }
 
+int fa_cpu_staging_shared(void)
+{
+    return 0;
+}
+
 int fa_cpu_blas_threads_begin(void)
 {
     return 1;
@@ -347,6 +357,31 @@ FA_CPU_INLINE float exp2_nonpositive(float x)
     poly = poly * f + 6.9314718055994531e-1f;
     poly = poly * f + 1.0f;
     return x < -126.0f ? 0.0f : poly * fa_bits_to_f32(two_n);
+}
+
+FA_CPU_INLINE float element_at(const void *x, fa_dtype dtype, int c)
+{
+    if (dtype == FA_DTYPE_F32)
+        return ((const float *)x)[c];
+    if (dtype == FA_DTYPE_F16)
+        return fa_f16_to_f32(((const uint16_t *)x)[c]);
+    return fa_bf16_to_f32(((const uint16_t *)x)[c]);
+}
+
+FA_CPU_CLONES
+float fa_cpu_dot_rows(const void *x, const void *y, fa_dtype dtype, int n)
+{
+    float lanes[FA_CPU_LANES] = {0};
+    float sum = 0.0f;
+    int c = 0, u;
+    for (; c + FA_CPU_LANES <= n; c += FA_CPU_LANES)
+        for (u = 0; u < FA_CPU_LANES; u++)
+            lanes[u] += element_at(x, dtype, c + u) * element_at(y, dtype, c + u);
+    for (; c < n; c++)
+        sum += element_at(x, dtype, c) * element_at(y, dtype, c);
+    for (u = 0; u < FA_CPU_LANES; u++)
+        sum += lanes[u];
+    return sum;
 }
 
 FA_CPU_CLONES

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""amd_resources.py - reads the AMD code objects of a HIP build and checks or reports them.
+
+For every target and forward instance of build/hip/manifest.txt it extracts the code
+object (llvm-objcopy .hip_fatbin, clang-offload-bundler --unbundle), reads its metadata
+(llvm-readelf --notes: LDS, VGPRs, AGPRs, scratch, wave size) and its ISA (llvm-objdump -d:
+matrix instructions, and the instruction mix of the main loop, found as the backward
+branch whose body holds the most matrix instructions). The limits come from the library
+itself (the amd_facts helper prints the arch table rows, the HIP registry and the
+dispatcher's selections), so nothing here is transcribed by hand.
+
+  --check    fail (exit 1) unless, per target and kernel built for it (wave32 targets
+             build the R list of fwd_instances.h): LDS <= the row's smem_per_block,
+             scratch = 0, wave size = the row's, v_mfma_* (CDNA) / v_wmma_* (RDNA) present;
+             and every kernel the dispatcher selects for a built AMD row is in that
+             target's code object. Rows not built (gfx950 here) are reported, not checked.
+  --markdown FILE  writes the resource table (bench/AMD_RESOURCES.md).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# Issue cycles per instruction on gfx942 (MI300X), for the prediction only. MFMA 16x16x16
+# f16/bf16: 16 cycles (AMD_NOTES.md; 8192 FLOP per wave, 512 FLOP/clk per SIMD = the
+# 1307 TFLOP/s peak at 2.1 GHz). VALU: a wave64 op takes 4 cycles on a 16-lane SIMD,
+# transcendentals (v_exp, v_log, v_rcp) a quarter rate (16). LDS, SALU: 4 and 1 to issue.
+MI300X_CLOCK_GHZ = 2.1  # peak engine clock (AMD Instinct MI300X data sheet)
+MI300X_PUBLISHED = "546-592"  # AMD aiter forward, d128, seqlen >= 4k (ANCHORS.md)
+CYCLES = {"mma": 16, "valu": 4, "trans": 16, "lds": 4, "salu": 1}
+SIMDS_PER_CU = 4
+MAX_WAVES_PER_SIMD = {"mfma": 8, "wmma": 16}
+VGPRS_PER_SIMD_LANE = {"mfma": 512, "wmma": 1536}  # CDNA unified VGPR+AGPR; RDNA wave32
+VGPR_GRANULE = {"mfma": 8, "wmma": 24}
+
+
+def run(cmd):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+
+def tool(name, suffix, llvm_bin):
+    for cand in (name + suffix, name):
+        for d in [llvm_bin] + os.environ.get("PATH", "").split(os.pathsep):
+            if os.access(os.path.join(d, cand), os.X_OK):
+                return os.path.join(d, cand)
+    sys.exit(f"amd_resources.py: {name}{suffix} not found")
+
+
+def read_manifest(path):
+    archs, kernels = [], []
+    for line in open(path):
+        f = line.split()
+        if f and f[0] == "archs":
+            archs = f[1].split(";") if len(f) == 2 else f[1:]
+        elif f and f[0] == "kernel":
+            kernels.append({"name": f[1], "d": int(f[2]), "m": int(f[3]), "n": int(f[4]),
+                            "waves": int(f[5]), "stages": int(f[6]), "dtype": f[7],
+                            "wave32": f[8] == "1", "obj": f[9]})
+    return archs, kernels
+
+
+def read_facts(exe):
+    rows, selects, unsupported = {}, [], []
+    for line in run([exe]).splitlines():
+        f = line.split()
+        if f[0] == "row":
+            rows[f[1]] = {"wave": int(f[2]), "smem_per_block": int(f[3]), "smem_per_cu": int(f[4]),
+                          "cus": int(f[5]), "unit": f[6]}
+        elif f[0] == "select":
+            selects.append((f[1], f[2]))
+        elif f[0] == "unsupported":
+            unsupported.append((f[1], int(f[2]), " ".join(f[4:])))
+    return rows, selects, unsupported
+
+
+def parse_notes(text):
+    """Kernel name -> the kernel-level fields of the AMDGPU metadata note (a YAML list at
+    indent 2 under amdhsa.kernels, fields at indent 4; arguments sit deeper)."""
+    kernels, cur = {}, None
+    for line in text.splitlines():
+        start = re.match(r"^  - \.(\w+):\s*(\S*)\s*$", line)
+        field = re.match(r"^    \.(\w+):\s+(\S+)\s*$", line)
+        if start:
+            cur = {start.group(1): start.group(2)}
+        elif field and cur is not None:
+            cur[field.group(1)] = field.group(2)
+            if field.group(1) == "name":
+                kernels[field.group(2)] = cur
+    return kernels
+
+
+def classify(mnemonic):
+    if mnemonic.startswith(("v_mfma", "v_wmma")):
+        return "mma"
+    if mnemonic.startswith(("v_exp", "v_log", "v_rcp", "v_sqrt", "v_rsq")):
+        return "trans"
+    if mnemonic.startswith("v_"):
+        return "valu"
+    if mnemonic.startswith("ds_"):
+        return "lds"
+    if mnemonic.startswith(("global_", "buffer_", "flat_", "scratch_")):
+        return "vmem"
+    return "salu"
+
+
+def parse_isa(text, kernel):
+    """Matrix instructions of the kernel, and the instruction mix of its main loop."""
+    insts, start, inside = [], None, False
+    for line in text.splitlines():
+        head = re.match(r"^([0-9a-f]+) <(\S+)>:", line)
+        if head:
+            inside = head.group(2) == kernel
+            start = int(head.group(1), 16)
+            continue
+        if not inside:
+            continue
+        m = re.match(r"^\s+(\S+)\s*(.*?)\s*// ([0-9A-F]+):.*?(?:<\S+\+0x([0-9a-f]+)>)?$", line)
+        if m:
+            off = int(m.group(3), 16) - start
+            target = int(m.group(4), 16) if m.group(4) and "branch" in m.group(1) else None
+            insts.append((off, m.group(1), target))
+    mma_total = sum(1 for _, mn, _ in insts if classify(mn) == "mma")
+    best = None
+    for off, mn, target in insts:
+        if target is None or target >= off:
+            continue
+        body = [i for i in insts if target <= i[0] <= off]
+        count = sum(1 for i in body if classify(i[1]) == "mma")
+        key = (count, -(off - target))
+        if count and (best is None or key > best[0]):
+            best = (key, body)
+    mix = {}
+    for _, mn, _ in (best[1] if best else []):
+        c = classify(mn)
+        mix[c] = mix.get(c, 0) + 1
+    mnemonic = next((mn for _, mn, _ in insts if classify(mn) == "mma"), "none")
+    return mma_total, mix, mnemonic
+
+
+def waves_per_simd(meta, row, k):
+    unit = row["unit"]
+    regs = int(meta["vgpr_count"]) + (int(meta.get("agpr_count", 0)) if unit == "mfma" else 0)
+    g = VGPR_GRANULE[unit]
+    by_regs = VGPRS_PER_SIMD_LANE[unit] // max(g, -(-regs // g) * g)
+    lds = int(meta["group_segment_fixed_size"])
+    wgs = row["smem_per_cu"] // lds if lds else 1 << 30
+    waves_per_wg_per_simd = -(-k["waves"] // SIMDS_PER_CU)
+    by_lds = wgs * waves_per_wg_per_simd
+    return min(MAX_WAVES_PER_SIMD[unit], by_regs, by_lds)
+
+
+def predict_mi300x(k, mix, occupancy, cus):
+    """TFLOP/s of one instance on MI300X from its main-loop instruction mix: each SIMD runs
+    its waves' loop bodies; matrix and other issue overlap only with two or more waves per
+    SIMD. Memory latency, bank conflicts and the non-loop code are not modelled."""
+    t_mma = mix.get("mma", 0) * CYCLES["mma"]
+    t_other = sum(mix.get(c, 0) * CYCLES[c] for c in ("valu", "trans", "lds", "salu"))
+    cycles = max(t_mma, t_other) if occupancy >= 2 else t_mma + t_other
+    flop = 4.0 * (k["m"] // k["waves"]) * k["n"] * k["d"]  # useful FLOP per wave iteration
+    peak_issue = flop / t_mma if t_mma else 0.0
+    per_clk = flop / cycles if cycles else 0.0
+    scale = SIMDS_PER_CU * cus * MI300X_CLOCK_GHZ * 1e-3
+    return per_clk * scale, peak_issue * scale
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True, help="HIP build directory")
+    ap.add_argument("--facts", required=True, help="the amd_facts helper")
+    ap.add_argument("--llvm-bin", default="/usr/lib/llvm-19/bin", help="LLVM tools of the HIP compiler")
+    ap.add_argument("--tool-suffix", default="-19", help="their name suffix, as in clang++-19")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--markdown")
+    args = ap.parse_args()
+
+    archs, kernels = read_manifest(os.path.join(args.build, "hip", "manifest.txt"))
+    rows, selects, unsupported = read_facts(args.facts)
+    sfx, bin_dir = args.tool_suffix, args.llvm_bin
+    objcopy, bundler = tool("llvm-objcopy", sfx, bin_dir), tool("clang-offload-bundler", sfx, bin_dir)
+    readelf, objdump = tool("llvm-readelf", sfx, bin_dir), tool("llvm-objdump", sfx, bin_dir)
+    failures, table, built = [], [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in kernels:
+            fat = os.path.join(tmp, k["name"] + ".fatbin")
+            run([objcopy, "--dump-section", ".hip_fatbin=" + fat, k["obj"], os.path.join(tmp, "x.o")])
+            for arch in archs:
+                co = os.path.join(tmp, f"{k['name']}.{arch}.co")
+                run([bundler, "--unbundle", "--type=o", "--input=" + fat,
+                     "--targets=hipv4-amdgcn-amd-amdhsa--" + arch, "--output=" + co])
+                notes = parse_notes(run([readelf, "--notes", co]))
+                built.setdefault(arch, set()).update(notes)
+                where = f"{arch} {k['name']}"
+                row = rows.get(arch)
+                if row is None:
+                    failures.append(f"{where}: no arch-table row")
+                    continue
+                if row["wave"] == 32 and not k["wave32"]:
+                    if k["name"] in notes:
+                        failures.append(f"{where}: built for wave32 though not in the R list")
+                    continue
+                if k["name"] not in notes:
+                    failures.append(f"{where}: kernel missing from the code object")
+                    continue
+                meta = notes[k["name"]]
+                mma, mix, mnemonic = parse_isa(run([objdump, "-d", co]), k["name"])
+                lds = int(meta["group_segment_fixed_size"])
+                scratch = int(meta["private_segment_fixed_size"])
+                wave = int(meta["wavefront_size"])
+                want = "v_mfma" if row["unit"] == "mfma" else "v_wmma"
+                if lds > row["smem_per_block"]:
+                    failures.append(f"{where}: LDS {lds} > {row['smem_per_block']}")
+                if scratch != 0:
+                    failures.append(f"{where}: scratch {scratch} bytes (spills)")
+                if wave != row["wave"]:
+                    failures.append(f"{where}: wave {wave}, table says {row['wave']}")
+                if not mnemonic.startswith(want):
+                    failures.append(f"{where}: no {want}_* instruction")
+                occ = waves_per_simd(meta, row, k)
+                table.append((arch, k, meta, mma, mix, mnemonic, occ))
+        for arch, kernel in selects:
+            if arch not in archs:
+                continue
+            if kernel not in built.get(arch, set()):
+                failures.append(f"{arch}: dispatcher selects {kernel}, not in its code object")
+    not_built = [r for r in rows if r not in archs]
+
+    if args.markdown:
+        write_markdown(args.markdown, archs, table, rows, not_built)
+    for row in sorted({u[0] for u in unsupported}):
+        dims = sorted({u[1] for u in unsupported if u[0] == row})
+        print(f"note: no AMD config on {row} for head dims {dims[0]}-{dims[-1]} "
+              f"(e.g. {next(u[2] for u in unsupported if u[0] == row)})")
+    print(f"{len(table)} (target, kernel) code objects read for {', '.join(archs)}; "
+          f"{len(selects)} dispatcher selections; rows not built here: {', '.join(not_built) or 'none'}")
+    if args.check and failures:
+        print("\n".join("FAIL " + f for f in failures))
+        return 1
+    return 0
+
+
+def write_markdown(path, archs, table, rows, not_built):
+    out = ["# AMD forward kernels: resources and predictions", "",
+           "Generated by `bench/amd_resources.py` from a HIP build (rerun it after changing the",
+           "kernel or the instance list; the CI runs it with `--check`). Every number below is",
+           "read from the compiled code objects, except the last two columns, which are",
+           "**predictions, not measurements**: no AMD GPU has run these kernels.", "",
+           "Columns: LDS bytes; VGPRs / AGPRs per lane; scratch bytes (0: no spills); waves per",
+           "SIMD (occupancy, from registers and LDS); matrix instructions per wave per main-loop",
+           "iteration (the loop body as compiled) and in the whole kernel; the loop's other",
+           "instructions (VALU incl. transcendental / LDS).", "",
+           "| target | kernel | LDS | VGPR/AGPR | scratch | waves/SIMD | instruction | MMA/iter (kernel) | VALU / LDS per iter |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for arch, k, meta, mma, mix, mnemonic, occ in table:
+        out.append(f"| {arch} | {k['name']} | {meta['group_segment_fixed_size']} | "
+                   f"{meta['vgpr_count']}/{meta.get('agpr_count', '0')} | "
+                   f"{meta['private_segment_fixed_size']} | {occ} | {mnemonic} | "
+                   f"{mix.get('mma', 0)} ({mma}) | {mix.get('valu', 0) + mix.get('trans', 0)} / {mix.get('lds', 0)} |")
+    out += ["", "## Predicted MI300X (gfx942) forward at d128", "",
+            f"From the gfx942 code objects: {rows['gfx942']['cus']} CUs (arch table) x 4 SIMDs x "
+            f"{MI300X_CLOCK_GHZ} GHz. Per wave and main-loop iteration, the useful FLOP "
+            "(4 x rows x keys x d) over the issue cycles of the loop body (MFMA 16, VALU 4,",
+            "transcendental 16, LDS 4, SALU 1 cycles); matrix and other work overlap only with",
+            "two or more waves per SIMD. Not modelled: HBM latency, which the synchronous K/V",
+            "loads of this version expose, LDS bank conflicts, the prologue/epilogue. So these",
+            f"are upper bounds of this code, next to AMD's published {MI300X_PUBLISHED} TFLOP/s",
+            "(aiter assembly, d128, seqlen >= 4k). The loop body as compiled also holds the",
+            "uniform branches for masking, softcap and ALiBi, which most iterations skip, so",
+            "'other' overcounts plain attention somewhat; still, about 30 non-matrix",
+            "instructions per MFMA (V gathered element by element from LDS, software bf16",
+            "rounding, per-element softmax on wave64) say where AMD speed is to be won first.", "",
+            "| kernel | waves/SIMD | MMA/iter | other/iter | predicted TFLOP/s | matrix-only bound | AMD published |",
+            "|---|---|---|---|---|---|---|"]
+    for arch, k, meta, mma, mix, mnemonic, occ in table:
+        if arch != "gfx942" or k["d"] != 128:
+            continue
+        pred, bound = predict_mi300x(k, mix, occ, rows["gfx942"]["cus"])
+        other = sum(mix.get(c, 0) for c in ("valu", "trans", "lds", "salu"))
+        out.append(f"| {k['name']} | {occ} | {mix.get('mma', 0)} | {other} | {pred:.0f} | {bound:.0f} | {MI300X_PUBLISHED} |")
+    if not_built:
+        out += ["", f"Table rows with no code object in this build: {', '.join(not_built)} "
+                "(gfx950 needs LLVM 20+; its row and dispatcher tests remain)."]
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

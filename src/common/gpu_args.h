@@ -1,0 +1,33 @@
+/*
+ * gpu_args.h - host helpers every GPU backend (CUDA, HIP) shares: the kernel argument
+ * block from a validated problem, the split-KV workspace size and the 16-byte row
+ * alignment the tile copies need. Defined in gpu_args.c.
+ */
+#ifndef FA_GPU_ARGS_H
+#define FA_GPU_ARGS_H
+
+#include "fa_internal.h"
+#include "attn_args.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bytes rounded up to a multiple of 256 (workspace sub-buffers start aligned). */
+size_t fa_align256(size_t bytes);
+
+/* Bytes of fp32 partial outputs and LSEs for `splits` KV splits (0 when splits <= 1). */
+size_t fa_split_bytes(const fa_problem *p, int splits);
+
+/* The tile copies move 16-byte chunks: 1 when every row of the operand starts 16-byte
+ * aligned (pointer aligned, outer strides multiples of 8 elements). */
+int fa_rows_aligned(const void *ptr, fa_strides st);
+
+/* The forward kernels' arguments; workspace holds the split partials when splits > 1. */
+fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_GPU_ARGS_H */

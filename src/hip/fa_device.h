@@ -1,0 +1,303 @@
+/*
+ * fa_device.h (AMD) - the device vocabulary of src/common's kernels for HIP: MFMA
+ * 16x16x16 on CDNA (gfx90a, gfx942; wave64), WMMA 16x16x16 on RDNA3 (gfx1100) and RDNA4
+ * (gfx1201; wave32). Same fragment contract as src/cuda/fa_device.h; which element each
+ * lane holds is defined once in fa_amd_layouts.h and computed from there. Nothing
+ * algorithmic lives here.
+ *
+ * Differences from NVIDIA, all inside this file:
+ *  - An MMA tile is 16 x 16 x 16 (FA_MMA_N = 16), and fa_mma computes Cᵀ = Bᵀ·Aᵀ, so one
+ *    accumulator row group per lane (FA_ACC_ROWS = 1) and P feeds P·V from registers.
+ *  - No asynchronous global->LDS copy: fa_async_copy16 loads 16 bytes and stores them to
+ *    LDS at once, so commit/wait are empty; the kernel's barriers still order every LDS
+ *    write before the reads of other waves (__syncthreads waits for LDS stores).
+ *  - LDS is declared with the instance's static size, so the code object's
+ *    group_segment_fixed_size is the kernel's LDS (checked by the resource test).
+ *  - No ldmatrix: A and Kᵀ fragments are 8/16-byte LDS reads (consecutive k); V
+ *    fragments are gathered element by element (no transposing LDS read before gfx950).
+ */
+#ifndef FA_DEVICE_HIP_H
+#define FA_DEVICE_HIP_H
+
+#include <hip/hip_runtime.h>
+#include <stdint.h>
+
+#include "fa_amd_layouts.h"
+
+/* The host pass parses the kernels but generates no device code: any primitive does. */
+#if !defined(__HIP_DEVICE_COMPILE__)
+#define FA_AMD_PRIM FA_AMD_MFMA16
+#elif defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__)
+#define FA_AMD_PRIM FA_AMD_MFMA16
+#elif defined(__GFX11__)
+#define FA_AMD_PRIM FA_AMD_WMMA_GFX11
+#elif defined(__GFX12__)
+#define FA_AMD_PRIM FA_AMD_WMMA_GFX12
+#else
+#error "flashattn: no matrix primitive for this AMD target (CDNA2+, RDNA3, RDNA4 only)"
+#endif
+
+/* Compile-time per target (array sizes need them); fa_amd_layouts.h says the same at run
+ * time and the layout test checks the two agree. */
+#if FA_AMD_PRIM == FA_AMD_MFMA16
+#define FA_WARP_SIZE 64
+#define FA_FRAG_ELEMS 4
+#define FA_ACC_REGS 4
+#define FA_ACC_PAIR_STRIDE 1
+#elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11
+#define FA_WARP_SIZE 32
+#define FA_FRAG_ELEMS 16
+#define FA_ACC_REGS 8
+#define FA_ACC_PAIR_STRIDE 2
+#else
+#define FA_WARP_SIZE 32
+#define FA_FRAG_ELEMS 8
+#define FA_ACC_REGS 8
+#define FA_ACC_PAIR_STRIDE 1
+#endif
+#if defined(__HIP_DEVICE_COMPILE__) && defined(__AMDGCN_WAVEFRONT_SIZE) && \
+    __AMDGCN_WAVEFRONT_SIZE != FA_WARP_SIZE
+#error "flashattn: build AMD targets in their native wave size (wave64 CDNA, wave32 RDNA)"
+#endif
+
+#define FA_MMA_M 16
+#define FA_MMA_N 16
+#define FA_MMA_K 16
+#define FA_ACC_ROWS 1
+#define FA_A_REGS (FA_FRAG_ELEMS / 2) /* packed pairs of 16-bit elements */
+#define FA_B_REGS (FA_FRAG_ELEMS / 2)
+/* Consecutive elements one LDS read fetches: at most one 16-byte chunk of a tile row. */
+#define FA_FRAG_PIECE (FA_FRAG_ELEMS < 8 ? FA_FRAG_ELEMS : 8)
+#define FA_DEVICE __device__ __forceinline__
+#define FA_GLOBAL __global__
+#define FA_SHARED __shared__
+
+FA_DEVICE int fa_lane(void) { return (int)(threadIdx.x & (FA_WARP_SIZE - 1)); }
+FA_DEVICE int fa_warp(void) { return (int)(threadIdx.x / FA_WARP_SIZE); }
+FA_DEVICE void fa_barrier(void) { __syncthreads(); }
+
+FA_DEVICE int fa_acc_row(int lane, int reg) { return (void)reg, fa_amd_acc_row(lane); }
+FA_DEVICE int fa_acc_col(int lane, int reg) { return fa_amd_acc_col(FA_AMD_PRIM, lane, reg); }
+FA_DEVICE int fa_row_leader(int lane) { return lane < 16; }
+
+/* Wave-uniform "does any lane say yes"; ballots are 64-bit on wave64. */
+FA_DEVICE int fa_warp_any(int predicate)
+{
+#if FA_WARP_SIZE == 64
+    return __builtin_amdgcn_ballot_w64(predicate != 0) != 0;
+#else
+    return __builtin_amdgcn_ballot_w32(predicate != 0) != 0;
+#endif
+}
+
+/* x of lane (this lane ^ mask): ds_bpermute takes a byte address of the source lane. */
+FA_DEVICE float fa_lane_xor(float x, int mask)
+{
+    return __int_as_float(__builtin_amdgcn_ds_bpermute((fa_lane() ^ mask) << 2, __float_as_int(x)));
+}
+
+/* Lanes l, l ^ 16 (and l ^ 32, l ^ 48 on wave64) hold one accumulator row. */
+FA_DEVICE float fa_row_max(float x)
+{
+    x = fmaxf(x, fa_lane_xor(x, 16));
+#if FA_WARP_SIZE == 64
+    x = fmaxf(x, fa_lane_xor(x, 32));
+#endif
+    return x;
+}
+FA_DEVICE float fa_row_sum(float x)
+{
+    x += fa_lane_xor(x, 16);
+#if FA_WARP_SIZE == 64
+    x += fa_lane_xor(x, 32);
+#endif
+    return x;
+}
+
+/* v_exp_f32 (one instruction, exp2(-inf) = 0) where the compiler names it. */
+FA_DEVICE float fa_exp2(float x)
+{
+#if __has_builtin(__builtin_amdgcn_exp2f)
+    return __builtin_amdgcn_exp2f(x);
+#else
+    return exp2f(x);
+#endif
+}
+FA_DEVICE float fa_tanh(float x) { return tanhf(x); }
+FA_DEVICE float fa_log(float x) { return __logf(x); }
+
+typedef unsigned int fa_u32x2 __attribute__((ext_vector_type(2)));
+typedef unsigned int fa_u32x4 __attribute__((ext_vector_type(4)));
+
+/* 16-byte global->LDS copy, synchronous (see the header); src_valid 0 stores zeros. */
+FA_DEVICE void fa_async_copy16(void *smem_dst, const void *gmem_src, int src_valid)
+{
+    fa_u32x4 v = {0u, 0u, 0u, 0u};
+    if (src_valid)
+        v = *(const fa_u32x4 *)gmem_src;
+    *(fa_u32x4 *)smem_dst = v;
+}
+FA_DEVICE void fa_async_commit(void) {}
+#define fa_async_wait(n) ((void)(n))
+
+/* FA_FRAG_PIECE consecutive 16-bit elements from LDS into packed registers. */
+FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
+{
+#if FA_FRAG_PIECE == 4
+    fa_u32x2 v = *(const fa_u32x2 *)src;
+    regs[0] = v.x;
+    regs[1] = v.y;
+#else
+    fa_u32x4 v = *(const fa_u32x4 *)src;
+    regs[0] = v.x;
+    regs[1] = v.y;
+    regs[2] = v.z;
+    regs[3] = v.w;
+#endif
+}
+
+/* Fragment loads from a shared tile of 16-bit elements. `offset(row, col8)` is the
+ * common layout function (element offset of the 8-element chunk col8 of a row). */
+
+/* The fragment of one lane from tile row `row`, elements k .. k + FA_FRAG_ELEMS - 1. */
+#define fa_load_row_frag(regs, tile, offset, row, k)                                      \
+    do {                                                                                  \
+        _Pragma("unroll") for (int p_ = 0; p_ < FA_FRAG_ELEMS; p_ += FA_FRAG_PIECE)         \
+            fa_read_piece(&(regs)[p_ / 2],                                                \
+                          (tile) + offset((row), ((k) + p_) >> 3) + (((k) + p_) & 7));    \
+    } while (0)
+
+/* A operand (16x16, row-major tile[row][k]) at (row0, k0). */
+#define fa_load_a(a, tile, offset, row0, k0)                                              \
+    fa_load_row_frag((a), (tile), offset, (row0) + fa_amd_a_row(fa_lane()),               \
+                     (k0) + fa_amd_frag_k(FA_AMD_PRIM, fa_lane(), 0))
+
+/* B operands of two adjacent n-tiles for B = tileᵀ (K stored [n][k]). */
+#define fa_load_bt_pair(b, tile, offset, n0, k0)                                          \
+    do {                                                                                  \
+        const int k_ = (k0) + fa_amd_frag_k(FA_AMD_PRIM, fa_lane(), 0);                   \
+        fa_load_row_frag((b)[0], (tile), offset, (n0) + fa_amd_b_col(fa_lane()), k_);      \
+        fa_load_row_frag((b)[1], (tile), offset, (n0) + 16 + fa_amd_b_col(fa_lane()), k_); \
+    } while (0)
+
+/* One element of a tile stored [k][n]. */
+#define fa_tile_elem(tile, offset, k, n) (tile)[offset((k), (n) >> 3) + ((n) & 7)]
+
+/* B operands of two adjacent n-tiles for B = tile (V stored [k][n]): a column per lane,
+ * gathered element by element. */
+#define fa_load_b_pair(b, tile, offset, k0, n0)                                           \
+    do {                                                                                  \
+        const int l_ = fa_lane();                                                         \
+        _Pragma("unroll") for (int j_ = 0; j_ < 2; ++j_)                                  \
+            _Pragma("unroll") for (int i_ = 0; i_ < FA_FRAG_ELEMS; i_ += 2) {             \
+                int n_ = (n0) + 16 * j_ + fa_amd_b_col(l_);                               \
+                uint32_t lo_ = fa_tile_elem((tile), offset, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_), n_); \
+                uint32_t hi_ = fa_tile_elem((tile), offset, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_ + 1), n_); \
+                (b)[j_][i_ / 2] = lo_ | (hi_ << 16);                                      \
+            }                                                                             \
+    } while (0)
+
+/* fp32 -> fp16 (round to nearest even: the conversion instruction's default). */
+FA_DEVICE uint32_t fa_f16_bits(float x)
+{
+    _Float16 h = (_Float16)x;
+    unsigned short bits;
+    __builtin_memcpy(&bits, &h, sizeof bits);
+    return bits;
+}
+/* fp32 -> bf16, round to nearest even, NaN kept quiet (no conversion instruction before
+ * gfx950). */
+FA_DEVICE uint32_t fa_bf16_bits(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+FA_DEVICE uint32_t fa_pack2_bf16(float lo, float hi) { return fa_bf16_bits(lo) | (fa_bf16_bits(hi) << 16); }
+FA_DEVICE uint32_t fa_pack2_f16(float lo, float hi) { return fa_f16_bits(lo) | (fa_f16_bits(hi) << 16); }
+
+/* The instance's element type: FA_INST_BF16 defined -> bf16, else fp16. */
+#if defined(FA_INST_BF16)
+#define fa_pack2 fa_pack2_bf16
+typedef short fa_mma_elem;
+#else
+#define fa_pack2 fa_pack2_f16
+typedef _Float16 fa_mma_elem;
+#endif
+
+/* The kernel's LDS, sized by its forward instance (FA_FWD_SMEM_BYTES of fwd_instances.h),
+ * as a static allocation: see the header. */
+#define FA_DYNAMIC_SMEM(name)                                                             \
+    __shared__ __attribute__((aligned(16))) unsigned char                                 \
+        name[FA_FWD_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES)]
+
+typedef fa_mma_elem fa_frag_vec __attribute__((ext_vector_type(FA_FRAG_ELEMS)));
+typedef float fa_acc_vec __attribute__((ext_vector_type(FA_ACC_REGS)));
+
+FA_DEVICE fa_frag_vec fa_as_frag(const uint32_t regs[FA_A_REGS])
+{
+    fa_frag_vec v;
+    __builtin_memcpy(&v, regs, sizeof v);
+    return v;
+}
+
+/* c += a * b on one 16x16x16 tile, issued as cᵀ += bᵀ·aᵀ (fa_amd_layouts.h). Builtins:
+ * clang's BuiltinsAMDGPU.def (mfma_f32_16x16x16f16 / _16x16x16bf16_1k: "mai-insts";
+ * wmma_*_w32: gfx11 "wmma-256b-insts"; wmma_*_w32_gfx12: gfx12 "wmma-128b-insts"). */
+FA_DEVICE void fa_mma(float c[FA_ACC_REGS], const uint32_t a[FA_A_REGS], const uint32_t b[FA_B_REGS])
+{
+#if defined(__HIP_DEVICE_COMPILE__)
+    fa_acc_vec acc;
+    __builtin_memcpy(&acc, c, sizeof acc);
+#if FA_AMD_PRIM == FA_AMD_MFMA16 && defined(FA_INST_BF16)
+    acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(fa_as_frag(b), fa_as_frag(a), acc, 0, 0, 0);
+#elif FA_AMD_PRIM == FA_AMD_MFMA16
+    acc = __builtin_amdgcn_mfma_f32_16x16x16f16(fa_as_frag(b), fa_as_frag(a), acc, 0, 0, 0);
+#elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11 && defined(FA_INST_BF16)
+    acc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(fa_as_frag(b), fa_as_frag(a), acc);
+#elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11
+    acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(fa_as_frag(b), fa_as_frag(a), acc);
+#elif defined(FA_INST_BF16)
+    acc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(fa_as_frag(b), fa_as_frag(a), acc);
+#else
+    acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(fa_as_frag(b), fa_as_frag(a), acc);
+#endif
+    __builtin_memcpy(c, &acc, sizeof acc);
+#else
+    (void)c, (void)a, (void)b;
+#endif
+}
+
+/* The A operand of P·V from one 16x16 accumulator tile of P (FA_MMA_N == FA_MMA_K: n-tile
+ * ks is k-step ks). Element i comes from fa_amd_p_src_lane/_reg: this lane or lane ^ 16
+ * (the exchange is dead code, and removed, where every source is this lane). */
+FA_DEVICE void fa_acc_tile_to_a(uint32_t a[FA_A_REGS], const float c[FA_ACC_REGS])
+{
+    const int lane = fa_lane();
+    float elem[FA_FRAG_ELEMS];
+#pragma unroll
+    for (int i = 0; i < FA_FRAG_ELEMS; ++i) {
+        float mine = c[fa_amd_p_src_reg(FA_AMD_PRIM, i)];
+        float theirs = fa_lane_xor(mine, 16);
+        elem[i] = fa_amd_p_src_lane(FA_AMD_PRIM, lane, i) == lane ? mine : theirs;
+    }
+#pragma unroll
+    for (int i = 0; i < FA_FRAG_ELEMS; i += 2)
+        a[i / 2] = fa_pack2(elem[i], elem[i + 1]);
+}
+#define fa_acc_to_a(a, acc_row, ks) fa_acc_tile_to_a((a), (acc_row)[(ks)])
+
+/* Store accumulator registers r, r + 1 (columns FA_ACC_PAIR_STRIDE apart) of one row. */
+FA_DEVICE void fa_store_pair(void *dst, float lo, float hi)
+{
+    uint32_t v = fa_pack2(lo, hi);
+#if FA_ACC_PAIR_STRIDE == 1
+    *(uint32_t *)dst = v;
+#else
+    ((unsigned short *)dst)[0] = (unsigned short)v;
+    ((unsigned short *)dst)[FA_ACC_PAIR_STRIDE] = (unsigned short)(v >> 16);
+#endif
+}
+
+#endif /* FA_DEVICE_HIP_H */

@@ -1,0 +1,132 @@
+// gpu_case.hpp - one GPU test problem: a Case (shape, dtype, masks, varlen), its random
+// normal host tensors (the oracle's side), their device mirrors with poisoned outputs,
+// and the same fa_params twice: pointing at host arrays (oracle) and device arrays
+// (fa_fwd / fa_bwd). Shared by the forward and backward GPU tests.
+#ifndef FA_TEST_GPU_CASE_HPP
+#define FA_TEST_GPU_CASE_HPP
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "device_tensors.hpp"
+
+struct Case {
+    int batch = 1, seqlen_q = 128, seqlen_k = 128, heads = 6, heads_k = 6, head_dim = 64;
+    fa_dtype dtype = FA_DTYPE_BF16;
+    bool causal = false;
+    int window_left = -1, window_right = -1;
+    float softcap = 0.f;
+    bool alibi = false;
+    int num_splits = 0;
+    // Varlen when non-empty (batch = size - 1); seqused_k when non-empty.
+    std::vector<int32_t> cu_q, cu_k, seqused_k;
+    // Extra elements between rows (packed-qkv style strides) when > 0.
+    int row_padding = 0;
+};
+
+inline std::vector<int64_t> bshd_strides(int64_t s, int64_t h, int64_t d, int pad)
+{
+    int64_t row = h * d + pad;
+    return {s * row, row, d, 1};
+}
+
+// Host arrays and params point into the object itself: construct in place, never copy.
+struct GpuProblem {
+    Case spec;
+    bool varlen = false;
+    int batch = 0;
+    HostTensor q, k, v, out, lse;
+    std::vector<float> slopes;
+    fa_params host_params, dev_params;
+    std::unique_ptr<DeviceTensor> dq, dk, dv, dout, dlse;
+    std::unique_ptr<DeviceArray<float>> dslopes;
+    std::unique_ptr<DeviceArray<int32_t>> dcu_q, dcu_k, dused;
+
+    GpuProblem(const Case &c, uint64_t seed) : spec(c)
+    {
+        varlen = !spec.cu_q.empty();
+        batch = varlen ? static_cast<int>(spec.cu_q.size()) - 1 : spec.batch;
+        if (varlen) {
+            q = fa_oracle::make_tensor(spec.dtype, {spec.cu_q.back(), spec.heads, spec.head_dim});
+            k = fa_oracle::make_tensor(spec.dtype, {spec.cu_k.back(), spec.heads_k, spec.head_dim});
+            v = fa_oracle::make_tensor(spec.dtype, {spec.cu_k.back(), spec.heads_k, spec.head_dim});
+            out = fa_oracle::make_tensor(spec.dtype, {spec.cu_q.back(), spec.heads, spec.head_dim});
+            lse = fa_oracle::make_tensor(FA_DTYPE_F32, {spec.heads, spec.cu_q.back()});
+        } else {
+            int p = spec.row_padding;
+            q = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_q, spec.heads, spec.head_dim},
+                                       bshd_strides(spec.seqlen_q, spec.heads, spec.head_dim, p));
+            k = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_k, spec.heads_k, spec.head_dim},
+                                       bshd_strides(spec.seqlen_k, spec.heads_k, spec.head_dim, p));
+            v = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_k, spec.heads_k, spec.head_dim},
+                                       bshd_strides(spec.seqlen_k, spec.heads_k, spec.head_dim, p));
+            out = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_q, spec.heads, spec.head_dim},
+                                         bshd_strides(spec.seqlen_q, spec.heads, spec.head_dim, p));
+            lse = fa_oracle::make_tensor(FA_DTYPE_F32, {batch, spec.heads, spec.seqlen_q});
+        }
+        fa_oracle::fill_normal(q, seed);
+        fa_oracle::fill_normal(k, seed + 1);
+        fa_oracle::fill_normal(v, seed + 2);
+        fa_oracle::poison(out);
+        fa_oracle::poison(lse);
+
+        for (int h = 0; h < spec.heads; ++h)
+            slopes.push_back(std::pow(2.f, -8.f * (h + 1) / spec.heads));
+
+        fa_params_init(&host_params);
+        host_params.causal = spec.causal;
+        host_params.window_left = spec.window_left;
+        host_params.window_right = spec.window_right;
+        host_params.softcap = spec.softcap;
+        host_params.num_splits = spec.num_splits;
+        if (spec.alibi)
+            host_params.alibi_slopes = slopes.data();
+        if (varlen) {
+            host_params.cu_seqlens_q = spec.cu_q.data();
+            host_params.cu_seqlens_k = spec.cu_k.data();
+            host_params.varlen_batch = batch;
+            for (int b = 0; b < batch; ++b) {
+                host_params.max_seqlen_q = std::max(host_params.max_seqlen_q, spec.cu_q[b + 1] - spec.cu_q[b]);
+                host_params.max_seqlen_k = std::max(host_params.max_seqlen_k, spec.cu_k[b + 1] - spec.cu_k[b]);
+            }
+        }
+        if (!spec.seqused_k.empty())
+            host_params.seqused_k = spec.seqused_k.data();
+
+        dq.reset(new DeviceTensor(q));
+        dk.reset(new DeviceTensor(k));
+        dv.reset(new DeviceTensor(v));
+        dout.reset(new DeviceTensor(out));
+        dlse.reset(new DeviceTensor(lse));
+        dev_params = host_params;
+        if (spec.alibi) {
+            dslopes.reset(new DeviceArray<float>(slopes));
+            dev_params.alibi_slopes = dslopes->get();
+        }
+        if (varlen) {
+            dcu_q.reset(new DeviceArray<int32_t>(spec.cu_q));
+            dcu_k.reset(new DeviceArray<int32_t>(spec.cu_k));
+            dev_params.cu_seqlens_q = dcu_q->get();
+            dev_params.cu_seqlens_k = dcu_k->get();
+        }
+        if (!spec.seqused_k.empty()) {
+            dused.reset(new DeviceArray<int32_t>(spec.seqused_k));
+            dev_params.seqused_k = dused->get();
+        }
+    }
+    GpuProblem(const GpuProblem &) = delete;
+    GpuProblem &operator=(const GpuProblem &) = delete;
+};
+
+// A poisoned host tensor with t's dtype, shape and strides.
+inline HostTensor make_like(const HostTensor &t)
+{
+    std::vector<int64_t> shape(t.view.shape, t.view.shape + t.view.ndim);
+    std::vector<int64_t> strides(t.view.stride, t.view.stride + t.view.ndim);
+    return fa_oracle::make_tensor(t.view.dtype, shape, strides);
+}
+
+#endif  // FA_TEST_GPU_CASE_HPP

@@ -1,0 +1,172 @@
+// test_amd_layouts.cpp - the AMD fragment maps of src/hip/fa_amd_layouts.h, which the HIP
+// kernels compute their register contents from, exercised on the CPU: a 16x16x16 tile
+// product is emulated lane by lane through an instruction model written here from the
+// ISA documents (not from the header), with operands loaded and results read back through
+// the header's maps, and compared with a plain matmul; then the P -> A conversion of P·V.
+// Every primitive, fp16 and bf16.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "../src/hip/fa_amd_layouts.h"
+#include "dtype.h"
+
+namespace {
+
+const int kPrims[] = {FA_AMD_MFMA16, FA_AMD_WMMA_GFX11, FA_AMD_WMMA_GFX12};
+
+// The instructions' own operand layouts. X is the first source (16 x k), Y the second
+// (k x 16), D = X·Y + C. Sources: AMD Matrix Instruction Calculator and CDNA3 ISA 7.1 for
+// v_mfma_f32_16x16x16f16 / bf16_1k (lane l: X[l%16][4(l/16)+i], Y[4(l/16)+i][l%16],
+// D reg r: D[4(l/16)+r][l%16]); RDNA3 ISA 7.9 for v_wmma_*_w32 (every lane holds all 16 k
+// of row / column l%16, D reg r: D[2r + l/16][l%16]); RDNA4 ISA 7.9 (lanes 16-31 hold
+// k = 8..15, D reg r: D[8(l/16)+r][l%16]).
+struct Hw {
+    int prim;
+    int k_of(int lane, int i) const
+    {
+        if (prim == FA_AMD_MFMA16) return 4 * (lane / 16) + i;
+        if (prim == FA_AMD_WMMA_GFX11) return i;
+        return 8 * (lane / 16) + i;
+    }
+    int d_row(int lane, int r) const
+    {
+        if (prim == FA_AMD_MFMA16) return 4 * (lane / 16) + r;
+        if (prim == FA_AMD_WMMA_GFX11) return 2 * r + lane / 16;
+        return 8 * (lane / 16) + r;
+    }
+    int elems() const { return prim == FA_AMD_MFMA16 ? 4 : prim == FA_AMD_WMMA_GFX11 ? 16 : 8; }
+    int regs() const { return prim == FA_AMD_MFMA16 ? 4 : 8; }
+    int wave() const { return prim == FA_AMD_MFMA16 ? 64 : 32; }
+
+    // One instruction: src1/src2 [lane][elem] (16-bit values as floats), acc [lane][reg].
+    void run(const std::vector<std::vector<float>> &src1, const std::vector<std::vector<float>> &src2,
+             std::vector<std::vector<float>> &acc) const
+    {
+        float x[16][16] = {}, y[16][16] = {};
+        for (int l = 0; l < wave(); l++)
+            for (int i = 0; i < elems(); i++) {
+                x[l % 16][k_of(l, i)] = src1[l][i];
+                y[k_of(l, i)][l % 16] = src2[l][i];
+            }
+        for (int l = 0; l < wave(); l++)
+            for (int r = 0; r < regs(); r++) {
+                int row = d_row(l, r), col = l % 16;
+                double sum = acc[l][r];
+                for (int k = 0; k < 16; k++) sum += (double)x[row][k] * y[k][col];
+                acc[l][r] = (float)sum;
+            }
+    }
+};
+
+// A value rounded to the dtype, as the kernels store it.
+float round_to(float v, bool bf16)
+{
+    return bf16 ? fa_bf16_to_f32(fa_f32_to_bf16(v)) : fa_f16_to_f32(fa_f32_to_f16(v));
+}
+
+std::vector<float> random_tile(uint32_t seed, bool bf16)
+{
+    std::vector<float> t(256);
+    for (float &v : t) {
+        seed = seed * 1664525u + 1013904223u;
+        v = round_to((float)((int)(seed >> 20) % 17 - 8) / 8.f, bf16);
+    }
+    return t;
+}
+
+} // namespace
+
+TEST_CASE("AMD layouts: compile-time facts agree with the maps", "[amd][layout]")
+{
+    for (int prim : kPrims) {
+        Hw hw{prim};
+        INFO("primitive " << prim);
+        CHECK(fa_amd_wave_size(prim) == hw.wave());
+        CHECK(fa_amd_frag_elems(prim) == hw.elems());
+        CHECK(fa_amd_acc_regs(prim) == hw.regs());
+        for (int l = 0; l < hw.wave(); l++) {
+            // Fragments are read as consecutive k from one row (fa_device.h's LDS reads),
+            // in 16-byte-chunk pieces that never straddle a chunk.
+            for (int i = 0; i < hw.elems(); i++)
+                CHECK(fa_amd_frag_k(prim, l, i) == fa_amd_frag_k(prim, l, 0) + i);
+            int piece = hw.elems() < 8 ? hw.elems() : 8;
+            CHECK(fa_amd_frag_k(prim, l, 0) % piece == 0);
+            // One row per lane; pairs (r, r + 1) lie in one group of 8 columns at the
+            // pair stride (fa_store_pair, the head_dim % 8 guard in attn_fwd.h).
+            for (int r = 0; r + 1 < hw.regs(); r += 2) {
+                int c0 = fa_amd_acc_col(prim, l, r), c1 = fa_amd_acc_col(prim, l, r + 1);
+                CHECK(c1 - c0 == fa_amd_acc_pair_stride(prim));
+                CHECK(c0 / 8 == c1 / 8);
+            }
+            // The row's lanes are l ^ 16 (and l ^ 32, l ^ 48 on wave64): fa_row_max/sum.
+            CHECK(fa_amd_acc_row(l) == fa_amd_acc_row(l ^ 16));
+            if (hw.wave() == 64) CHECK(fa_amd_acc_row(l) == fa_amd_acc_row(l ^ 32));
+            // P sources: this lane or lane ^ 16 only (fa_acc_tile_to_a's one exchange).
+            for (int i = 0; i < hw.elems(); i++) {
+                int src = fa_amd_p_src_lane(prim, l, i);
+                CHECK((src == l || src == (l ^ 16)));
+            }
+        }
+        // Every (row, col) of the accumulator tile has exactly one owner of each lane row
+        // group: the lanes of a row together hold all 16 columns once.
+        for (int row = 0; row < 16; row++) {
+            int seen[16] = {};
+            for (int l = 0; l < hw.wave(); l++)
+                for (int r = 0; r < hw.regs(); r++)
+                    if (fa_amd_acc_row(l) == row) seen[fa_amd_acc_col(prim, l, r)]++;
+            for (int c = 0; c < 16; c++) CHECK(seen[c] == hw.wave() / 16 * hw.regs() / 16);
+        }
+    }
+}
+
+TEST_CASE("AMD layouts: emulated tile products match a plain matmul", "[amd][layout]")
+{
+    for (int prim : kPrims)
+        for (bool bf16 : {false, true}) {
+            Hw hw{prim};
+            INFO("primitive " << prim << (bf16 ? " bf16" : " fp16"));
+            std::vector<float> a = random_tile(1u + prim, bf16), b = random_tile(77u + prim, bf16);
+            std::vector<float> v = random_tile(123u + prim, bf16);
+            // S = A·B, operands loaded through the kernel's maps (fa_load_a: A[row][k];
+            // fa_load_bt_pair: B[k][col]), issued swapped like fa_mma: src1 = b, src2 = a.
+            std::vector<std::vector<float>> fa(hw.wave(), std::vector<float>(hw.elems()));
+            std::vector<std::vector<float>> fb = fa;
+            for (int l = 0; l < hw.wave(); l++)
+                for (int i = 0; i < hw.elems(); i++) {
+                    fa[l][i] = a[fa_amd_a_row(l) * 16 + fa_amd_frag_k(prim, l, i)];
+                    fb[l][i] = b[fa_amd_frag_k(prim, l, i) * 16 + fa_amd_b_col(l)];
+                }
+            std::vector<std::vector<float>> acc(hw.wave(), std::vector<float>(hw.regs(), 0.f));
+            hw.run(fb, fa, acc);
+            std::vector<float> s(256, 0.f);
+            for (int row = 0; row < 16; row++)
+                for (int col = 0; col < 16; col++)
+                    for (int k = 0; k < 16; k++) s[row * 16 + col] += a[row * 16 + k] * b[k * 16 + col];
+            for (int l = 0; l < hw.wave(); l++)
+                for (int r = 0; r < hw.regs(); r++)
+                    REQUIRE(acc[l][r] == Approx(s[fa_amd_acc_row(l) * 16 + fa_amd_acc_col(prim, l, r)]));
+
+            // O = P·V with P = the accumulators above rounded to the dtype, turned into A
+            // fragments by the P maps (fa_acc_tile_to_a), V read as B (fa_load_b_pair).
+            std::vector<std::vector<float>> fp(hw.wave(), std::vector<float>(hw.elems()));
+            std::vector<std::vector<float>> fv = fp;
+            for (int l = 0; l < hw.wave(); l++)
+                for (int i = 0; i < hw.elems(); i++) {
+                    fp[l][i] = round_to(acc[fa_amd_p_src_lane(prim, l, i)][fa_amd_p_src_reg(prim, i)], bf16);
+                    fv[l][i] = v[fa_amd_frag_k(prim, l, i) * 16 + fa_amd_b_col(l)];
+                }
+            std::vector<std::vector<float>> out(hw.wave(), std::vector<float>(hw.regs(), 0.f));
+            hw.run(fv, fp, out);
+            for (int l = 0; l < hw.wave(); l++)
+                for (int r = 0; r < hw.regs(); r++) {
+                    int row = fa_amd_acc_row(l), col = fa_amd_acc_col(prim, l, r);
+                    double want = 0;
+                    for (int k = 0; k < 16; k++)
+                        want += (double)round_to(s[row * 16 + k], bf16) * v[k * 16 + col];
+                    REQUIRE(out[l][r] == Approx(want));
+                }
+        }
+}
