@@ -6,9 +6,13 @@
 #define FA_TEST_GPU_CASE_HPP
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "device_tensors.hpp"
@@ -26,6 +30,61 @@ struct Case {
     // Extra elements between rows (packed-qkv style strides) when > 0.
     int row_padding = 0;
 };
+
+// One line naming a case, for failure messages.
+inline std::string describe(const Case &c)
+{
+    std::ostringstream os;
+    os << "b=" << c.batch << " s_q=" << c.seqlen_q << " s_k=" << c.seqlen_k << " h=" << c.heads << "/"
+       << c.heads_k << " d=" << c.head_dim << " " << fa_dtype_name(c.dtype) << " causal=" << c.causal
+       << " window=" << c.window_left << "," << c.window_right << " softcap=" << c.softcap
+       << " alibi=" << c.alibi << " splits=" << c.num_splits << " varlen=" << !c.cu_q.empty();
+    return os.str();
+}
+
+const fa_dtype kGpuDtypes[] = {FA_DTYPE_F16, FA_DTYPE_BF16};
+
+// Every dtype x head dim, s_q 113 / s_k 203 non-causal then 203 / 113 causal, GQA 6/2.
+inline std::vector<Case> head_dim_sweep(std::initializer_list<int> dims)
+{
+    std::vector<Case> cases;
+    for (fa_dtype dt : kGpuDtypes)
+        for (int d : dims) {
+            Case c;
+            c.dtype = dt;
+            c.head_dim = d;
+            c.seqlen_q = 113;
+            c.seqlen_k = 203;
+            c.heads_k = 2;
+            cases.push_back(c);
+            c.causal = true;
+            c.seqlen_q = 203;
+            c.seqlen_k = 113;
+            cases.push_back(c);
+        }
+    return cases;
+}
+
+// Each (s_q, s_k) non-causal and causal at d128, kv heads 6/2/1 and dtypes rotating.
+inline std::vector<Case> length_sweep(std::initializer_list<std::array<int, 2>> shapes)
+{
+    const int kv_heads[] = {6, 2, 1};
+    std::vector<Case> cases;
+    int i = 0;
+    for (const std::array<int, 2> &sh : shapes)
+        for (bool causal : {false, true}) {
+            Case c;
+            c.seqlen_q = sh[0];
+            c.seqlen_k = sh[1];
+            c.head_dim = 128;
+            c.heads_k = kv_heads[i % 3];
+            c.dtype = kGpuDtypes[i % 2];
+            c.causal = causal;
+            ++i;
+            cases.push_back(c);
+        }
+    return cases;
+}
 
 inline std::vector<int64_t> bshd_strides(int64_t s, int64_t h, int64_t d, int pad)
 {

@@ -53,10 +53,7 @@ void check_backward(const Case &c, uint64_t seed)
     GpuProblem p(c, seed);
     BackwardRun r;
     run_backward(p, seed, r);
-    INFO("b=" << p.batch << " s_q=" << c.seqlen_q << " s_k=" << c.seqlen_k << " h=" << c.heads << "/"
-              << c.heads_k << " d=" << c.head_dim << " " << fa_dtype_name(c.dtype) << " causal=" << c.causal
-              << " window=" << c.window_left << "," << c.window_right << " alibi=" << c.alibi
-              << " varlen=" << p.varlen);
+    INFO(describe(c));
     INFO("fa_bwd: " << fa_status_string(r.status) << ": " << r.message);
     REQUIRE(r.status == FA_OK);
     CHECK(fa_oracle::all_elements_written(r.dq));
@@ -77,49 +74,21 @@ void check_backward(const Case &c, uint64_t seed)
     CHECK(err.dv <= 3 * base.dv + 1e-5);
 }
 
-const fa_dtype kDtypes[] = {FA_DTYPE_F16, FA_DTYPE_BF16};
-
 }  // namespace
 
 TEST_CASE("cuda backward: head dims up to 128, both dtypes, both causal directions",
           "[cuda][backward][sanitize]")
 {
-    const int dims[] = {8, 32, 40, 64, 96, 128};
     uint64_t seed = 2000;
-    for (fa_dtype dt : kDtypes)
-        for (int d : dims) {
-            Case c;
-            c.dtype = dt;
-            c.head_dim = d;
-            c.seqlen_q = 113;
-            c.seqlen_k = 203;
-            c.heads_k = 2;
-            check_backward(c, seed++);
-            c.causal = true;
-            c.seqlen_q = 203;
-            c.seqlen_k = 113;
-            check_backward(c, seed++);
-        }
+    for (const Case &c : head_dim_sweep({8, 32, 40, 64, 96, 128}))
+        check_backward(c, seed++);
 }
 
 TEST_CASE("cuda backward: lengths, GQA 6/2/1, masks, ALiBi", "[cuda][backward]")
 {
-    const int shapes[][2] = {{1, 1}, {1, 239}, {128, 217}, {256, 512}, {512, 256}, {1023, 1024}};
-    const int kv_heads[] = {6, 2, 1};
     uint64_t seed = 2100;
-    int i = 0;
-    for (auto &sh : shapes)
-        for (bool causal : {false, true}) {
-            Case c;
-            c.seqlen_q = sh[0];
-            c.seqlen_k = sh[1];
-            c.head_dim = 128;
-            c.heads_k = kv_heads[i % 3];
-            c.dtype = kDtypes[i % 2];
-            c.causal = causal;
-            ++i;
-            check_backward(c, seed++);
-        }
+    for (const Case &c : length_sweep({{1, 1}, {1, 239}, {128, 217}, {256, 512}, {512, 256}, {1023, 1024}}))
+        check_backward(c, seed++);
     Case w;
     w.seqlen_q = 300;
     w.seqlen_k = 421;

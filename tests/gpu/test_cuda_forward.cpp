@@ -54,64 +54,33 @@ Outcome run_case(const Case &c, uint64_t seed)
 void check_case(const Case &c, uint64_t seed)
 {
     Outcome o = run_case(c, seed);
-    INFO("b=" << c.batch << " s_q=" << c.seqlen_q << " s_k=" << c.seqlen_k << " h=" << c.heads << "/"
-              << c.heads_k << " d=" << c.head_dim << " " << fa_dtype_name(c.dtype)
-              << " causal=" << c.causal << " window=" << c.window_left << "," << c.window_right
-              << " softcap=" << c.softcap << " alibi=" << c.alibi << " splits=" << c.num_splits);
+    INFO(describe(c));
     INFO("out error " << o.out_error << " (bound " << o.out_bound << "), lse error " << o.lse_error
                       << " (bound " << o.lse_bound << ")");
     CHECK(o.out_error <= o.out_bound);
     CHECK(o.lse_error <= o.lse_bound);
 }
 
-const fa_dtype kDtypes[] = {FA_DTYPE_F16, FA_DTYPE_BF16};
-
 }  // namespace
 
 TEST_CASE("cuda forward: every head dim, fp16 and bf16", "[cuda][sanitize]")
 {
-    const int dims[] = {8, 32, 40, 64, 72, 96, 128, 192, 200, 256};
     uint64_t seed = 100;
-    for (fa_dtype dt : kDtypes)
-        for (int d : dims) {
-            Case c;
-            c.dtype = dt;
-            c.head_dim = d;
-            c.seqlen_q = 113;
-            c.seqlen_k = 203;
-            c.heads_k = 2;
-            check_case(c, seed++);
-            c.causal = true;
-            c.seqlen_q = 203;
-            c.seqlen_k = 113;
-            check_case(c, seed++);
-        }
+    for (const Case &c : head_dim_sweep({8, 32, 40, 64, 72, 96, 128, 192, 200, 256}))
+        check_case(c, seed++);
 }
 
 TEST_CASE("cuda forward: sequence lengths, GQA and causal both ways", "[cuda]")
 {
-    const int shapes[][2] = {{1, 1}, {1, 239}, {113, 203}, {128, 217}, {256, 512}, {512, 256}, {1023, 1024}};
-    const int kv_heads[] = {6, 2, 1};
     uint64_t seed = 300;
-    int i = 0;
-    for (auto &sh : shapes)
-        for (bool causal : {false, true}) {
-            Case c;
-            c.seqlen_q = sh[0];
-            c.seqlen_k = sh[1];
-            c.head_dim = 128;
-            c.heads_k = kv_heads[i % 3];
-            c.dtype = kDtypes[i % 2];
-            c.causal = causal;
-            ++i;
-            check_case(c, seed++);
-        }
+    for (const Case &c : length_sweep({{1, 1}, {1, 239}, {113, 203}, {128, 217}, {256, 512}, {512, 256}, {1023, 1024}}))
+        check_case(c, seed++);
 }
 
 TEST_CASE("cuda forward: windows, softcap, ALiBi", "[cuda][sanitize]")
 {
     uint64_t seed = 500;
-    for (fa_dtype dt : kDtypes) {
+    for (fa_dtype dt : kGpuDtypes) {
         Case c;
         c.dtype = dt;
         c.seqlen_q = 300;
@@ -154,7 +123,7 @@ TEST_CASE("cuda forward: fully masked rows give 0 and -inf", "[cuda]")
 TEST_CASE("cuda forward: varlen with empty sequences, seqused_k", "[cuda][sanitize]")
 {
     uint64_t seed = 700;
-    for (fa_dtype dt : kDtypes)
+    for (fa_dtype dt : kGpuDtypes)
         for (bool causal : {false, true}) {
             Case c;
             c.dtype = dt;
@@ -177,7 +146,7 @@ TEST_CASE("cuda forward: varlen with empty sequences, seqused_k", "[cuda][saniti
 TEST_CASE("cuda forward: split-KV forced and chosen for decode", "[cuda][sanitize]")
 {
     uint64_t seed = 800;
-    for (fa_dtype dt : kDtypes) {
+    for (fa_dtype dt : kGpuDtypes) {
         Case forced;
         forced.dtype = dt;
         forced.seqlen_q = 77;
