@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """amd_resources.py - reads the AMD code objects of a HIP build and checks or reports them.
 
-For every target and forward instance of build/hip/manifest.txt it extracts the code
-object (llvm-objcopy .hip_fatbin, clang-offload-bundler --unbundle), reads its metadata
+For every target and kernel of build/hip/manifest.txt (forward instances, the dK/dV and dQ
+kernels of backward instances, the backward preprocess) it extracts the code object
+(llvm-objcopy .hip_fatbin, clang-offload-bundler --unbundle), reads its metadata
 (llvm-readelf --notes: LDS, VGPRs, AGPRs, scratch, wave size) and its ISA (llvm-objdump -d:
 matrix instructions, and the instruction mix of the main loop, found as the backward
 branch whose body holds the most matrix instructions). The limits come from the library
@@ -10,11 +11,13 @@ itself (the amd_facts helper prints the arch table rows, the HIP registry and th
 dispatcher's selections), so nothing here is transcribed by hand.
 
   --check    fail (exit 1) unless, per target and kernel built for it (wave32 targets
-             build the R list of fwd_instances.h): LDS <= the row's smem_per_block,
-             scratch = 0, wave size = the row's, v_mfma_* (CDNA) / v_wmma_* (RDNA) present;
-             and every kernel the dispatcher selects for a built AMD row is in that
-             target's code object. Rows not built (gfx950 here) are reported, not checked.
-  --markdown FILE  writes the resource table (bench/AMD_RESOURCES.md).
+             build the R and W lists of fwd_/bwd_instances.h): LDS <= the row's
+             smem_per_block, scratch = 0, wave size = the row's, v_mfma_* (CDNA) / v_wmma_*
+             (RDNA) present (not asked of the preprocess, which has no product); and every
+             kernel the dispatcher selects for a built AMD row, forward and backward, is in
+             that target's code object. Rows not built (gfx950 here) are reported, not
+             checked.
+  --markdown FILE  writes the resource tables (bench/AMD_RESOURCES.md).
 """
 import argparse
 import os
@@ -55,9 +58,9 @@ def read_manifest(path):
         if f and f[0] == "archs":
             archs = f[1].split(";") if len(f) == 2 else f[1:]
         elif f and f[0] == "kernel":
-            kernels.append({"name": f[1], "d": int(f[2]), "m": int(f[3]), "n": int(f[4]),
-                            "waves": int(f[5]), "stages": int(f[6]), "dtype": f[7],
-                            "wave32": f[8] == "1", "obj": f[9]})
+            kernels.append({"name": f[1], "pass": f[2], "d": int(f[3]), "m": int(f[4]),
+                            "n": int(f[5]), "waves": int(f[6]), "stages": int(f[7]),
+                            "dtype": f[8], "wave32": f[9] == "1", "obj": f[10]})
     return archs, kernels
 
 
@@ -71,7 +74,7 @@ def read_facts(exe):
         elif f[0] == "select":
             selects.append((f[1], f[2]))
         elif f[0] == "unsupported":
-            unsupported.append((f[1], int(f[2]), " ".join(f[4:])))
+            unsupported.append((f[1], f[2], int(f[3]), " ".join(f[5:])))
     return rows, selects, unsupported
 
 
@@ -151,6 +154,18 @@ def waves_per_simd(meta, row, k):
     return min(MAX_WAVES_PER_SIMD[unit], by_regs, by_lds)
 
 
+def waves_per_cu(meta, row, k):
+    """Waves one CU holds of this kernel: whole workgroups, as LDS and registers allow
+    (a two-wave workgroup leaves half the SIMDs to other workgroups)."""
+    unit = row["unit"]
+    regs = int(meta["vgpr_count"]) + (int(meta.get("agpr_count", 0)) if unit == "mfma" else 0)
+    g = VGPR_GRANULE[unit]
+    per_simd = min(MAX_WAVES_PER_SIMD[unit], VGPRS_PER_SIMD_LANE[unit] // max(g, -(-regs // g) * g))
+    lds = int(meta["group_segment_fixed_size"])
+    wgs = min(row["smem_per_cu"] // lds if lds else 1 << 30, per_simd * SIMDS_PER_CU // k["waves"])
+    return wgs * k["waves"]
+
+
 def predict_mi300x(k, mix, occupancy, cus):
     """TFLOP/s of one instance on MI300X from its main-loop instruction mix: each SIMD runs
     its waves' loop bodies; matrix and other issue overlap only with two or more waves per
@@ -180,16 +195,19 @@ def main():
     sfx, bin_dir = args.tool_suffix, args.llvm_bin
     objcopy, bundler = tool("llvm-objcopy", sfx, bin_dir), tool("clang-offload-bundler", sfx, bin_dir)
     readelf, objdump = tool("llvm-readelf", sfx, bin_dir), tool("llvm-objdump", sfx, bin_dir)
-    failures, table, built = [], [], {}
+    failures, table, built, objects = [], [], {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for k in kernels:
-            fat = os.path.join(tmp, k["name"] + ".fatbin")
-            run([objcopy, "--dump-section", ".hip_fatbin=" + fat, k["obj"], os.path.join(tmp, "x.o")])
             for arch in archs:
-                co = os.path.join(tmp, f"{k['name']}.{arch}.co")
-                run([bundler, "--unbundle", "--type=o", "--input=" + fat,
-                     "--targets=hipv4-amdgcn-amd-amdhsa--" + arch, "--output=" + co])
-                notes = parse_notes(run([readelf, "--notes", co]))
+                # An object holds one or two kernels (a backward instance): read it once.
+                if (k["obj"], arch) not in objects:
+                    base = os.path.join(tmp, f"{len(objects)}")
+                    run([objcopy, "--dump-section", ".hip_fatbin=" + base + ".fatbin", k["obj"], base + ".x"])
+                    run([bundler, "--unbundle", "--type=o", "--input=" + base + ".fatbin",
+                         "--targets=hipv4-amdgcn-amd-amdhsa--" + arch, "--output=" + base + ".co"])
+                    objects[(k["obj"], arch)] = (parse_notes(run([readelf, "--notes", base + ".co"])),
+                                                 run([objdump, "-d", base + ".co"]))
+                notes, isa = objects[(k["obj"], arch)]
                 built.setdefault(arch, set()).update(notes)
                 where = f"{arch} {k['name']}"
                 row = rows.get(arch)
@@ -204,7 +222,7 @@ def main():
                     failures.append(f"{where}: kernel missing from the code object")
                     continue
                 meta = notes[k["name"]]
-                mma, mix, mnemonic = parse_isa(run([objdump, "-d", co]), k["name"])
+                mma, mix, mnemonic = parse_isa(isa, k["name"])
                 lds = int(meta["group_segment_fixed_size"])
                 scratch = int(meta["private_segment_fixed_size"])
                 wave = int(meta["wavefront_size"])
@@ -215,9 +233,9 @@ def main():
                     failures.append(f"{where}: scratch {scratch} bytes (spills)")
                 if wave != row["wave"]:
                     failures.append(f"{where}: wave {wave}, table says {row['wave']}")
-                if not mnemonic.startswith(want):
+                if k["pass"] != "prep" and not mnemonic.startswith(want):
                     failures.append(f"{where}: no {want}_* instruction")
-                occ = waves_per_simd(meta, row, k)
+                occ = waves_per_simd(meta, row, k) if k["waves"] else None
                 table.append((arch, k, meta, mma, mix, mnemonic, occ))
         for arch, kernel in selects:
             if arch not in archs:
@@ -228,10 +246,11 @@ def main():
 
     if args.markdown:
         write_markdown(args.markdown, archs, table, rows, not_built)
-    for row in sorted({u[0] for u in unsupported}):
-        dims = sorted({u[1] for u in unsupported if u[0] == row})
-        print(f"note: no AMD config on {row} for head dims {dims[0]}-{dims[-1]} "
-              f"(e.g. {next(u[2] for u in unsupported if u[0] == row)})")
+    for row, pas in sorted({u[:2] for u in unsupported}):
+        these = [u for u in unsupported if u[:2] == (row, pas)]
+        dims = sorted({u[2] for u in these})
+        print(f"note: no AMD {pas} config on {row} for head dims {dims[0]}-{dims[-1]} "
+              f"(e.g. {these[0][3]})")
     print(f"{len(table)} (target, kernel) code objects read for {', '.join(archs)}; "
           f"{len(selects)} dispatcher selections; rows not built here: {', '.join(not_built) or 'none'}")
     if args.check and failures:
@@ -241,11 +260,12 @@ def main():
 
 
 def write_markdown(path, archs, table, rows, not_built):
-    out = ["# AMD forward kernels: resources and predictions", "",
+    out = ["# AMD kernels: resources and predictions", "",
            "Generated by `bench/amd_resources.py` from a HIP build (rerun it after changing the",
-           "kernel or the instance list; the CI runs it with `--check`). Every number below is",
-           "read from the compiled code objects, except the last two columns, which are",
-           "**predictions, not measurements**: no AMD GPU has run these kernels.", "",
+           "kernels or the instance lists; the CI runs it with `--check`). Every number below is",
+           "read from the compiled code objects, except the forward's last two columns, which",
+           "are **predictions, not measurements**: no AMD GPU has run these kernels.", "",
+           "## Forward", "",
            "Columns: LDS bytes; VGPRs / AGPRs per lane; scratch bytes (0: no spills); waves per",
            "SIMD (occupancy, from registers and LDS); matrix instructions per wave per main-loop",
            "iteration (the loop body as compiled) and in the whole kernel; the loop's other",
@@ -253,11 +273,13 @@ def write_markdown(path, archs, table, rows, not_built):
            "| target | kernel | LDS | VGPR/AGPR | scratch | waves/SIMD | instruction | MMA/iter (kernel) | VALU / LDS per iter |",
            "|---|---|---|---|---|---|---|---|---|"]
     for arch, k, meta, mma, mix, mnemonic, occ in table:
+        if k["pass"] != "fwd":
+            continue
         out.append(f"| {arch} | {k['name']} | {meta['group_segment_fixed_size']} | "
                    f"{meta['vgpr_count']}/{meta.get('agpr_count', '0')} | "
                    f"{meta['private_segment_fixed_size']} | {occ} | {mnemonic} | "
                    f"{mix.get('mma', 0)} ({mma}) | {mix.get('valu', 0) + mix.get('trans', 0)} / {mix.get('lds', 0)} |")
-    out += ["", "## Predicted MI300X (gfx942) forward at d128", "",
+    out += ["", "### Predicted MI300X (gfx942) forward at d128", "",
             f"From the gfx942 code objects: {rows['gfx942']['cus']} CUs (arch table) x 4 SIMDs x "
             f"{MI300X_CLOCK_GHZ} GHz. Per wave and main-loop iteration, the useful FLOP "
             "(4 x rows x keys x d) over the issue cycles of the loop body (MFMA 16, VALU 4,",
@@ -273,11 +295,30 @@ def write_markdown(path, archs, table, rows, not_built):
             "| kernel | waves/SIMD | MMA/iter | other/iter | predicted TFLOP/s | matrix-only bound | AMD published |",
             "|---|---|---|---|---|---|---|"]
     for arch, k, meta, mma, mix, mnemonic, occ in table:
-        if arch != "gfx942" or k["d"] != 128:
+        if arch != "gfx942" or k["d"] != 128 or k["pass"] != "fwd":
             continue
         pred, bound = predict_mi300x(k, mix, occ, rows["gfx942"]["cus"])
         other = sum(mix.get(c, 0) for c in ("valu", "trans", "lds", "salu"))
         out.append(f"| {k['name']} | {occ} | {mix.get('mma', 0)} | {other} | {pred:.0f} | {bound:.0f} | {MI300X_PUBLISHED} |")
+    out += ["", "## Backward", "",
+            "The dK/dV and dQ kernels of each backward instance (src/common/attn_bwd.h; tile",
+            "and waves in the name and in bwd_instances.h) and the preprocess. Columns as above,",
+            "except occupancy, given as waves per CU (whole workgroups, as LDS and registers",
+            "allow: the two-wave 32x32 instances fill at most half of a CU's four SIMDs per",
+            "workgroup), and matrix instructions per wave per pipeline step (the main loop as",
+            "compiled) and in the whole kernel. RDNA builds the W list only (bwd_instances.h).",
+            "No performance prediction.", "",
+            "| target | kernel | LDS | VGPR/AGPR | scratch | waves/CU | instruction | MMA/step (kernel) |",
+            "|---|---|---|---|---|---|---|---|"]
+    for arch, k, meta, mma, mix, mnemonic, occ in table:
+        if k["pass"] == "fwd":
+            continue
+        prep = k["pass"] == "prep"
+        cu = "-" if prep else waves_per_cu(meta, rows[arch], k)
+        out.append(f"| {arch} | {k['name']} | {meta['group_segment_fixed_size']} | "
+                   f"{meta['vgpr_count']}/{meta.get('agpr_count', '0')} | "
+                   f"{meta['private_segment_fixed_size']} | {cu} | {'-' if prep else mnemonic} | "
+                   f"{'-' if prep else str(mix.get('mma', 0)) + ' (' + str(mma) + ')'} |")
     if not_built:
         out += ["", f"Table rows with no code object in this build: {', '.join(not_built)} "
                 "(gfx950 needs LLVM 20+; its row and dispatcher tests remain)."]

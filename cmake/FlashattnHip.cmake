@@ -1,6 +1,7 @@
 # FlashattnHip.cmake - adds the HIP backend: one generated translation unit per AMD
-# forward instance of src/common/fwd_instances.h (entries H(...)) and dtype, plus the
-# combine kernel and the runtime mapping in src/hip, each compiled for every target of
+# forward instance of src/common/fwd_instances.h (entries H(...)) and backward instance of
+# src/common/bwd_instances.h (entries A(...)) and dtype, plus the combine and backward
+# preprocess kernels and the runtime mapping in src/hip, each compiled for every target of
 # FA_HIP_ARCHS by a HIP compiler driven directly (no CMake HIP language, which needs a
 # full ROCm install). The compiler is FA_HIP_COMPILER, else a ROCm 6+ amdclang++, else
 # clang++-19 or newer with the ROCm headers and device libraries of the system (Debian 12:
@@ -105,39 +106,65 @@ endfunction()
 
 set(FA_HIP_DIR ${PROJECT_BINARY_DIR}/hip)
 set(FA_HIP_OBJECTS "")
-file(READ ${PROJECT_SOURCE_DIR}/src/common/fwd_instances.h _text)
-string(REGEX MATCHALL "H\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" _entries "${_text}")
-string(REGEX MATCHALL "R\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" _wave32 "${_text}")
+# The manifest: one line per kernel symbol,
+#   kernel SYMBOL PASS HEAD_DIM TILE_M TILE_N WAVES STAGES DTYPE WAVE32 OBJECT
+# (a backward instance's object holds two kernels, SYMBOL_dkdv and SYMBOL_dq).
 set(FA_HIP_MANIFEST "archs ${FA_HIP_ARCHS}\n")
-set(FA_KERNEL_HEADER attn_fwd.h)
-foreach(entry IN LISTS _entries)
-  string(REGEX MATCH "\\(([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+)\\)" _ "${entry}")
-  set(FA_D ${CMAKE_MATCH_1})
-  set(FA_M ${CMAKE_MATCH_2})
-  set(FA_N ${CMAKE_MATCH_3})
-  set(FA_W ${CMAKE_MATCH_4})
-  set(FA_S ${CMAKE_MATCH_5})
-  # Wave32 (RDNA) targets build only the entries of the R list (fwd_instances.h).
-  string(REGEX REPLACE "^H" "R" _as_wave32 "${entry}")
-  if("${_as_wave32}" IN_LIST _wave32)
-    set(FA_WAVE32 1)
-  else()
-    set(FA_WAVE32 0)
-  endif()
-  foreach(FA_DT f16 bf16)
-    set(FA_NAME fa_fwd_d${FA_D}_${FA_DT}_${FA_M}x${FA_N}x${FA_S})
-    if(FA_DT STREQUAL "bf16")
-      set(FA_BF16_DEFINE "#define FA_INST_BF16 1")
+
+# fa_hip_instances(LIST_HEADER LETTER WAVE32_LETTER PASS KERNEL_HEADER SUFFIXES...): one
+# generated translation unit per entry LETTER(d, m, n, waves, stages) of LIST_HEADER and
+# per dtype, instantiating KERNEL_HEADER as fa_PASS_d<d>_<dtype>_<m>x<n>x<stages>, whose
+# kernels are that name plus each of SUFFIXES (none: the name itself). Wave32 (RDNA)
+# targets build only the entries also listed as WAVE32_LETTER(...).
+function(fa_hip_instances list_header letter wave32_letter pass kernel_header)
+  set(suffixes ${ARGN})
+  file(READ ${PROJECT_SOURCE_DIR}/src/common/${list_header} text)
+  string(REGEX MATCHALL "${letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" entries "${text}")
+  string(REGEX MATCHALL "${wave32_letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" wave32 "${text}")
+  set(FA_KERNEL_HEADER ${kernel_header})
+  foreach(entry IN LISTS entries)
+    string(REGEX MATCH "\\(([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+)\\)" _ "${entry}")
+    set(FA_D ${CMAKE_MATCH_1})
+    set(FA_M ${CMAKE_MATCH_2})
+    set(FA_N ${CMAKE_MATCH_3})
+    set(FA_W ${CMAKE_MATCH_4})
+    set(FA_S ${CMAKE_MATCH_5})
+    string(REGEX REPLACE "^${letter}" "${wave32_letter}" as_wave32 "${entry}")
+    if("${as_wave32}" IN_LIST wave32)
+      set(FA_WAVE32 1)
     else()
-      set(FA_BF16_DEFINE "")
+      set(FA_WAVE32 0)
     endif()
-    configure_file(${PROJECT_SOURCE_DIR}/cmake/instance.hip.in ${FA_HIP_DIR}/${FA_NAME}.hip @ONLY)
-    fa_hip_compile(${FA_HIP_DIR}/${FA_NAME}.hip ${FA_HIP_DIR}/${FA_NAME}.o)
-    string(APPEND FA_HIP_MANIFEST
-           "kernel ${FA_NAME} ${FA_D} ${FA_M} ${FA_N} ${FA_W} ${FA_S} ${FA_DT} ${FA_WAVE32} ${FA_HIP_DIR}/${FA_NAME}.o\n")
+    foreach(FA_DT f16 bf16)
+      set(FA_NAME fa_${pass}_d${FA_D}_${FA_DT}_${FA_M}x${FA_N}x${FA_S})
+      if(FA_DT STREQUAL "bf16")
+        set(FA_BF16_DEFINE "#define FA_INST_BF16 1")
+      else()
+        set(FA_BF16_DEFINE "")
+      endif()
+      set(object ${FA_HIP_DIR}/${FA_NAME}.o)
+      configure_file(${PROJECT_SOURCE_DIR}/cmake/instance.hip.in ${FA_HIP_DIR}/${FA_NAME}.hip @ONLY)
+      fa_hip_compile(${FA_HIP_DIR}/${FA_NAME}.hip ${object})
+      set(symbols ${FA_NAME})
+      if(suffixes)
+        list(TRANSFORM suffixes PREPEND ${FA_NAME} OUTPUT_VARIABLE symbols)
+      endif()
+      foreach(symbol IN LISTS symbols)
+        string(APPEND FA_HIP_MANIFEST "kernel ${symbol} ${pass} ${FA_D} ${FA_M} ${FA_N} "
+               "${FA_W} ${FA_S} ${FA_DT} ${FA_WAVE32} ${object}\n")
+      endforeach()
+    endforeach()
   endforeach()
-endforeach()
+  set(FA_HIP_OBJECTS ${FA_HIP_OBJECTS} PARENT_SCOPE)
+  set(FA_HIP_MANIFEST "${FA_HIP_MANIFEST}" PARENT_SCOPE)
+endfunction()
+fa_hip_instances(fwd_instances.h H R fwd attn_fwd.h)
+fa_hip_instances(bwd_instances.h A W bwd attn_bwd.h _dkdv _dq)
+
 fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_combine.cpp ${FA_HIP_DIR}/hip_combine.o)
+# The backward preprocess: no matrix instructions, every target builds it (wave32 too).
+fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_bwd_prep.cpp ${FA_HIP_DIR}/hip_bwd_prep.o)
+string(APPEND FA_HIP_MANIFEST "kernel fa_bwd_preprocess prep 0 0 0 0 0 any 1 ${FA_HIP_DIR}/hip_bwd_prep.o\n")
 # Host code only: its device pass would try to emit the ops table for the GPU.
 fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_backend.cpp ${FA_HIP_DIR}/hip_backend.o --offload-host-only)
 file(WRITE ${FA_HIP_DIR}/manifest.txt "${FA_HIP_MANIFEST}")

@@ -2,8 +2,9 @@
  * attn_bwd.h - the backward attention kernels, written once for every vendor against the
  * device vocabulary of fa_device.h. One translation unit includes it once after defining
  * the instance: FA_INST_D, FA_INST_M (query rows per step) = FA_INST_N (key rows per
- * block), FA_INST_WARPS (each warp owns 16 rows), FA_INST_STAGES, FA_INST_BF16,
- * FA_INST_NAME. It defines two kernels:
+ * block), FA_INST_WARPS (each warp owns FA_MMA_M = 16 rows, whatever its lane count: one
+ * MMA tile's rows), FA_INST_STAGES (streamed buffers; 1 = load, wait, compute),
+ * FA_INST_BF16, FA_INST_NAME. It defines two kernels:
  *
  *   FA_INST_NAME##_dkdv: one block per (key tile, kv head, batch); K and V stay in shared
  *     memory while Q, dO, LSE and D = rowsum(dO∘O) tiles of every query head of the GQA
@@ -26,18 +27,49 @@
 #include "attn_args.h"
 #include "attn_sequence.h"
 #include "attn_tile.h"
+#include "bwd_instances.h"
 #include "mask.h"
 
 #if FA_INST_M != FA_INST_N || FA_INST_N != FA_INST_WARPS * FA_MMA_M
 #error "backward instances use square tiles of 16 rows per warp"
 #endif
+/* The products take n-tiles in pairs (fa_load_bt_pair, fa_load_b_pair). */
+#if FA_INST_N % (2 * FA_MMA_N) != 0 || FA_INST_D % (2 * FA_MMA_N) != 0
+#error "backward tiles and head dims must span an even number of MMA n-tiles"
+#endif
 
 #define FA_CAT_(a, b) a##b
 #define FA_CAT(a, b) FA_CAT_(a, b)
-#define FA_BT (FA_INST_N / FA_MMA_N) /* n-tiles across a 64-wide row/column tile         */
+#define FA_BT (FA_INST_N / FA_MMA_N) /* n-tiles across a row/column tile                 */
 #define FA_BK (FA_INST_N / FA_MMA_K) /* k-steps across it (A operands of P, dS)          */
 #define FA_BD (FA_INST_D / FA_MMA_N) /* n-tiles across the head dim                      */
 #define FA_TILE_ELEMS (FA_INST_N * FA_PITCH)
+
+/* Top of pipeline step i of `count` (the loops below): afterwards step i's tiles are in
+ * shared memory for every warp, and step i + stages - 1 is on its way. */
+#if FA_INST_STAGES == 1
+/* One buffer: every warp must be done with step i - 1 before step i overwrites it, and the
+ * copy must land before anyone reads it. Two barriers per step. */
+#define FA_BWD_ADVANCE(load, i, count)                                                   \
+    do {                                                                                  \
+        fa_barrier();                                                                     \
+        load(i);                                                                          \
+        fa_async_commit();                                                                \
+        fa_async_wait(0);                                                                 \
+        fa_barrier();                                                                     \
+    } while (0)
+#else
+/* The barrier both publishes step i and tells that every warp is done with step i - 1,
+ * whose buffer is refilled at once. */
+#define FA_BWD_ADVANCE(load, i, count)                                                   \
+    do {                                                                                  \
+        fa_async_wait(FA_INST_STAGES - 2);                                                \
+        fa_barrier();                                                                     \
+        if ((i) + FA_INST_STAGES - 1 < (count))                                           \
+            load((i) + FA_INST_STAGES - 1);                                               \
+        fa_async_commit();                                                                \
+    } while (0)
+#endif
 
 /* acc (16 rows x FA_INST_N columns of this warp) = A[row0..row0+15][:] · B[0..N-1][:]ᵀ,
  * both tiles stored [row][head dim] in shared memory. */
@@ -171,7 +203,7 @@ FA_DEVICE void fa_bwd_load_rows(float *smem, const float *gmem, int rows_valid)
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dkdv)(fa_bwd_args args)
 {
-    FA_DYNAMIC_SMEM(fa_smem);
+    FA_DYNAMIC_SMEM(fa_smem, FA_BWD_DKDV_SMEM_BYTES(FA_INST_D, FA_INST_N, FA_INST_STAGES));
     fa_elem *smem_k = (fa_elem *)fa_smem;
     fa_elem *smem_v = smem_k + FA_TILE_ELEMS;
     fa_elem *smem_q = smem_v + FA_TILE_ELEMS;                     /* [stages] tiles */
@@ -224,7 +256,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dk
                          args.delta + (long long)h_ * f->total_q + q_base + m0_, rows_);        \
     } while (0)
 
-    /* Copies complete in commit order: K, V and step 0 form the first group. */
+    /* Copies complete in commit order: K, V and step 0 form the first group (committed in
+     * FA_BWD_ADVANCE when there is one stage). */
 #pragma unroll
     for (int i = 0; i < FA_INST_STAGES - 1; ++i) {
         if (i < steps)
@@ -240,11 +273,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dk
             acc_dk[df][r] = acc_dv[df][r] = 0.f;
 
     for (int i = 0; i < steps; ++i) {
-        fa_async_wait(FA_INST_STAGES - 2);
-        fa_barrier(); /* step i has landed; every warp is done with step i-1's buffers */
-        if (i + FA_INST_STAGES - 1 < steps)
-            FA_LOAD_STEP(i + FA_INST_STAGES - 1);
-        fa_async_commit();
+        FA_BWD_ADVANCE(FA_LOAD_STEP, i, steps);
 
         const int buf = i % FA_INST_STAGES, head = FA_STEP_HEAD(i), m0 = FA_STEP_M0(i);
         const fa_elem *q_tile = smem_q + buf * FA_TILE_ELEMS;
@@ -286,7 +315,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dk
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dq)(fa_bwd_args args)
 {
-    FA_DYNAMIC_SMEM(fa_smem);
+    FA_DYNAMIC_SMEM(fa_smem, FA_BWD_DQ_SMEM_BYTES(FA_INST_D, FA_INST_N, FA_INST_STAGES));
     fa_elem *smem_q = (fa_elem *)fa_smem;
     fa_elem *smem_do = smem_q + FA_TILE_ELEMS;
     fa_elem *smem_k = smem_do + FA_TILE_ELEMS;                   /* [stages] tiles */
@@ -350,11 +379,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dq
             acc_dq[df][r] = 0.f;
 
     for (int i = 0; i < n_tiles; ++i) {
-        fa_async_wait(FA_INST_STAGES - 2);
-        fa_barrier();
-        if (i + FA_INST_STAGES - 1 < n_tiles)
-            FA_LOAD_KV(i + FA_INST_STAGES - 1);
-        fa_async_commit();
+        FA_BWD_ADVANCE(FA_LOAD_KV, i, n_tiles);
 
         const int buf = i % FA_INST_STAGES, n0 = (tile_lo + i) * FA_INST_N;
         const fa_elem *k_tile = smem_k + buf * FA_TILE_ELEMS;

@@ -328,7 +328,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args args)
 {
-    FA_DYNAMIC_SMEM(fa_smem);
+    FA_DYNAMIC_SMEM(fa_smem, FA_FWD_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
     fa_elem *smem_q = (fa_elem *)fa_smem;
     fa_elem *smem_k = smem_q + FA_INST_M * FA_PITCH;
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_INST_N * FA_PITCH;

@@ -1,6 +1,6 @@
 /*
  * dispatch.c - the kernel-configuration registries (CPU tiles, the CUDA and HIP forward
- * instances of fwd_instances.h and the CUDA backward instances of bwd_instances.h) and
+ * instances of fwd_instances.h and backward instances of bwd_instances.h) and
  * the pure selection (arch row, problem) -> config, with the reason for the choice in
  * words. Also parses the FLASHATTN_FORCE_TILE syntax.
  *
@@ -140,6 +140,33 @@ enum fa_hip_fwd_kernel_id {
 static const fa_kernel_config k_hip_configs[] = {FA_HIP_FWD_INSTANCES(FA_HIP_CFG_W64)
                                                      FA_HIP_WAVE32_FWD_INSTANCES(FA_HIP_CFG_W32)};
 
+/* HIP backward configs, numbered and registered as the forward ones: kernel_id = 2 *
+ * (entry of FA_HIP_BWD_INSTANCES) + (dtype == bf16), the order of hip_backend.cpp's table
+ * of (dK/dV, dQ) pairs; every entry with wave 64, the FA_HIP_WAVE32_BWD_INSTANCES subset
+ * also with wave 32. */
+enum fa_hip_bwd_kernel_id {
+#define FA_HIP_BWD_KID(hd, m, n, w, s)                                                      \
+    FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16,                                     \
+        FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_BF16,
+    FA_HIP_BWD_INSTANCES(FA_HIP_BWD_KID)
+#undef FA_HIP_BWD_KID
+};
+
+#define FA_HIP_BWD_CFG(hd, m, n, w, s, wave, dt, dtname, kid)                              \
+    {"hip_bwd_d" #hd "_" dtname "_" #m "x" #n "x" #s "_w" #wave, FA_BACKEND_HIP,          \
+     FA_VENDOR_AMD, FA_PASS_BWD, dt, hd, m, n, (w) * (wave), s,                            \
+     FA_BWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid},
+#define FA_HIP_BWD_CFG_WAVE(hd, m, n, w, s, wave)                                          \
+    FA_HIP_BWD_CFG(hd, m, n, w, s, wave, FA_DTYPE_F16, "fp16",                            \
+                   FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16)                     \
+    FA_HIP_BWD_CFG(hd, m, n, w, s, wave, FA_DTYPE_BF16, "bf16",                           \
+                   FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_BF16)
+#define FA_HIP_BWD_CFG_W64(hd, m, n, w, s) FA_HIP_BWD_CFG_WAVE(hd, m, n, w, s, 64)
+#define FA_HIP_BWD_CFG_W32(hd, m, n, w, s) FA_HIP_BWD_CFG_WAVE(hd, m, n, w, s, 32)
+
+static const fa_kernel_config k_hip_bwd_configs[] = {
+    FA_HIP_BWD_INSTANCES(FA_HIP_BWD_CFG_W64) FA_HIP_WAVE32_BWD_INSTANCES(FA_HIP_BWD_CFG_W32)};
+
 /* CPU tiles: one head-dim class (256) covers every head dim, because the CPU loops take
  * the head dim at run time. smem_bytes is one worker's fp32 working set at d256: Q tile
  * and O accumulator (2 * m * d), K and V tiles (2 * n * d) and the score tile (m * n):
@@ -213,6 +240,9 @@ const fa_kernel_config *fa_registry_bwd(fa_backend backend, int *count)
     } else if (backend == FA_BACKEND_CUDA) {
         list = k_cuda_bwd_configs;
         n = COUNT_OF(k_cuda_bwd_configs);
+    } else if (backend == FA_BACKEND_HIP) {
+        list = k_hip_bwd_configs;
+        n = COUNT_OF(k_hip_bwd_configs);
     }
     if (count) *count = n;
     return list;

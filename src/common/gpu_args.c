@@ -54,3 +54,37 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
     }
     return a;
 }
+
+int fa_bwd_rows_aligned(const fa_problem *p)
+{
+    return fa_rows_aligned(p->q, p->q_stride) && fa_rows_aligned(p->k, p->k_stride) &&
+           fa_rows_aligned(p->v, p->v_stride) && fa_rows_aligned(p->out, p->out_stride) &&
+           fa_rows_aligned(p->dout, p->dout_stride) && fa_rows_aligned(p->dq, p->dq_stride) &&
+           fa_rows_aligned(p->dk, p->dk_stride) && fa_rows_aligned(p->dv, p->dv_stride);
+}
+
+/* One of the two fp32 [heads][total_q] arrays of the backward workspace. */
+static size_t fa_bwd_rows_bytes(const fa_problem *p)
+{
+    return fa_align256((size_t)p->heads * (size_t)p->total_q * sizeof(float));
+}
+
+size_t fa_bwd_workspace_bytes(const fa_problem *p) { return 2 * fa_bwd_rows_bytes(p); }
+
+fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace)
+{
+    fa_bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.fwd = fa_make_args(p, 1, NULL);
+    a.dout = p->dout;
+    a.dq = p->dq; a.dk = p->dk; a.dv = p->dv;
+    a.do_batch = p->dout_stride.batch; a.do_row = p->dout_stride.row; a.do_head = p->dout_stride.head;
+    a.dq_batch = p->dq_stride.batch; a.dq_row = p->dq_stride.row; a.dq_head = p->dq_stride.head;
+    a.dk_batch = p->dk_stride.batch; a.dk_row = p->dk_stride.row; a.dk_head = p->dk_stride.head;
+    a.dv_batch = p->dv_stride.batch; a.dv_row = p->dv_stride.row; a.dv_head = p->dv_stride.head;
+    a.delta = (float *)workspace;
+    a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
+    a.scale = p->softmax_scale;
+    a.out_bf16 = p->dtype == FA_DTYPE_BF16;
+    return a;
+}

@@ -1,7 +1,7 @@
 /*
- * gpu_args.h - host helpers every GPU backend (CUDA, HIP) shares: the kernel argument
- * block from a validated problem, the split-KV workspace size and the 16-byte row
- * alignment the tile copies need. Defined in gpu_args.c.
+ * gpu_args.h - host helpers every GPU backend (CUDA, HIP) shares: the forward and
+ * backward kernel argument blocks from a validated problem, their workspace sizes and
+ * the 16-byte row alignment the tile copies need. Defined in gpu_args.c.
  */
 #ifndef FA_GPU_ARGS_H
 #define FA_GPU_ARGS_H
@@ -25,6 +25,16 @@ int fa_rows_aligned(const void *ptr, fa_strides st);
 
 /* The forward kernels' arguments; workspace holds the split partials when splits > 1. */
 fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace);
+
+/* 1 when every operand of the backward (q, k, v, out, dout, dq, dk, dv) has aligned rows. */
+int fa_bwd_rows_aligned(const fa_problem *p);
+
+/* Bytes of the backward workspace: D = rowsum(dO * O) and the log2 LSE, fp32
+ * [heads][total_q] each, filled by the preprocess kernel. */
+size_t fa_bwd_workspace_bytes(const fa_problem *p);
+
+/* The backward kernels' arguments; workspace holds fa_bwd_workspace_bytes(p) bytes. */
+fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace);
 
 #ifdef __cplusplus
 }

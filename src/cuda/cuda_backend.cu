@@ -208,37 +208,13 @@ static fa_status fa_cuda_fwd(fa_context *ctx, const fa_problem *p, const fa_sele
     return st;
 }
 
-/* Backward workspace: D and the log2 LSE, fp32 [heads][total_q] each. */
-static size_t fa_bwd_rows_bytes(const fa_problem *p)
-{
-    return fa_align256((size_t)p->heads * (size_t)p->total_q * sizeof(float));
-}
-
 static fa_status fa_cuda_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                        size_t *bytes)
 {
     (void)ctx;
     (void)sel;
-    *bytes = 2 * fa_bwd_rows_bytes(p);
+    *bytes = fa_bwd_workspace_bytes(p);
     return FA_OK;
-}
-
-static fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace)
-{
-    fa_bwd_args a;
-    memset(&a, 0, sizeof a);
-    a.fwd = fa_make_args(p, 1, NULL);
-    a.dout = p->dout;
-    a.dq = p->dq; a.dk = p->dk; a.dv = p->dv;
-    a.do_batch = p->dout_stride.batch; a.do_row = p->dout_stride.row; a.do_head = p->dout_stride.head;
-    a.dq_batch = p->dq_stride.batch; a.dq_row = p->dq_stride.row; a.dq_head = p->dq_stride.head;
-    a.dk_batch = p->dk_stride.batch; a.dk_row = p->dk_stride.row; a.dk_head = p->dk_stride.head;
-    a.dv_batch = p->dv_stride.batch; a.dv_row = p->dv_stride.row; a.dv_head = p->dv_stride.head;
-    a.delta = (float *)workspace;
-    a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
-    a.scale = p->softmax_scale;
-    a.out_bf16 = p->dtype == FA_DTYPE_BF16;
-    return a;
 }
 
 static fa_status fa_cuda_bwd_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
@@ -277,10 +253,7 @@ static fa_status fa_cuda_bwd(fa_context *ctx, const fa_problem *p, const fa_sele
         return fa_fail(ctx, FA_ERR_UNSUPPORTED,
                        "softcap in the backward pass is not implemented on CUDA yet (the CPU "
                        "backend has it)");
-    if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
-        !fa_rows_aligned(p->v, p->v_stride) || !fa_rows_aligned(p->out, p->out_stride) ||
-        !fa_rows_aligned(p->dout, p->dout_stride) || !fa_rows_aligned(p->dq, p->dq_stride) ||
-        !fa_rows_aligned(p->dk, p->dk_stride) || !fa_rows_aligned(p->dv, p->dv_stride))
+    if (!fa_bwd_rows_aligned(p))
         return fa_fail(ctx, FA_ERR_UNSUPPORTED,
                        "the CUDA backend needs 16-byte aligned rows: data pointers aligned to 16 "
                        "bytes and outer strides that are multiples of 8 elements");
@@ -289,7 +262,7 @@ static fa_status fa_cuda_bwd(fa_context *ctx, const fa_problem *p, const fa_sele
     cudaError_t err = cudaSetDevice(ctx->device);
     if (err != cudaSuccess)
         return fa_cuda_error(ctx, err, "cudaSetDevice");
-    size_t need = 2 * fa_bwd_rows_bytes(p);
+    size_t need = fa_bwd_workspace_bytes(p);
     void *owned = NULL;
     if (workspace == NULL) {
         err = cudaMallocAsync(&owned, need, (cudaStream_t)ctx->stream);

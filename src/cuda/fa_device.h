@@ -166,8 +166,10 @@ FA_DEVICE float2 fa_unpack2_f16(uint32_t v) { return __half22float2(*(__half2 *)
 #define FA_MMA_TYPE "f16"
 #endif
 
-/* Dynamic shared memory of a kernel, 16-byte aligned for the async copies. */
-#define FA_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+/* Dynamic shared memory of a kernel, 16-byte aligned for the async copies. The size is
+ * the launch's (cudaLaunchKernel), so the kernel's statement of it (for vendors whose LDS
+ * is sized at compile time) is not needed here. */
+#define FA_DYNAMIC_SMEM(name, bytes) extern __shared__ __align__(16) unsigned char name[]
 
 /* c += a * b on one 16x8x16 tile. */
 FA_DEVICE void fa_mma(float c[4], const uint32_t a[4], const uint32_t b[2])

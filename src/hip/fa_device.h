@@ -8,10 +8,12 @@
  * Differences from NVIDIA, all inside this file:
  *  - An MMA tile is 16 x 16 x 16 (FA_MMA_N = 16), and fa_mma computes Cᵀ = Bᵀ·Aᵀ, so one
  *    accumulator row group per lane (FA_ACC_ROWS = 1) and P feeds P·V from registers.
- *  - No asynchronous global->LDS copy: fa_async_copy16 loads 16 bytes and stores them to
- *    LDS at once, so commit/wait are empty; the kernel's barriers still order every LDS
- *    write before the reads of other waves (__syncthreads waits for LDS stores).
- *  - LDS is declared with the instance's static size, so the code object's
+ *  - No asynchronous global->LDS copy: fa_async_copy16 (copy4) loads 16 (4) bytes and
+ *    stores them to LDS at once, so commit/wait are empty; the kernel's barriers still
+ *    order every LDS write before the reads of other waves (__syncthreads waits for LDS
+ *    stores).
+ *  - LDS is declared with the size each kernel states (FA_DYNAMIC_SMEM's second
+ *    argument; NVIDIA sizes it at launch instead), so the code object's
  *    group_segment_fixed_size is the kernel's LDS (checked by the resource test).
  *  - No ldmatrix: A and Kᵀ fragments are 8/16-byte LDS reads (consecutive k); V
  *    fragments are gathered element by element (no transposing LDS read before gfx950).
@@ -137,6 +139,14 @@ FA_DEVICE void fa_async_copy16(void *smem_dst, const void *gmem_src, int src_val
         v = *(const fa_u32x4 *)gmem_src;
     *(fa_u32x4 *)smem_dst = v;
 }
+/* 4-byte variant for fp32 per-row values, same contract. */
+FA_DEVICE void fa_async_copy4(void *smem_dst, const void *gmem_src, int src_valid)
+{
+    uint32_t v = 0u;
+    if (src_valid)
+        v = *(const uint32_t *)gmem_src;
+    *(uint32_t *)smem_dst = v;
+}
 FA_DEVICE void fa_async_commit(void) {}
 #define fa_async_wait(n) ((void)(n))
 
@@ -217,6 +227,18 @@ FA_DEVICE uint32_t fa_bf16_bits(float x)
 FA_DEVICE uint32_t fa_pack2_bf16(float lo, float hi) { return fa_bf16_bits(lo) | (fa_bf16_bits(hi) << 16); }
 FA_DEVICE uint32_t fa_pack2_f16(float lo, float hi) { return fa_f16_bits(lo) | (fa_f16_bits(hi) << 16); }
 
+/* Two packed 16-bit elements (low half first) to fp32, both conversions exact. */
+FA_DEVICE float2 fa_unpack2_bf16(uint32_t v)
+{
+    return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+}
+FA_DEVICE float2 fa_unpack2_f16(uint32_t v)
+{
+    _Float16 h[2];
+    __builtin_memcpy(h, &v, sizeof h);
+    return make_float2((float)h[0], (float)h[1]);
+}
+
 /* The instance's element type: FA_INST_BF16 defined -> bf16, else fp16. */
 #if defined(FA_INST_BF16)
 #define fa_pack2 fa_pack2_bf16
@@ -226,11 +248,9 @@ typedef short fa_mma_elem;
 typedef _Float16 fa_mma_elem;
 #endif
 
-/* The kernel's LDS, sized by its forward instance (FA_FWD_SMEM_BYTES of fwd_instances.h),
- * as a static allocation: see the header. */
-#define FA_DYNAMIC_SMEM(name)                                                             \
-    __shared__ __attribute__((aligned(16))) unsigned char                                 \
-        name[FA_FWD_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES)]
+/* The kernel's LDS as a static allocation of the size the kernel states (its layout's
+ * *_SMEM_BYTES of fwd_instances.h / bwd_instances.h): see the header. */
+#define FA_DYNAMIC_SMEM(name, bytes) __shared__ __attribute__((aligned(16))) unsigned char name[bytes]
 
 typedef fa_mma_elem fa_frag_vec __attribute__((ext_vector_type(FA_FRAG_ELEMS)));
 typedef float fa_acc_vec __attribute__((ext_vector_type(FA_ACC_REGS)));

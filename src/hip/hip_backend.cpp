@@ -1,7 +1,8 @@
 /*
  * hip_backend.cpp - the HIP runtime mapping, mirroring src/cuda/cuda_backend.cu: device
  * discovery and the arch-table row, stream, device->host copies, workspace, and the
- * launch of the forward instance the dispatcher selected (plus the split-KV combine).
+ * launch of the forward instance the dispatcher selected (plus the split-KV combine) and
+ * of the backward (preprocess, then the dK/dV and dQ kernels of the selected instance).
  * Without an AMD GPU, fa_create(FA_BACKEND_HIP) fails with FA_ERR_NO_DEVICE and says so.
  * No attention logic lives here; the kernels' LDS is static (src/hip/fa_device.h), so
  * launches pass 0 dynamic bytes.
@@ -13,6 +14,7 @@
 
 #include "fa_internal.h"
 #include "attn_args.h"
+#include "bwd_instances.h"
 #include "fwd_instances.h"
 #include "gpu_args.h"
 
@@ -30,6 +32,23 @@ extern "C" __global__ void fa_fwd_combine(fa_fwd_args args, int out_bf16);
 static const void *const fa_fwd_kernels[] = {FA_HIP_FWD_INSTANCES(FA_TABLE_ENTRY)};
 #undef FA_TABLE_ENTRY
 #define FA_KERNEL_COUNT ((int)(sizeof(fa_fwd_kernels) / sizeof(fa_fwd_kernels[0])))
+
+/* Backward instances: a (dK/dV, dQ) kernel pair per entry and dtype, in registry order. */
+#define FA_DECLARE_BWD(d, m, n, w, s)                                                        \
+    extern "C" __global__ void fa_bwd_d##d##_f16_##m##x##n##x##s##_dkdv(fa_bwd_args args);  \
+    extern "C" __global__ void fa_bwd_d##d##_f16_##m##x##n##x##s##_dq(fa_bwd_args args);    \
+    extern "C" __global__ void fa_bwd_d##d##_bf16_##m##x##n##x##s##_dkdv(fa_bwd_args args); \
+    extern "C" __global__ void fa_bwd_d##d##_bf16_##m##x##n##x##s##_dq(fa_bwd_args args);
+FA_HIP_BWD_INSTANCES(FA_DECLARE_BWD)
+#undef FA_DECLARE_BWD
+extern "C" __global__ void fa_bwd_preprocess(fa_bwd_args args);
+
+#define FA_BWD_ENTRY(d, m, n, w, s)                                                             \
+    {(const void *)fa_bwd_d##d##_f16_##m##x##n##x##s##_dkdv, (const void *)fa_bwd_d##d##_f16_##m##x##n##x##s##_dq}, \
+    {(const void *)fa_bwd_d##d##_bf16_##m##x##n##x##s##_dkdv, (const void *)fa_bwd_d##d##_bf16_##m##x##n##x##s##_dq},
+static const void *const fa_bwd_kernels[][2] = {FA_HIP_BWD_INSTANCES(FA_BWD_ENTRY)};
+#undef FA_BWD_ENTRY
+#define FA_BWD_KERNEL_COUNT ((int)(sizeof(fa_bwd_kernels) / sizeof(fa_bwd_kernels[0])))
 
 /* The targets this library holds code objects for (FA_HIP_ARCHS, comma-separated by CMake). */
 #ifndef FA_HIP_ARCH_LIST
@@ -194,7 +213,74 @@ static fa_status fa_hip_fwd(fa_context *ctx, const fa_problem *p, const fa_selec
     return st;
 }
 
+static fa_status fa_hip_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                                      size_t *bytes)
+{
+    (void)ctx;
+    (void)sel;
+    *bytes = fa_bwd_workspace_bytes(p);
+    return FA_OK;
+}
+
+/* Preprocess (64 rows per block, FA_PREP_ROWS of attn_bwd_prep.h), then dK/dV over key
+ * tiles and dQ over query tiles, all in stream order. */
+static fa_status fa_hip_bwd_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
+                                   fa_bwd_args *args)
+{
+    const fa_kernel_config *cfg = sel->config;
+    hipStream_t stream = (hipStream_t)ctx->stream;
+    const void *const *pair = fa_bwd_kernels[cfg->kernel_id];
+    void *kernel_args[] = {args};
+    const unsigned q_rows = (unsigned)p->seqlen_q, k_rows = (unsigned)p->seqlen_k;
+    const unsigned b = (unsigned)p->batch, h = (unsigned)p->heads, hk = (unsigned)p->heads_k;
+    hipError_t err = hipLaunchKernel((const void *)fa_bwd_preprocess, dim3((q_rows + 63) / 64, h, b),
+                                     dim3(64), kernel_args, 0, stream);
+    if (err == hipSuccess)
+        err = hipLaunchKernel(pair[0], dim3((k_rows + cfg->tile_n - 1) / cfg->tile_n, hk, b),
+                              dim3((unsigned)cfg->threads), kernel_args, 0, stream);
+    if (err == hipSuccess)
+        err = hipLaunchKernel(pair[1], dim3((q_rows + cfg->tile_m - 1) / cfg->tile_m, h, b),
+                              dim3((unsigned)cfg->threads), kernel_args, 0, stream);
+    return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, "launching the backward kernels");
+}
+
+static fa_status fa_hip_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                            void *workspace, size_t workspace_bytes)
+{
+    if (p->softcap > 0.f)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "softcap in the backward pass is not implemented on HIP yet (the CPU "
+                       "backend has it)");
+    if (!fa_bwd_rows_aligned(p))
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the HIP backend needs 16-byte aligned rows: data pointers aligned to 16 "
+                       "bytes and outer strides that are multiples of 8 elements");
+    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= FA_BWD_KERNEL_COUNT)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no HIP kernel", sel->config->name);
+    hipError_t err = hipSetDevice(ctx->device);
+    if (err != hipSuccess)
+        return fa_hip_error(ctx, err, "hipSetDevice");
+    size_t need = fa_bwd_workspace_bytes(p);
+    void *owned = NULL;
+    if (workspace == NULL) {
+        err = hipMalloc(&owned, need);
+        if (err != hipSuccess)
+            return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "backward workspace of %zu bytes: %s", need,
+                           hipGetErrorString(err));
+        workspace = owned;
+    }
+    (void)workspace_bytes; /* api.c has checked it against fa_hip_bwd_workspace */
+    fa_bwd_args args = fa_make_bwd_args(p, workspace);
+    fa_status st = fa_hip_bwd_launch(ctx, sel, p, &args);
+    if (owned) {
+        /* As in fa_hip_fwd: hipFree waits for the device. */
+        (void)hipStreamSynchronize((hipStream_t)ctx->stream);
+        (void)hipFree(owned);
+    }
+    return st;
+}
+
 extern "C" const fa_backend_ops fa_hip_ops = {
     fa_hip_init, fa_hip_destroy, fa_hip_set_stream, fa_hip_copy_to_host,
-    fa_hip_fwd_workspace, fa_hip_fwd, NULL, NULL, NULL,
+    fa_hip_fwd_workspace, fa_hip_fwd, NULL, fa_hip_bwd_workspace, fa_hip_bwd,
 };

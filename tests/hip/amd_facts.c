@@ -1,29 +1,35 @@
 /*
  * amd_facts.c - prints what the AMD build checks compare the compiled code objects
- * against, straight from the library: the AMD rows of the arch table, the HIP registry,
- * and the kernel the dispatcher selects for each AMD row over a grid of problems.
- * Read by bench/amd_resources.py (the resource and dispatch checks, AMD_RESOURCES.md).
+ * against, straight from the library: the AMD rows of the arch table, the HIP forward and
+ * backward registries, and the kernels the dispatcher selects for each AMD row over a
+ * grid of problems. Read by bench/amd_resources.py (the resource and dispatch checks,
+ * AMD_RESOURCES.md).
  *
  * Lines: row NAME WAVE SMEM_PER_BLOCK SMEM_PER_CU SM_COUNT MATRIX_UNIT
  *        config NAME KERNEL WAVE THREADS SMEM_BYTES
- *        select ROW KERNEL (one per distinct selection)
- *        unsupported ROW D DTYPE REASON (a problem no AMD config covers)
+ *        select ROW KERNEL (one per distinct selection; a backward config selects its
+ *                          _dkdv and _dq kernels)
+ *        unsupported ROW PASS D DTYPE REASON (a problem no AMD config covers)
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "dispatch.h"
 
-/* The kernel symbol of a config: fa_fwd_d<d>_<f16|bf16>_<m>x<n>x<stages>. */
-static void kernel_name(const fa_kernel_config *c, char *out, size_t len)
+/* The kernel symbol of a config: fa_<fwd|bwd>_d<d>_<f16|bf16>_<m>x<n>x<stages>, plus
+ * `suffix` (the backward's _dkdv or _dq). */
+static void kernel_name(const fa_kernel_config *c, const char *suffix, char *out, size_t len)
 {
-    snprintf(out, len, "fa_fwd_d%d_%s_%dx%dx%d", c->head_dim, c->dtype == FA_DTYPE_BF16 ? "bf16" : "f16",
-             c->tile_m, c->tile_n, c->stages);
+    snprintf(out, len, "fa_%s_d%d_%s_%dx%dx%d%s", c->pass == FA_PASS_BWD ? "bwd" : "fwd", c->head_dim,
+             c->dtype == FA_DTYPE_BF16 ? "bf16" : "f16", c->tile_m, c->tile_n, c->stages, suffix);
 }
 
-static void print_selections(const fa_arch_row *row, const fa_kernel_config *reg, int count)
+static void print_selections(const fa_arch_row *row, const fa_kernel_config *reg, int count,
+                             fa_pass pass)
 {
     static const long long seqs[][2] = {{1, 32768}, {512, 512}, {2048, 2048}, {4096, 4096}};
+    static const char *const fwd_suffixes[] = {"", NULL}, *const bwd_suffixes[] = {"_dkdv", "_dq", NULL};
+    const char *const *suffixes = pass == FA_PASS_BWD ? bwd_suffixes : fwd_suffixes;
     char seen[64][48];
     int n_seen = 0;
     for (int dt = 0; dt < 2; dt++)
@@ -33,7 +39,7 @@ static void print_selections(const fa_arch_row *row, const fa_kernel_config *reg
                 fa_selection sel;
                 char name[48];
                 memset(&shape, 0, sizeof shape);
-                shape.pass = FA_PASS_FWD;
+                shape.pass = pass;
                 shape.dtype = dt ? FA_DTYPE_BF16 : FA_DTYPE_F16;
                 shape.batch = 2;
                 shape.heads = 16;
@@ -42,29 +48,33 @@ static void print_selections(const fa_arch_row *row, const fa_kernel_config *reg
                 shape.seqlen_q = seqs[s][0];
                 shape.seqlen_k = seqs[s][1];
                 if (fa_select_config(row, reg, count, &shape, NULL, &sel) != FA_OK) {
-                    printf("unsupported %s %d %s %s\n", row->name, d, dt ? "bf16" : "fp16", sel.reason);
+                    printf("unsupported %s %s %d %s %s\n", row->name, pass == FA_PASS_BWD ? "bwd" : "fwd",
+                           d, dt ? "bf16" : "fp16", sel.reason);
                     continue;
                 }
-                kernel_name(sel.config, name, sizeof name);
-                int i = 0;
-                while (i < n_seen && strcmp(seen[i], name) != 0)
-                    i++;
-                if (i == n_seen && n_seen < 64) {
-                    snprintf(seen[n_seen++], sizeof seen[0], "%s", name);
-                    printf("select %s %s\n", row->name, name);
+                for (const char *const *suffix = suffixes; *suffix; suffix++) {
+                    kernel_name(sel.config, *suffix, name, sizeof name);
+                    int i = 0;
+                    while (i < n_seen && strcmp(seen[i], name) != 0)
+                        i++;
+                    if (i == n_seen && n_seen < 64) {
+                        snprintf(seen[n_seen++], sizeof seen[0], "%s", name);
+                        printf("select %s %s\n", row->name, name);
+                    }
                 }
             }
 }
 
 int main(void)
 {
-    int count = 0;
+    int count = 0, bwd_count = 0;
     const fa_kernel_config *reg = fa_registry(FA_BACKEND_HIP, &count);
-    for (int i = 0; i < count; i++) {
+    const fa_kernel_config *bwd = fa_registry_bwd(FA_BACKEND_HIP, &bwd_count);
+    for (int i = 0; i < count + bwd_count; i++) {
+        const fa_kernel_config *c = i < count ? &reg[i] : &bwd[i - count];
         char name[48];
-        kernel_name(&reg[i], name, sizeof name);
-        printf("config %s %s %d %d %d\n", reg[i].name, name, reg[i].min_wave_size, reg[i].threads,
-               reg[i].smem_bytes);
+        kernel_name(c, "", name, sizeof name);
+        printf("config %s %s %d %d %d\n", c->name, name, c->min_wave_size, c->threads, c->smem_bytes);
     }
     for (int r = 0; r < fa_arch_count(); r++) {
         const fa_arch_row *row = fa_arch_at(r);
@@ -72,7 +82,8 @@ int main(void)
             continue;
         printf("row %s %d %d %d %d %s\n", row->name, row->wave_size, row->smem_per_block,
                row->smem_per_sm, row->sm_count, row->matrix_unit == FA_MATRIX_MFMA ? "mfma" : "wmma");
-        print_selections(row, reg, count);
+        print_selections(row, reg, count, FA_PASS_FWD);
+        print_selections(row, bwd, bwd_count, FA_PASS_BWD);
     }
     return 0;
 }
