@@ -117,4 +117,195 @@ void forward(const Case &c, Run &r)
     REQUIRE(st == FA_OK);
 }
 
+std::vector<Case> length_sweep(int64_t longest_q, int64_t longest_k)
+{
+    std::vector<Case> cases;
+    const int64_t lengths[][2] = {{1, 1},     {1, 239},   {113, 203},  {128, 217},
+                                  {256, 512}, {512, 256}, {longest_q, longest_k}};
+    for (const auto &len : lengths)
+        for (int causal = 0; causal <= 1; ++causal)
+            for (fa_dtype dt : {FA_DTYPE_F32, FA_DTYPE_BF16}) {
+                Case c;
+                c.dtype = dt;
+                c.seqlen_q = len[0];
+                c.seqlen_k = len[1];
+                c.heads = 2;
+                c.heads_k = 1;
+                c.causal = causal;
+                c.seed = static_cast<uint64_t>(len[0] * 7 + len[1] + causal);
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+std::vector<Case> head_dim_sweep()
+{
+    std::vector<Case> cases;
+    for (int dim : {8, 40, 64, 96, 128, 200, 256})
+        for (fa_dtype dt : kAllDtypes) {
+            Case c;
+            c.dtype = dt;
+            c.seqlen_q = 113;
+            c.seqlen_k = 203;
+            c.heads = 6;
+            c.heads_k = 2;
+            c.dim = dim;
+            c.causal = dim % 16 == 0;
+            c.seed = static_cast<uint64_t>(dim);
+            cases.push_back(c);
+        }
+    return cases;
+}
+
+std::vector<Case> gqa_sweep()
+{
+    std::vector<Case> cases;
+    for (int heads_k : {6, 2, 1})
+        for (fa_dtype dt : kAllDtypes) {
+            Case c;
+            c.dtype = dt;
+            c.seqlen_q = 128;
+            c.seqlen_k = 217;
+            c.heads = 6;
+            c.heads_k = heads_k;
+            c.causal = 1;
+            c.seed = static_cast<uint64_t>(heads_k) + 40;
+            cases.push_back(c);
+        }
+    return cases;
+}
+
+std::vector<Case> causal_sweep()
+{
+    std::vector<Case> cases;
+    const int64_t lengths[][2] = {{256, 128}, {128, 256}, {239, 1}, {200, 17}, {70, 300}};
+    for (const auto &len : lengths)
+        for (fa_dtype dt : kAllDtypes) {
+            Case c;
+            c.dtype = dt;
+            c.seqlen_q = len[0];
+            c.seqlen_k = len[1];
+            c.batch = 2;
+            c.causal = 1;
+            c.seed = static_cast<uint64_t>(len[0] + len[1]);
+            cases.push_back(c);
+        }
+    return cases;
+}
+
+std::vector<Case> window_sweep()
+{
+    std::vector<Case> cases;
+    const int windows[][3] = {// left, right, causal
+                              {32, -1, 0}, {-1, 16, 0}, {20, 7, 0}, {48, -1, 1}, {0, 0, 0}};
+    const int64_t lengths[][2] = {{256, 512}, {512, 256}};
+    for (const auto &w : windows)
+        for (const auto &len : lengths)
+            for (fa_dtype dt : {FA_DTYPE_F32, FA_DTYPE_F16}) {
+                Case c;
+                c.dtype = dt;
+                c.seqlen_q = len[0];
+                c.seqlen_k = len[1];
+                c.window_left = w[0];
+                c.window_right = w[1];
+                c.causal = w[2];
+                c.heads = 2;
+                c.heads_k = 1;
+                c.seed = static_cast<uint64_t>(w[0] * 3 + w[1] + len[0]);
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+std::vector<Case> softcap_sweep()
+{
+    std::vector<Case> cases;
+    for (float cap : {30.0f, 2.0f})
+        for (int causal = 0; causal <= 1; ++causal)
+            for (fa_dtype dt : kAllDtypes) {
+                Case c;
+                c.dtype = dt;
+                c.seqlen_q = 150;
+                c.seqlen_k = 300;
+                c.softcap = cap;
+                c.causal = causal;
+                c.seed = static_cast<uint64_t>(cap) + causal;
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+std::vector<Case> alibi_sweep()
+{
+    std::vector<Case> cases;
+    for (Alibi alibi : {Alibi::Shared, Alibi::PerBatch})
+        for (int causal = 0; causal <= 1; ++causal)
+            for (fa_dtype dt : {FA_DTYPE_F32, FA_DTYPE_BF16}) {
+                Case c;
+                c.dtype = dt;
+                c.batch = 2;
+                c.seqlen_q = 97;
+                c.seqlen_k = 301;
+                c.heads = 4;
+                c.heads_k = 2;
+                c.alibi = alibi;
+                c.causal = causal;
+                c.softcap = causal ? 20.0f : 0.0f;
+                c.seed = static_cast<uint64_t>(alibi) * 2 + causal;
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+std::vector<Case> varlen_sweep()
+{
+    std::vector<Case> cases;
+    // (q, k) lengths: (37, 64), (0, 36), (113, 0), (1, 300), (0, 0), (200, 90)
+    const std::vector<int32_t> cu_q{0, 37, 37, 150, 151, 151, 351};
+    const std::vector<int32_t> cu_k{0, 64, 100, 100, 400, 400, 490};
+    for (int used = 0; used <= 1; ++used)
+        for (int causal = 0; causal <= 1; ++causal)
+            for (fa_dtype dt : kAllDtypes) {
+                Case c;
+                c.dtype = dt;
+                c.cu_q = cu_q;
+                c.cu_k = cu_k;
+                c.seqlen_q = 200;
+                c.seqlen_k = 300;
+                c.heads = 4;
+                c.heads_k = 2;
+                c.causal = causal;
+                if (used)
+                    c.seqused_k = {50, 10, 0, 299, 0, 90};
+                c.seed = static_cast<uint64_t>(used * 2 + causal) + 90;
+                cases.push_back(c);
+            }
+    return cases;
+}
+
+std::vector<Case> strided_sweep()
+{
+    std::vector<Case> cases;
+    for (int varlen = 0; varlen <= 1; ++varlen)
+        for (fa_dtype dt : kAllDtypes) {
+            Case c;
+            c.dtype = dt;
+            c.strided = true;
+            c.batch = 2;
+            c.seqlen_q = 131;
+            c.seqlen_k = 259;
+            c.heads = 3;
+            c.heads_k = 1;
+            c.dim = 72;
+            c.causal = 1;
+            if (varlen) {
+                c.cu_q = {0, 131, 200};
+                c.cu_k = {0, 259, 300};
+            }
+            c.seed = static_cast<uint64_t>(varlen) + 70;
+            cases.push_back(c);
+        }
+    return cases;
+}
+
 } // namespace fa_test

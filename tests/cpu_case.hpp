@@ -30,6 +30,20 @@ struct Case {
     uint64_t seed = 1;
 };
 
+const fa_dtype kAllDtypes[] = {FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16};
+
+// The case sweeps the forward and backward tests share (each test checks them its way).
+// Every sequence-length pair with and without causal; the last pair is the caller's.
+std::vector<Case> length_sweep(int64_t longest_q, int64_t longest_k);
+std::vector<Case> head_dim_sweep();  // head dims 8..256, every dtype
+std::vector<Case> gqa_sweep();       // kv heads 6 / 2 / 1
+std::vector<Case> causal_sweep();    // s_q > s_k and s_q < s_k
+std::vector<Case> window_sweep();    // left, right, both, with causal
+std::vector<Case> softcap_sweep();
+std::vector<Case> alibi_sweep();     // shared and per-batch slopes
+std::vector<Case> varlen_sweep();    // empty sequences, seqused_k
+std::vector<Case> strided_sweep();   // non-contiguous outer strides
+
 std::string describe(const Case &c);
 bool is_varlen(const Case &c);
 // Rows of q (resp. k) in the tensors: s_q (s_k) per sequence, or the varlen totals.

@@ -88,8 +88,6 @@ void check_case(const Case &c)
     CHECK(error.dv <= bound.dv);
 }
 
-const fa_dtype kAllDtypes[] = {FA_DTYPE_F32, FA_DTYPE_F16, FA_DTYPE_BF16};
-
 // Forces the backward tile for one scope and always unsets it afterwards.
 struct ForcedBwdTile {
     explicit ForcedBwdTile(const char *tile) { setenv("FLASHATTN_FORCE_BWD_TILE", tile, 1); }
@@ -116,175 +114,56 @@ int64_t nonzero_where(const HostTensor &t, Pick pick)
 
 TEST_CASE("cpu backward: sequence-length sweep, with and without causal", "[cpu][bwd]")
 {
-    const int64_t lengths[][2] = {{1, 1},     {1, 239},   {113, 203}, {128, 217},
-                                  {256, 512}, {512, 256}, {700, 1100}};
-    for (const auto &len : lengths)
-        for (int causal = 0; causal <= 1; ++causal)
-            for (fa_dtype dt : {FA_DTYPE_F32, FA_DTYPE_BF16}) {
-                Case c;
-                c.dtype = dt;
-                c.seqlen_q = len[0];
-                c.seqlen_k = len[1];
-                c.heads = 2;
-                c.heads_k = 1;
-                c.causal = causal;
-                c.seed = static_cast<uint64_t>(len[0] * 7 + len[1] + causal);
-                check_case(c);
-            }
+    for (const Case &c : length_sweep(700, 1100))
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: every head dim class in every dtype", "[cpu][bwd]")
 {
-    for (int dim : {8, 40, 64, 96, 128, 200, 256})
-        for (fa_dtype dt : kAllDtypes) {
-            Case c;
-            c.dtype = dt;
-            c.seqlen_q = 113;
-            c.seqlen_k = 203;
-            c.heads = 6;
-            c.heads_k = 2;
-            c.dim = dim;
-            c.causal = dim % 16 == 0;
-            c.seed = static_cast<uint64_t>(dim);
-            check_case(c);
-        }
+    for (const Case &c : head_dim_sweep())
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: MHA, GQA and MQA sum dk and dv over the group", "[cpu][bwd]")
 {
-    for (int heads_k : {6, 2, 1})
-        for (fa_dtype dt : kAllDtypes) {
-            Case c;
-            c.dtype = dt;
-            c.seqlen_q = 128;
-            c.seqlen_k = 217;
-            c.heads = 6;
-            c.heads_k = heads_k;
-            c.causal = 1;
-            c.seed = static_cast<uint64_t>(heads_k) + 40;
-            check_case(c);
-        }
+    for (const Case &c : gqa_sweep())
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: bottom-right causal with s_q > s_k and s_q < s_k", "[cpu][bwd]")
 {
-    const int64_t lengths[][2] = {{256, 128}, {128, 256}, {239, 1}, {200, 17}, {70, 300}};
-    for (const auto &len : lengths)
-        for (fa_dtype dt : kAllDtypes) {
-            Case c;
-            c.dtype = dt;
-            c.seqlen_q = len[0];
-            c.seqlen_k = len[1];
-            c.batch = 2;
-            c.causal = 1;
-            c.seed = static_cast<uint64_t>(len[0] + len[1]);
-            check_case(c);
-        }
+    for (const Case &c : causal_sweep())
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: sliding windows", "[cpu][bwd]")
 {
-    const int windows[][3] = {// left, right, causal
-                              {32, -1, 0}, {-1, 16, 0}, {20, 7, 0}, {48, -1, 1}, {0, 0, 0}};
-    const int64_t lengths[][2] = {{256, 512}, {512, 256}};
-    for (const auto &w : windows)
-        for (const auto &len : lengths)
-            for (fa_dtype dt : {FA_DTYPE_F32, FA_DTYPE_F16}) {
-                Case c;
-                c.dtype = dt;
-                c.seqlen_q = len[0];
-                c.seqlen_k = len[1];
-                c.window_left = w[0];
-                c.window_right = w[1];
-                c.causal = w[2];
-                c.heads = 2;
-                c.heads_k = 1;
-                c.seed = static_cast<uint64_t>(w[0] * 3 + w[1] + len[0]);
-                check_case(c);
-            }
+    for (const Case &c : window_sweep())
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: softcap", "[cpu][bwd]")
 {
-    for (float cap : {30.0f, 2.0f})
-        for (int causal = 0; causal <= 1; ++causal)
-            for (fa_dtype dt : kAllDtypes) {
-                Case c;
-                c.dtype = dt;
-                c.seqlen_q = 150;
-                c.seqlen_k = 300;
-                c.softcap = cap;
-                c.causal = causal;
-                c.seed = static_cast<uint64_t>(cap) + causal;
-                check_case(c);
-            }
+    for (const Case &c : softcap_sweep())
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: ALiBi with shared and per-batch slopes", "[cpu][bwd]")
 {
-    for (Alibi alibi : {Alibi::Shared, Alibi::PerBatch})
-        for (int causal = 0; causal <= 1; ++causal)
-            for (fa_dtype dt : {FA_DTYPE_F32, FA_DTYPE_BF16}) {
-                Case c;
-                c.dtype = dt;
-                c.batch = 2;
-                c.seqlen_q = 97;
-                c.seqlen_k = 301;
-                c.heads = 4;
-                c.heads_k = 2;
-                c.alibi = alibi;
-                c.causal = causal;
-                c.softcap = causal ? 20.0f : 0.0f;
-                c.seed = static_cast<uint64_t>(alibi) * 2 + causal;
-                check_case(c);
-            }
+    for (const Case &c : alibi_sweep())
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: varlen with empty sequences and seqused_k", "[cpu][bwd]")
 {
-    // (q, k) lengths: (37, 64), (0, 36), (113, 0), (1, 300), (0, 0), (200, 90)
-    const std::vector<int32_t> cu_q{0, 37, 37, 150, 151, 151, 351};
-    const std::vector<int32_t> cu_k{0, 64, 100, 100, 400, 400, 490};
-    for (int used = 0; used <= 1; ++used)
-        for (int causal = 0; causal <= 1; ++causal)
-            for (fa_dtype dt : kAllDtypes) {
-                Case c;
-                c.dtype = dt;
-                c.cu_q = cu_q;
-                c.cu_k = cu_k;
-                c.seqlen_q = 200;
-                c.seqlen_k = 300;
-                c.heads = 4;
-                c.heads_k = 2;
-                c.causal = causal;
-                if (used)
-                    c.seqused_k = {50, 10, 0, 299, 0, 90};
-                c.seed = static_cast<uint64_t>(used * 2 + causal) + 90;
-                check_case(c);
-            }
+    for (const Case &c : varlen_sweep())
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: non-contiguous outer strides", "[cpu][bwd]")
 {
-    for (int varlen = 0; varlen <= 1; ++varlen)
-        for (fa_dtype dt : kAllDtypes) {
-            Case c;
-            c.dtype = dt;
-            c.strided = true;
-            c.batch = 2;
-            c.seqlen_q = 131;
-            c.seqlen_k = 259;
-            c.heads = 3;
-            c.heads_k = 1;
-            c.dim = 72;
-            c.causal = 1;
-            if (varlen) {
-                c.cu_q = {0, 131, 200};
-                c.cu_k = {0, 259, 300};
-            }
-            c.seed = static_cast<uint64_t>(varlen) + 70;
-            check_case(c);
-        }
+    for (const Case &c : strided_sweep())
+        check_case(c);
 }
 
 TEST_CASE("cpu backward: rows and keys outside every window get zero gradients", "[cpu][bwd]")
