@@ -16,38 +16,14 @@
 #include "attn_args.h"
 #include "bwd_instances.h"
 #include "fwd_instances.h"
+#include "kernel_table.h"
 #include "gpu_args.h"
 
-/* Forward instances in registry order: list order, fp16 then bf16 per entry (dispatch.c
- * numbers kernel_id the same way). Defined in the translation units CMake generates. */
-#define FA_DECLARE(d, m, n, w, s)                                                    \
-    extern "C" __global__ void fa_fwd_d##d##_f16_##m##x##n##x##s(fa_fwd_args args);  \
-    extern "C" __global__ void fa_fwd_d##d##_bf16_##m##x##n##x##s(fa_fwd_args args);
-FA_HIP_FWD_INSTANCES(FA_DECLARE)
-#undef FA_DECLARE
-extern "C" __global__ void fa_fwd_combine(fa_fwd_args args, int out_bf16);
-
-#define FA_TABLE_ENTRY(d, m, n, w, s) \
-    (const void *)fa_fwd_d##d##_f16_##m##x##n##x##s, (const void *)fa_fwd_d##d##_bf16_##m##x##n##x##s,
-static const void *const fa_fwd_kernels[] = {FA_HIP_FWD_INSTANCES(FA_TABLE_ENTRY)};
-#undef FA_TABLE_ENTRY
+FA_HIP_FWD_INSTANCES(FA_DECLARE_FWD_KERNELS)
+static const void *const fa_fwd_kernels[] = {FA_HIP_FWD_INSTANCES(FA_FWD_KERNEL_ENTRIES)};
 #define FA_KERNEL_COUNT ((int)(sizeof(fa_fwd_kernels) / sizeof(fa_fwd_kernels[0])))
-
-/* Backward instances: a (dK/dV, dQ) kernel pair per entry and dtype, in registry order. */
-#define FA_DECLARE_BWD(d, m, n, w, s)                                                        \
-    extern "C" __global__ void fa_bwd_d##d##_f16_##m##x##n##x##s##_dkdv(fa_bwd_args args);  \
-    extern "C" __global__ void fa_bwd_d##d##_f16_##m##x##n##x##s##_dq(fa_bwd_args args);    \
-    extern "C" __global__ void fa_bwd_d##d##_bf16_##m##x##n##x##s##_dkdv(fa_bwd_args args); \
-    extern "C" __global__ void fa_bwd_d##d##_bf16_##m##x##n##x##s##_dq(fa_bwd_args args);
-FA_HIP_BWD_INSTANCES(FA_DECLARE_BWD)
-#undef FA_DECLARE_BWD
-extern "C" __global__ void fa_bwd_preprocess(fa_bwd_args args);
-
-#define FA_BWD_ENTRY(d, m, n, w, s)                                                             \
-    {(const void *)fa_bwd_d##d##_f16_##m##x##n##x##s##_dkdv, (const void *)fa_bwd_d##d##_f16_##m##x##n##x##s##_dq}, \
-    {(const void *)fa_bwd_d##d##_bf16_##m##x##n##x##s##_dkdv, (const void *)fa_bwd_d##d##_bf16_##m##x##n##x##s##_dq},
-static const void *const fa_bwd_kernels[][2] = {FA_HIP_BWD_INSTANCES(FA_BWD_ENTRY)};
-#undef FA_BWD_ENTRY
+FA_HIP_BWD_INSTANCES(FA_DECLARE_BWD_KERNELS)
+static const void *const fa_bwd_kernels[][2] = {FA_HIP_BWD_INSTANCES(FA_BWD_KERNEL_ENTRIES)};
 #define FA_BWD_KERNEL_COUNT ((int)(sizeof(fa_bwd_kernels) / sizeof(fa_bwd_kernels[0])))
 
 /* The targets this library holds code objects for (FA_HIP_ARCHS, comma-separated by CMake). */
