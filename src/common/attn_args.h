@@ -6,6 +6,10 @@
 #ifndef FA_ATTN_ARGS_H
 #define FA_ATTN_ARGS_H
 
+/* Threads per block of the two small kernels (one thread per row or column pair). */
+#define FA_PREP_ROWS 64
+#define FA_COMBINE_THREADS 64
+
 typedef struct fa_fwd_args {
     const void *q, *k, *v;
     void *out;

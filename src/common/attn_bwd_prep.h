@@ -11,8 +11,6 @@
 #include "attn_args.h"
 #include "attn_sequence.h"
 
-#define FA_PREP_ROWS 64 /* rows (threads) per block */
-
 FA_DEVICE float fa_dot_row(const unsigned short *a, const unsigned short *b, int head_dim, int bf16)
 {
     float sum = 0.f;

@@ -88,3 +88,72 @@ fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace)
     a.out_bf16 = p->dtype == FA_DTYPE_BF16;
     return a;
 }
+
+static fa_status fa_unaligned(fa_context *ctx, const char *backend)
+{
+    return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                   "the %s backend needs 16-byte aligned rows: data pointers aligned to 16 bytes "
+                   "and outer strides that are multiples of 8 elements", backend);
+}
+
+static fa_status fa_check_kernel(fa_context *ctx, const fa_selection *sel, int kernel_count,
+                                 const char *backend)
+{
+    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= kernel_count)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no %s kernel", sel->config->name, backend);
+    return FA_OK;
+}
+
+fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                           int kernel_count, const char *backend)
+{
+    if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
+        !fa_rows_aligned(p->v, p->v_stride) || !fa_rows_aligned(p->out, p->out_stride))
+        return fa_unaligned(ctx, backend);
+    return fa_check_kernel(ctx, sel, kernel_count, backend);
+}
+
+fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                           int kernel_count, const char *backend)
+{
+    if (p->softcap > 0.f)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "softcap in the backward pass is not implemented on %s yet (the CPU "
+                       "backend has it)", backend);
+    if (!fa_bwd_rows_aligned(p))
+        return fa_unaligned(ctx, backend);
+    return fa_check_kernel(ctx, sel, kernel_count, backend);
+}
+
+static unsigned fa_blocks(int64_t rows, int tile) { return (unsigned)((rows + tile - 1) / tile); }
+
+fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel)
+{
+    fa_grid g = {fa_blocks(p->seqlen_q, sel->config->tile_m), (unsigned)p->heads,
+                 (unsigned)(p->batch * sel->num_splits)};
+    return g;
+}
+
+fa_grid fa_combine_grid(const fa_problem *p)
+{
+    fa_grid g = {(unsigned)p->seqlen_q, (unsigned)p->heads, (unsigned)p->batch};
+    return g;
+}
+
+fa_grid fa_bwd_prep_grid(const fa_problem *p)
+{
+    fa_grid g = {fa_blocks(p->seqlen_q, FA_PREP_ROWS), (unsigned)p->heads, (unsigned)p->batch};
+    return g;
+}
+
+fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg)
+{
+    fa_grid g = {fa_blocks(p->seqlen_k, cfg->tile_n), (unsigned)p->heads_k, (unsigned)p->batch};
+    return g;
+}
+
+fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
+{
+    fa_grid g = {fa_blocks(p->seqlen_q, cfg->tile_m), (unsigned)p->heads, (unsigned)p->batch};
+    return g;
+}

@@ -36,6 +36,27 @@ size_t fa_bwd_workspace_bytes(const fa_problem *p);
 /* The backward kernels' arguments; workspace holds fa_bwd_workspace_bytes(p) bytes. */
 fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace);
 
+/* The checks every GPU backend makes before a launch (row alignment, a kernel for the
+ * config, features the GPU backward lacks); on failure ctx says why, naming `backend`. */
+fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                           int kernel_count, const char *backend);
+fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                           int kernel_count, const char *backend);
+
+/* Launch geometry, the same for every vendor (blocks per grid dimension). */
+typedef struct fa_grid {
+    unsigned x, y, z;
+} fa_grid;
+/* Forward: query tiles x heads x (batch * splits). */
+fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel);
+/* Split-KV combine: rows x heads x batch, FA_COMBINE_THREADS threads. */
+fa_grid fa_combine_grid(const fa_problem *p);
+/* Backward preprocess (FA_PREP_ROWS rows per block), dK/dV (key tiles x kv heads x
+ * batch) and dQ (query tiles x heads x batch). */
+fa_grid fa_bwd_prep_grid(const fa_problem *p);
+fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg);
+fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -135,8 +135,8 @@ static fa_status fa_cuda_launch(fa_context *ctx, const fa_selection *sel, const 
             return fa_cuda_error(ctx, err, "raising the shared-memory limit");
         state->smem_raised[cfg->kernel_id] = 1;
     }
-    dim3 grid((unsigned)((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m), (unsigned)p->heads,
-              (unsigned)(p->batch * sel->num_splits));
+    const fa_grid g = fa_fwd_grid(p, sel);
+    dim3 grid(g.x, g.y, g.z);
     void *kernel_args[] = {args};
     err = cudaLaunchKernel(kernel, grid, dim3((unsigned)cfg->threads), kernel_args,
                            (size_t)cfg->smem_bytes, stream);
@@ -145,8 +145,9 @@ static fa_status fa_cuda_launch(fa_context *ctx, const fa_selection *sel, const 
     if (sel->num_splits > 1) {
         int out_bf16 = p->dtype == FA_DTYPE_BF16;
         void *combine_args[] = {args, &out_bf16};
-        dim3 cgrid((unsigned)p->seqlen_q, (unsigned)p->heads, (unsigned)p->batch);
-        err = cudaLaunchKernel((const void *)fa_fwd_combine, cgrid, dim3(64), combine_args, 0, stream);
+        const fa_grid c = fa_combine_grid(p);
+        dim3 cgrid(c.x, c.y, c.z);
+        err = cudaLaunchKernel((const void *)fa_fwd_combine, cgrid, dim3(FA_COMBINE_THREADS), combine_args, 0, stream);
         if (err != cudaSuccess)
             return fa_cuda_error(ctx, err, "launching the split-KV combine");
     }
@@ -156,13 +157,9 @@ static fa_status fa_cuda_launch(fa_context *ctx, const fa_selection *sel, const 
 static fa_status fa_cuda_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                              void *workspace, size_t workspace_bytes)
 {
-    if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
-        !fa_rows_aligned(p->v, p->v_stride) || !fa_rows_aligned(p->out, p->out_stride))
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "the CUDA backend needs 16-byte aligned rows: data pointers aligned to 16 "
-                       "bytes and outer strides that are multiples of 8 elements");
-    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= FA_KERNEL_COUNT)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no CUDA kernel", sel->config->name);
+    fa_status checked = fa_gpu_check_fwd(ctx, p, sel, FA_KERNEL_COUNT, "CUDA");
+    if (checked != FA_OK)
+        return checked;
     cudaError_t err = cudaSetDevice(ctx->device);
     if (err != cudaSuccess)
         return fa_cuda_error(ctx, err, "cudaSetDevice");
@@ -208,32 +205,23 @@ static fa_status fa_cuda_bwd_launch(fa_context *ctx, const fa_selection *sel, co
         state->bwd_smem_raised[cfg->kernel_id] = 1;
     }
     void *kernel_args[] = {args};
-    const unsigned q_rows = (unsigned)p->seqlen_q, k_rows = (unsigned)p->seqlen_k;
-    const unsigned b = (unsigned)p->batch, h = (unsigned)p->heads, hk = (unsigned)p->heads_k;
-    err = cudaLaunchKernel((const void *)fa_bwd_preprocess, dim3((q_rows + 63) / 64, h, b), dim3(64),
+    const fa_grid prep = fa_bwd_prep_grid(p), dkdv = fa_bwd_dkdv_grid(p, cfg), dq = fa_bwd_dq_grid(p, cfg);
+    const dim3 block((unsigned)cfg->threads);
+    err = cudaLaunchKernel((const void *)fa_bwd_preprocess, dim3(prep.x, prep.y, prep.z), dim3(FA_PREP_ROWS),
                            kernel_args, 0, stream);
     if (err == cudaSuccess)
-        err = cudaLaunchKernel(pair[0], dim3((k_rows + cfg->tile_n - 1) / cfg->tile_n, hk, b),
-                               dim3((unsigned)cfg->threads), kernel_args, (size_t)cfg->smem_bytes, stream);
+        err = cudaLaunchKernel(pair[0], dim3(dkdv.x, dkdv.y, dkdv.z), block, kernel_args, (size_t)cfg->smem_bytes, stream);
     if (err == cudaSuccess)
-        err = cudaLaunchKernel(pair[1], dim3((q_rows + cfg->tile_m - 1) / cfg->tile_m, h, b),
-                               dim3((unsigned)cfg->threads), kernel_args, (size_t)cfg->smem_bytes, stream);
+        err = cudaLaunchKernel(pair[1], dim3(dq.x, dq.y, dq.z), block, kernel_args, (size_t)cfg->smem_bytes, stream);
     return err == cudaSuccess ? FA_OK : fa_cuda_error(ctx, err, "launching the backward kernels");
 }
 
 static fa_status fa_cuda_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                              void *workspace, size_t workspace_bytes)
 {
-    if (p->softcap > 0.f)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "softcap in the backward pass is not implemented on CUDA yet (the CPU "
-                       "backend has it)");
-    if (!fa_bwd_rows_aligned(p))
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "the CUDA backend needs 16-byte aligned rows: data pointers aligned to 16 "
-                       "bytes and outer strides that are multiples of 8 elements");
-    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= FA_BWD_KERNEL_COUNT)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no CUDA kernel", sel->config->name);
+    fa_status checked = fa_gpu_check_bwd(ctx, p, sel, FA_BWD_KERNEL_COUNT, "CUDA");
+    if (checked != FA_OK)
+        return checked;
     cudaError_t err = cudaSetDevice(ctx->device);
     if (err != cudaSuccess)
         return fa_cuda_error(ctx, err, "cudaSetDevice");

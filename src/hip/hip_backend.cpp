@@ -138,8 +138,8 @@ static fa_status fa_hip_launch(fa_context *ctx, const fa_selection *sel, const f
 {
     const fa_kernel_config *cfg = sel->config;
     hipStream_t stream = (hipStream_t)ctx->stream;
-    dim3 grid((unsigned)((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m), (unsigned)p->heads,
-              (unsigned)(p->batch * sel->num_splits));
+    const fa_grid g = fa_fwd_grid(p, sel);
+    dim3 grid(g.x, g.y, g.z);
     void *kernel_args[] = {args};
     hipError_t err = hipLaunchKernel(fa_fwd_kernels[cfg->kernel_id], grid, dim3((unsigned)cfg->threads),
                                      kernel_args, 0, stream);
@@ -148,8 +148,9 @@ static fa_status fa_hip_launch(fa_context *ctx, const fa_selection *sel, const f
     if (sel->num_splits > 1) {
         int out_bf16 = p->dtype == FA_DTYPE_BF16;
         void *combine_args[] = {args, &out_bf16};
-        dim3 cgrid((unsigned)p->seqlen_q, (unsigned)p->heads, (unsigned)p->batch);
-        err = hipLaunchKernel((const void *)fa_fwd_combine, cgrid, dim3(64), combine_args, 0, stream);
+        const fa_grid c = fa_combine_grid(p);
+        dim3 cgrid(c.x, c.y, c.z);
+        err = hipLaunchKernel((const void *)fa_fwd_combine, cgrid, dim3(FA_COMBINE_THREADS), combine_args, 0, stream);
         if (err != hipSuccess)
             return fa_hip_error(ctx, err, "launching the split-KV combine");
     }
@@ -159,13 +160,9 @@ static fa_status fa_hip_launch(fa_context *ctx, const fa_selection *sel, const f
 static fa_status fa_hip_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                             void *workspace, size_t workspace_bytes)
 {
-    if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
-        !fa_rows_aligned(p->v, p->v_stride) || !fa_rows_aligned(p->out, p->out_stride))
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "the HIP backend needs 16-byte aligned rows: data pointers aligned to 16 "
-                       "bytes and outer strides that are multiples of 8 elements");
-    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= FA_KERNEL_COUNT)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no HIP kernel", sel->config->name);
+    fa_status checked = fa_gpu_check_fwd(ctx, p, sel, FA_KERNEL_COUNT, "HIP");
+    if (checked != FA_OK)
+        return checked;
     hipError_t err = hipSetDevice(ctx->device);
     if (err != hipSuccess)
         return fa_hip_error(ctx, err, "hipSetDevice");
@@ -198,7 +195,7 @@ static fa_status fa_hip_bwd_workspace(fa_context *ctx, const fa_problem *p, cons
     return FA_OK;
 }
 
-/* Preprocess (64 rows per block, FA_PREP_ROWS of attn_bwd_prep.h), then dK/dV over key
+/* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key
  * tiles and dQ over query tiles, all in stream order. */
 static fa_status fa_hip_bwd_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
                                    fa_bwd_args *args)
@@ -207,32 +204,23 @@ static fa_status fa_hip_bwd_launch(fa_context *ctx, const fa_selection *sel, con
     hipStream_t stream = (hipStream_t)ctx->stream;
     const void *const *pair = fa_bwd_kernels[cfg->kernel_id];
     void *kernel_args[] = {args};
-    const unsigned q_rows = (unsigned)p->seqlen_q, k_rows = (unsigned)p->seqlen_k;
-    const unsigned b = (unsigned)p->batch, h = (unsigned)p->heads, hk = (unsigned)p->heads_k;
-    hipError_t err = hipLaunchKernel((const void *)fa_bwd_preprocess, dim3((q_rows + 63) / 64, h, b),
-                                     dim3(64), kernel_args, 0, stream);
+    const fa_grid prep = fa_bwd_prep_grid(p), dkdv = fa_bwd_dkdv_grid(p, cfg), dq = fa_bwd_dq_grid(p, cfg);
+    const dim3 block((unsigned)cfg->threads);
+    hipError_t err = hipLaunchKernel((const void *)fa_bwd_preprocess, dim3(prep.x, prep.y, prep.z), dim3(FA_PREP_ROWS),
+                           kernel_args, 0, stream);
     if (err == hipSuccess)
-        err = hipLaunchKernel(pair[0], dim3((k_rows + cfg->tile_n - 1) / cfg->tile_n, hk, b),
-                              dim3((unsigned)cfg->threads), kernel_args, 0, stream);
+        err = hipLaunchKernel(pair[0], dim3(dkdv.x, dkdv.y, dkdv.z), block, kernel_args, 0, stream);
     if (err == hipSuccess)
-        err = hipLaunchKernel(pair[1], dim3((q_rows + cfg->tile_m - 1) / cfg->tile_m, h, b),
-                              dim3((unsigned)cfg->threads), kernel_args, 0, stream);
+        err = hipLaunchKernel(pair[1], dim3(dq.x, dq.y, dq.z), block, kernel_args, 0, stream);
     return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, "launching the backward kernels");
 }
 
 static fa_status fa_hip_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                             void *workspace, size_t workspace_bytes)
 {
-    if (p->softcap > 0.f)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "softcap in the backward pass is not implemented on HIP yet (the CPU "
-                       "backend has it)");
-    if (!fa_bwd_rows_aligned(p))
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "the HIP backend needs 16-byte aligned rows: data pointers aligned to 16 "
-                       "bytes and outer strides that are multiples of 8 elements");
-    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= FA_BWD_KERNEL_COUNT)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no HIP kernel", sel->config->name);
+    fa_status checked = fa_gpu_check_bwd(ctx, p, sel, FA_BWD_KERNEL_COUNT, "HIP");
+    if (checked != FA_OK)
+        return checked;
     hipError_t err = hipSetDevice(ctx->device);
     if (err != hipSuccess)
         return fa_hip_error(ctx, err, "hipSetDevice");

@@ -1,0 +1,98 @@
+// test_gpu_args.cpp - the host logic both GPU backends share (src/common/gpu_args.c):
+// launch geometry and the pre-launch checks, exercised on the CPU.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "fa_internal.h"
+#include "gpu_args.h"
+
+namespace {
+
+fa_problem aligned_problem()
+{
+    static unsigned char storage[64] __attribute__((aligned(16)));
+    fa_problem p;
+    std::memset(&p, 0, sizeof p);
+    p.batch = 2;
+    p.heads = 6;
+    p.heads_k = 2;
+    p.head_dim = 64;
+    p.seqlen_q = 300;
+    p.seqlen_k = 130;
+    p.total_q = 600;
+    p.q = p.k = p.v = p.dout = storage;
+    p.out = p.dq = p.dk = p.dv = storage;
+    fa_strides st = {300 * 6 * 64, 6 * 64, 64};
+    p.q_stride = p.out_stride = p.dout_stride = p.dq_stride = st;
+    fa_strides kst = {130 * 2 * 64, 2 * 64, 64};
+    p.k_stride = p.v_stride = p.dk_stride = p.dv_stride = kst;
+    return p;
+}
+
+struct CpuContext {
+    fa_context *ctx = nullptr;
+    CpuContext() { REQUIRE(fa_create(&ctx, FA_BACKEND_CPU, 0) == FA_OK); }
+    ~CpuContext() { fa_destroy(ctx); }
+};
+
+}  // namespace
+
+TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_args]")
+{
+    fa_problem p = aligned_problem();
+    fa_kernel_config cfg;
+    std::memset(&cfg, 0, sizeof cfg);
+    cfg.tile_m = 128;
+    cfg.tile_n = 64;
+    fa_selection sel;
+    std::memset(&sel, 0, sizeof sel);
+    sel.config = &cfg;
+    sel.num_splits = 3;
+
+    fa_grid g = fa_fwd_grid(&p, &sel);
+    CHECK((g.x == 3 && g.y == 6 && g.z == 6)); // ceil(300/128), heads, batch * splits
+    g = fa_combine_grid(&p);
+    CHECK((g.x == 300 && g.y == 6 && g.z == 2));
+    g = fa_bwd_prep_grid(&p);
+    CHECK((g.x == (300 + FA_PREP_ROWS - 1) / FA_PREP_ROWS && g.y == 6 && g.z == 2));
+    g = fa_bwd_dkdv_grid(&p, &cfg);
+    CHECK((g.x == 3 && g.y == 2 && g.z == 2)); // ceil(130/64), kv heads, batch
+    g = fa_bwd_dq_grid(&p, &cfg);
+    CHECK((g.x == 3 && g.y == 6 && g.z == 2));
+}
+
+TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the reason", "[gpu_args]")
+{
+    CpuContext cx;
+    fa_problem p = aligned_problem();
+    fa_kernel_config cfg;
+    std::memset(&cfg, 0, sizeof cfg);
+    cfg.name = "test_config";
+    cfg.kernel_id = 1;
+    fa_selection sel;
+    std::memset(&sel, 0, sizeof sel);
+    sel.config = &cfg;
+
+    CHECK(fa_gpu_check_fwd(cx.ctx, &p, &sel, 2, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &p, &sel, 2, "CUDA") == FA_OK);
+
+    CHECK(fa_gpu_check_fwd(cx.ctx, &p, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(std::string(fa_last_error(cx.ctx)).find("no CUDA kernel") != std::string::npos);
+
+    fa_problem odd = p;
+    odd.q_stride.row = 6 * 64 + 4; // rows no longer 16-byte aligned
+    CHECK(fa_gpu_check_fwd(cx.ctx, &odd, &sel, 2, "HIP") == FA_ERR_UNSUPPORTED);
+    CHECK(std::string(fa_last_error(cx.ctx)).find("16-byte aligned") != std::string::npos);
+    odd = p;
+    odd.dq_stride.head = 60;
+    CHECK(fa_gpu_check_fwd(cx.ctx, &odd, &sel, 2, "HIP") == FA_OK); // forward ignores dq
+    CHECK(fa_gpu_check_bwd(cx.ctx, &odd, &sel, 2, "HIP") == FA_ERR_UNSUPPORTED);
+
+    fa_problem capped = p;
+    capped.softcap = 30.f;
+    CHECK(fa_gpu_check_fwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(std::string(fa_last_error(cx.ctx)).find("softcap") != std::string::npos);
+}
