@@ -160,3 +160,44 @@ TEST_CASE("cuda backward: unsupported requests say why and write nothing", "[cud
         CHECK(!fa_oracle::all_elements_written(r.dk));
     }
 }
+
+TEST_CASE("cuda backward: forward + backward extra device memory is O(s) at 64k", "[cuda][backward]")
+{
+    const int64_t s = 65536;
+    const int d = 128;
+    Context ctx;
+    fa_tensor probe = fa_tensor_bshd(reinterpret_cast<void *>(256), FA_DTYPE_BF16, 1, s, 1, d);
+    fa_params p;
+    fa_params_init(&p);
+    p.causal = 1;
+    size_t workspace = 0;
+    REQUIRE(fa_bwd_workspace_size(ctx.ctx, &probe, &probe, &probe, &p, &workspace) == FA_OK);
+    CHECK(workspace <= static_cast<size_t>(s) * 2 * sizeof(float) + 1024); // D and LSE rows
+
+    HostTensor q = fa_oracle::make_tensor(FA_DTYPE_BF16, {1, s, 1, d});
+    fa_oracle::fill_normal(q, 77);
+    HostTensor out = fa_oracle::make_tensor(FA_DTYPE_BF16, {1, s, 1, d});
+    HostTensor lse = fa_oracle::make_tensor(FA_DTYPE_F32, {1, 1, s});
+    HostTensor grad = make_like(q);
+    fa_oracle::fill_normal(grad, 78);
+    HostTensor dq = make_like(q), dk = make_like(q), dv = make_like(q);
+    DeviceTensor dq_in(q), dout(out), dlse(lse), dgrad(grad), ddq(dq), ddk(dk), ddv(dv);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    size_t free_before = 0, free_after = 0, total = 0;
+    cudaMemGetInfo(&free_before, &total);
+    REQUIRE(fa_fwd(ctx.ctx, &dq_in.view, &dq_in.view, &dq_in.view, &p, &dout.view, &dlse.view, nullptr, 0) ==
+            FA_OK);
+    REQUIRE(fa_bwd(ctx.ctx, &dq_in.view, &dq_in.view, &dq_in.view, &dout.view, &dlse.view, &dgrad.view, &p,
+                   &ddq.view, &ddk.view, &ddv.view, nullptr, 0) == FA_OK);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemGetInfo(&free_after, &total);
+    // Anything kept must be far below one s x s matrix (8 GiB of bf16 at 64k).
+    size_t kept = free_before > free_after ? free_before - free_after : 0;
+    CHECK(kept <= static_cast<size_t>(s) * d * 4 * 8 + (64u << 20));
+    ddq.copy_back();
+    ddk.copy_back();
+    ddv.copy_back();
+    CHECK(fa_oracle::all_elements_written(dq));
+    CHECK(fa_oracle::all_elements_written(dk));
+    CHECK(fa_oracle::all_elements_written(dv));
+}
