@@ -157,3 +157,26 @@ fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
     fa_grid g = {fa_blocks(p->seqlen_q, cfg->tile_m), (unsigned)p->heads, (unsigned)p->batch};
     return g;
 }
+
+fa_status fa_gpu_set_stream(fa_context *ctx, void *stream)
+{
+    ctx->stream = stream;
+    return FA_OK;
+}
+
+fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               size_t *bytes)
+{
+    (void)ctx;
+    *bytes = fa_split_bytes(p, sel->num_splits);
+    return FA_OK;
+}
+
+fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               size_t *bytes)
+{
+    (void)ctx;
+    (void)sel;
+    *bytes = fa_bwd_workspace_bytes(p);
+    return FA_OK;
+}

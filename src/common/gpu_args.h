@@ -36,6 +36,15 @@ size_t fa_bwd_workspace_bytes(const fa_problem *p);
 /* The backward kernels' arguments; workspace holds fa_bwd_workspace_bytes(p) bytes. */
 fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace);
 
+/* Backend operations that are the same for every GPU vendor (fa_backend_ops entries):
+ * the stream is only recorded, and workspaces are the split-KV partials (forward) or
+ * the backward's D and log2-LSE rows. */
+fa_status fa_gpu_set_stream(fa_context *ctx, void *stream);
+fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               size_t *bytes);
+fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               size_t *bytes);
+
 /* The checks every GPU backend makes before a launch (row alignment, a kernel for the
  * config, features the GPU backward lacks); on failure ctx says why, naming `backend`. */
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,

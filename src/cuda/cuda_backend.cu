@@ -97,12 +97,6 @@ static void fa_cuda_destroy(fa_context *ctx)
     ctx->state = NULL;
 }
 
-static fa_status fa_cuda_set_stream(fa_context *ctx, void *stream)
-{
-    ctx->stream = stream;
-    return FA_OK;
-}
-
 static fa_status fa_cuda_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
 {
     cudaError_t err = cudaSetDevice(ctx->device);
@@ -111,14 +105,6 @@ static fa_status fa_cuda_copy_to_host(fa_context *ctx, void *dst, const void *sr
     if (err == cudaSuccess)
         err = cudaStreamSynchronize((cudaStream_t)ctx->stream);
     return err == cudaSuccess ? FA_OK : fa_cuda_error(ctx, err, "reading cu_seqlens/seqused_k");
-}
-
-static fa_status fa_cuda_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                                       size_t *bytes)
-{
-    (void)ctx;
-    *bytes = fa_split_bytes(p, sel->num_splits);
-    return FA_OK;
 }
 
 static fa_status fa_cuda_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
@@ -172,21 +158,12 @@ static fa_status fa_cuda_fwd(fa_context *ctx, const fa_problem *p, const fa_sele
                            cudaGetErrorString(err));
         workspace = owned;
     }
-    (void)workspace_bytes; /* api.c has checked it against fa_cuda_fwd_workspace */
+    (void)workspace_bytes; /* api.c has checked it against fa_gpu_fwd_workspace */
     fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
     fa_status st = fa_cuda_launch(ctx, sel, p, &args);
     if (owned)
         cudaFreeAsync(owned, (cudaStream_t)ctx->stream);
     return st;
-}
-
-static fa_status fa_cuda_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                                       size_t *bytes)
-{
-    (void)ctx;
-    (void)sel;
-    *bytes = fa_bwd_workspace_bytes(p);
-    return FA_OK;
 }
 
 static fa_status fa_cuda_bwd_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
@@ -234,7 +211,7 @@ static fa_status fa_cuda_bwd(fa_context *ctx, const fa_problem *p, const fa_sele
                            cudaGetErrorString(err));
         workspace = owned;
     }
-    (void)workspace_bytes; /* api.c has checked it against fa_cuda_bwd_workspace */
+    (void)workspace_bytes; /* api.c has checked it against fa_gpu_bwd_workspace */
     fa_bwd_args args = fa_make_bwd_args(p, workspace);
     fa_status st = fa_cuda_bwd_launch(ctx, sel, p, &args);
     if (owned)
@@ -243,6 +220,6 @@ static fa_status fa_cuda_bwd(fa_context *ctx, const fa_problem *p, const fa_sele
 }
 
 extern "C" const fa_backend_ops fa_cuda_ops = {
-    fa_cuda_init, fa_cuda_destroy, fa_cuda_set_stream, fa_cuda_copy_to_host,
-    fa_cuda_fwd_workspace, fa_cuda_fwd, NULL, fa_cuda_bwd_workspace, fa_cuda_bwd,
+    fa_cuda_init, fa_cuda_destroy, fa_gpu_set_stream, fa_cuda_copy_to_host,
+    fa_gpu_fwd_workspace, fa_cuda_fwd, NULL, fa_gpu_bwd_workspace, fa_cuda_bwd,
 };

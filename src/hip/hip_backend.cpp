@@ -109,12 +109,6 @@ static fa_status fa_hip_init(fa_context *ctx, char *why, size_t why_len)
 
 static void fa_hip_destroy(fa_context *ctx) { (void)ctx; }
 
-static fa_status fa_hip_set_stream(fa_context *ctx, void *stream)
-{
-    ctx->stream = stream;
-    return FA_OK;
-}
-
 static fa_status fa_hip_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
 {
     hipError_t err = hipSetDevice(ctx->device);
@@ -123,14 +117,6 @@ static fa_status fa_hip_copy_to_host(fa_context *ctx, void *dst, const void *src
     if (err == hipSuccess)
         err = hipStreamSynchronize((hipStream_t)ctx->stream);
     return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, "reading cu_seqlens/seqused_k");
-}
-
-static fa_status fa_hip_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                                      size_t *bytes)
-{
-    (void)ctx;
-    *bytes = fa_split_bytes(p, sel->num_splits);
-    return FA_OK;
 }
 
 static fa_status fa_hip_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
@@ -175,7 +161,7 @@ static fa_status fa_hip_fwd(fa_context *ctx, const fa_problem *p, const fa_selec
                            hipGetErrorString(err));
         workspace = owned;
     }
-    (void)workspace_bytes; /* api.c has checked it against fa_hip_fwd_workspace */
+    (void)workspace_bytes; /* api.c has checked it against fa_gpu_fwd_workspace */
     fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
     fa_status st = fa_hip_launch(ctx, sel, p, &args);
     if (owned) {
@@ -184,15 +170,6 @@ static fa_status fa_hip_fwd(fa_context *ctx, const fa_problem *p, const fa_selec
         (void)hipFree(owned);
     }
     return st;
-}
-
-static fa_status fa_hip_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                                      size_t *bytes)
-{
-    (void)ctx;
-    (void)sel;
-    *bytes = fa_bwd_workspace_bytes(p);
-    return FA_OK;
 }
 
 /* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key
@@ -233,7 +210,7 @@ static fa_status fa_hip_bwd(fa_context *ctx, const fa_problem *p, const fa_selec
                            hipGetErrorString(err));
         workspace = owned;
     }
-    (void)workspace_bytes; /* api.c has checked it against fa_hip_bwd_workspace */
+    (void)workspace_bytes; /* api.c has checked it against fa_gpu_bwd_workspace */
     fa_bwd_args args = fa_make_bwd_args(p, workspace);
     fa_status st = fa_hip_bwd_launch(ctx, sel, p, &args);
     if (owned) {
@@ -245,6 +222,6 @@ static fa_status fa_hip_bwd(fa_context *ctx, const fa_problem *p, const fa_selec
 }
 
 extern "C" const fa_backend_ops fa_hip_ops = {
-    fa_hip_init, fa_hip_destroy, fa_hip_set_stream, fa_hip_copy_to_host,
-    fa_hip_fwd_workspace, fa_hip_fwd, NULL, fa_hip_bwd_workspace, fa_hip_bwd,
+    fa_hip_init, fa_hip_destroy, fa_gpu_set_stream, fa_hip_copy_to_host,
+    fa_gpu_fwd_workspace, fa_hip_fwd, NULL, fa_gpu_bwd_workspace, fa_hip_bwd,
 };
