@@ -908,6 +908,16 @@ static fa_status prepare_forward(fa_context *ctx, const call_tensors *t, const f
     return backend_failed(ctx, st, "workspace query");
 }
 
+/* A caller's workspace must hold what the query said; NULL means the backend allocates. */
+static fa_status check_workspace(fa_context *ctx, const void *workspace, size_t workspace_bytes,
+                                 size_t needed, const char *query)
+{
+    if (workspace != NULL && workspace_bytes < needed)
+        return fa_fail(ctx, FA_ERR_WORKSPACE_TOO_SMALL, "workspace of %zu bytes < %zu bytes needed (%s)",
+                       workspace_bytes, needed, query);
+    return FA_OK;
+}
+
 /* Entry of every call on a context: clear the message; NULL ctx has nowhere to say why. */
 static fa_status begin_call(fa_context *ctx)
 {
@@ -952,10 +962,9 @@ FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
     st = prepare_forward(ctx, &t, params, &p, &sel, &needed);
     if (st != FA_OK)
         return st;
-    if (workspace != NULL && workspace_bytes < needed)
-        return fa_fail(ctx, FA_ERR_WORKSPACE_TOO_SMALL,
-                       "workspace of %zu bytes < %zu bytes needed (fa_fwd_workspace_size)",
-                       workspace_bytes, needed);
+    st = check_workspace(ctx, workspace, workspace_bytes, needed, "fa_fwd_workspace_size");
+    if (st != FA_OK)
+        return st;
     st = ctx->ops->fwd(ctx, &p, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
     return backend_failed(ctx, st, "forward");
 }
@@ -1100,10 +1109,9 @@ FA_EXPORT fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
     st = prepare_backward(ctx, &t, &g, params, &p, &sel, &needed);
     if (st != FA_OK)
         return st;
-    if (workspace != NULL && workspace_bytes < needed)
-        return fa_fail(ctx, FA_ERR_WORKSPACE_TOO_SMALL,
-                       "workspace of %zu bytes < %zu bytes needed (fa_bwd_workspace_size)",
-                       workspace_bytes, needed);
+    st = check_workspace(ctx, workspace, workspace_bytes, needed, "fa_bwd_workspace_size");
+    if (st != FA_OK)
+        return st;
     st = ctx->ops->bwd(ctx, &p, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
     return backend_failed(ctx, st, "backward");
 }
