@@ -211,41 +211,40 @@ static const fa_kernel_config k_cpu_bwd_configs[] = {
 
 #define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* Forward and backward registries per backend (AUTO is not a backend of its own). */
+typedef struct registry_row {
+    fa_backend backend;
+    const fa_kernel_config *fwd, *bwd;
+    int fwd_count, bwd_count;
+} registry_row;
+
+static const registry_row k_registries[] = {
+    {FA_BACKEND_CPU, k_cpu_configs, k_cpu_bwd_configs, COUNT_OF(k_cpu_configs), COUNT_OF(k_cpu_bwd_configs)},
+    {FA_BACKEND_CUDA, k_cuda_configs, k_cuda_bwd_configs, COUNT_OF(k_cuda_configs),
+     COUNT_OF(k_cuda_bwd_configs)},
+    {FA_BACKEND_HIP, k_hip_configs, k_hip_bwd_configs, COUNT_OF(k_hip_configs), COUNT_OF(k_hip_bwd_configs)},
+};
+
+static const registry_row *registry_of(fa_backend backend)
+{
+    for (int i = 0; i < COUNT_OF(k_registries); ++i)
+        if (k_registries[i].backend == backend)
+            return &k_registries[i];
+    return NULL;
+}
+
 const fa_kernel_config *fa_registry(fa_backend backend, int *count)
 {
-    const fa_kernel_config *list = NULL;
-    int n = 0;
-    if (backend == FA_BACKEND_CPU) {
-        list = k_cpu_configs;
-        n = COUNT_OF(k_cpu_configs);
-    } else if (backend == FA_BACKEND_CUDA) {
-        list = k_cuda_configs;
-        n = COUNT_OF(k_cuda_configs);
-    } else if (backend == FA_BACKEND_HIP) {
-        list = k_hip_configs;
-        n = COUNT_OF(k_hip_configs);
-    }
-    /* AUTO is not a backend of its own. */
-    if (count) *count = n;
-    return list;
+    const registry_row *r = registry_of(backend);
+    if (count) *count = r ? r->fwd_count : 0;
+    return r ? r->fwd : NULL;
 }
 
 const fa_kernel_config *fa_registry_bwd(fa_backend backend, int *count)
 {
-    const fa_kernel_config *list = NULL;
-    int n = 0;
-    if (backend == FA_BACKEND_CPU) {
-        list = k_cpu_bwd_configs;
-        n = COUNT_OF(k_cpu_bwd_configs);
-    } else if (backend == FA_BACKEND_CUDA) {
-        list = k_cuda_bwd_configs;
-        n = COUNT_OF(k_cuda_bwd_configs);
-    } else if (backend == FA_BACKEND_HIP) {
-        list = k_hip_bwd_configs;
-        n = COUNT_OF(k_hip_bwd_configs);
-    }
-    if (count) *count = n;
-    return list;
+    const registry_row *r = registry_of(backend);
+    if (count) *count = r ? r->bwd_count : 0;
+    return r ? r->bwd : NULL;
 }
 
 /* ---- names for reasons -------------------------------------------------------------- */
