@@ -51,12 +51,16 @@ def backward_fn(forward, inputs, dout):
 
 
 def bench_backward(row, q, k, v, causal, flops):
-    """Backward TFLOP/s (2.5x the forward's FLOPs) of flashattn and the SDPA backends."""
+    """Backward TFLOP/s (2.5x the forward's FLOPs) of flashattn (default: dQ by atomics;
+    deterministic: dQ in its own pass) and the SDPA backends."""
     dout = torch.randn_like(q)
-    ours = backward_fn(lambda a, b, c: flashattn.flash_attn_func(a.transpose(1, 2), b.transpose(1, 2),
-                                                                 c.transpose(1, 2), causal=causal).transpose(1, 2),
-                       (q, k, v), dout)
-    for name, fn in (("flashattn_bwd", lambda: ours),
+
+    def ours(deterministic):
+        return backward_fn(lambda a, b, c: flashattn.flash_attn_func(
+            a.transpose(1, 2), b.transpose(1, 2), c.transpose(1, 2), causal=causal,
+            deterministic=deterministic).transpose(1, 2), (q, k, v), dout)
+    for name, fn in (("flashattn_bwd", lambda: ours(False)),
+                     ("flashattn_bwd_det", lambda: ours(True)),
                      ("fa2_bwd", lambda: backward_fn(sdpa_fn_args(SDPBackend.FLASH_ATTENTION, causal), (q, k, v), dout)),
                      ("cudnn_bwd", lambda: backward_fn(sdpa_fn_args(SDPBackend.CUDNN_ATTENTION, causal), (q, k, v), dout))):
         try:
@@ -73,7 +77,7 @@ def sdpa_fn_args(backend, causal):
     return run
 
 
-def bench_row(d, s, causal, dtype, backward=False):
+def bench_row(d, s, causal, dtype, backward=False, forward=True):
     b, h = 16384 // s, 2048 // d
     gen = torch.Generator(device="cuda").manual_seed(s * 1000 + d)
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
@@ -85,8 +89,8 @@ def bench_row(d, s, causal, dtype, backward=False):
     ref = sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v, causal)()
     ours()
     row["max_abs_diff_vs_fa2"] = (out.transpose(1, 2).float() - ref.float()).abs().max().item()
-    row["flashattn"] = tflops(flops, time_ms(ours))
-    for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+    row["flashattn"] = tflops(flops, time_ms(ours)) if forward else None
+    for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)) if forward else ():
         try:
             row[name] = tflops(flops, time_ms(sdpa_fn(backend, q, k, v, causal)))
         except RuntimeError as err:  # a backend that refuses the shape
@@ -104,6 +108,7 @@ def main():
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--backward", action="store_true", help="also time the backward pass")
+    ap.add_argument("--no-forward", action="store_true", help="with --backward: skip timing the forward")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
@@ -113,19 +118,22 @@ def main():
         for d in map(int, args.dims.split(",")):
             for s in map(int, args.seqlens.split(",")):
                 for causal in (c == "1" for c in args.causal.split(",")):
-                    r = bench_row(d, s, causal, DTYPES[dt], args.backward)
+                    r = bench_row(d, s, causal, DTYPES[dt], args.backward, not args.no_forward)
                     rows.append(r)
                     ratio = lambda other: ("%7.2f" % (r["flashattn"] / r[other])) if r.get(other) else "    n/a"  # noqa: E731
-                    print("%-5s %-4d %6d %-6s %9.1f %9s %9s %7s %7s %9.2e" % (
-                        dt, d, s, "yes" if causal else "no", r["flashattn"],
-                        "%.1f" % r["fa2"] if r.get("fa2") else "n/a",
-                        "%.1f" % r["cudnn"] if r.get("cudnn") else "n/a",
-                        ratio("fa2"), ratio("cudnn"), r["max_abs_diff_vs_fa2"]), flush=True)
+                    if r["flashattn"] is not None:
+                        print("%-5s %-4d %6d %-6s %9.1f %9s %9s %7s %7s %9.2e" % (
+                            dt, d, s, "yes" if causal else "no", r["flashattn"],
+                            "%.1f" % r["fa2"] if r.get("fa2") else "n/a",
+                            "%.1f" % r["cudnn"] if r.get("cudnn") else "n/a",
+                            ratio("fa2"), ratio("cudnn"), r["max_abs_diff_vs_fa2"]), flush=True)
                     if args.backward:
                         fmt = lambda key: "%.1f" % r[key] if r.get(key) else "n/a"  # noqa: E731
                         rel = lambda key: "%.2f" % (r["flashattn_bwd"] / r[key]) if r.get(key) and r.get("flashattn_bwd") else "n/a"  # noqa: E731
-                        print("      bwd: ours %s  FA2 %s  cuDNN %s  vs FA2 %s  vs cuDNN %s" % (
-                            fmt("flashattn_bwd"), fmt("fa2_bwd"), fmt("cudnn_bwd"), rel("fa2_bwd"), rel("cudnn_bwd")), flush=True)
+                        det = "%.2f" % (r["flashattn_bwd_det"] / r["fa2_bwd"]) if r.get("flashattn_bwd_det") and r.get("fa2_bwd") else "n/a"
+                        print("%-5s %-4d %6d %-6s bwd: ours %s (deterministic %s)  FA2 %s  cuDNN %s  vs FA2 %s (det %s)  vs cuDNN %s" % (
+                            dt, d, s, "yes" if causal else "no", fmt("flashattn_bwd"), fmt("flashattn_bwd_det"), fmt("fa2_bwd"), fmt("cudnn_bwd"),
+                            rel("fa2_bwd"), det, rel("cudnn_bwd")), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)

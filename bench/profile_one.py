@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Runs one flashattn forward shape a few times, for ncu to profile the last launch.
+"""Runs one flashattn forward (or, with --backward, forward + backward) shape a few
+times, for ncu to profile the last launch of a kernel.
     ncu --kernel-name regex:fa_fwd_d --launch-skip 3 --launch-count 1 \
         python3 bench/profile_one.py --dim 128 --seqlen 4096 [--causal]
+    ncu --kernel-name regex:_dkdv --launch-skip 3 --launch-count 1 \
+        python3 bench/profile_one.py --dim 128 --seqlen 4096 --backward [--deterministic]
 """
 import argparse
 import os
@@ -16,9 +19,16 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--dim", type=int, default=128)
 ap.add_argument("--seqlen", type=int, default=4096)
 ap.add_argument("--causal", action="store_true")
+ap.add_argument("--backward", action="store_true")
+ap.add_argument("--deterministic", action="store_true")
 a = ap.parse_args()
 b, h = 16384 // a.seqlen, 2048 // a.dim
 q, k, v = (torch.randn(b, a.seqlen, h, a.dim, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 for _ in range(4):
-    flashattn.attention(q, k, v, causal=a.causal)
+    if a.backward:
+        out, lse = flashattn.attention(q, k, v, causal=a.causal, return_lse=True)
+        flashattn.attention_backward(torch.randn_like(out), q, k, v, out, lse, causal=a.causal,
+                                     deterministic=a.deterministic)
+    else:
+        flashattn.attention(q, k, v, causal=a.causal)
 torch.cuda.synchronize()

@@ -23,6 +23,8 @@ set(FA_CUDA_SOURCES ${PROJECT_SOURCE_DIR}/src/cuda/cuda_backend.cu
 # KERNEL_HEADER as fa_PASS_d<d>_<dtype>_<m>x<n>x<stages>. The header is read as one
 # string: its list lines end in backslashes, which file(STRINGS) would take as escapes.
 function(fa_cuda_instances list_header letter pass kernel_header)
+  # Re-configure when the list changes: the generated sources follow it.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/common/${list_header})
   file(READ ${PROJECT_SOURCE_DIR}/src/common/${list_header} text)
   string(REGEX MATCHALL "${letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" entries "${text}")
   set(sources "")

@@ -8,6 +8,7 @@
 # fa_public_symbols(<header> <out-var>): the names declared with FA_API in <header>,
 # sorted. A declaration starts with FA_API and names its function on that same line.
 function(fa_public_symbols header out_var)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${header}")
   file(READ "${header}" text)
   string(REGEX MATCHALL "FA_API[^;(\n]*[ *]fa_[a-z0-9_]+[ \t]*\\(" decls "${text}")
   set(names "")

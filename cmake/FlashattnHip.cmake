@@ -118,6 +118,8 @@ set(FA_HIP_MANIFEST "archs ${FA_HIP_ARCHS}\n")
 # targets build only the entries also listed as WAVE32_LETTER(...).
 function(fa_hip_instances list_header letter wave32_letter pass kernel_header)
   set(suffixes ${ARGN})
+  # Re-configure when the list changes: the generated sources follow it.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/common/${list_header})
   file(READ ${PROJECT_SOURCE_DIR}/src/common/${list_header} text)
   string(REGEX MATCHALL "${letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" entries "${text}")
   string(REGEX MATCHALL "${wave32_letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" wave32 "${text}")

@@ -417,17 +417,21 @@ TEST_CASE("unsupported requests say why", "[dispatch]")
     std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
     fa_selection sel;
 
-    // The CUDA backward has instances up to d128 only: d256 says so.
+    // The CUDA backward covers d256 where its 145 KiB of shared memory fit (sm_80, sm_90);
+    // sm_86's 99 KiB do not, and the reason says so.
     int bwd_count = 0;
     const fa_kernel_config *bwd_configs = fa_registry_bwd(FA_BACKEND_CUDA, &bwd_count);
     std::vector<fa_kernel_config> bwd_reg(bwd_configs, bwd_configs + bwd_count);
     for (fa_kernel_config &c : bwd_reg) c.compiled = 1;
     fa_problem_shape bwd = make_shape(FA_DTYPE_BF16, 1, 8, 256, 128, 128);
     bwd.pass = FA_PASS_BWD;
-    CHECK(select(sm90, bwd_reg, bwd, &sel) == FA_ERR_UNSUPPORTED);
-    CHECK(contains(sel.reason, "256"));
+    REQUIRE(select(sm90, bwd_reg, bwd, &sel) == FA_OK);
+    CHECK(sel.config->head_dim == 256);
+    CHECK(select(fa_arch_find("sm_86"), bwd_reg, bwd, &sel) == FA_ERR_UNSUPPORTED);
+    CHECK(contains(sel.reason, "shared memory"));
     bwd.head_dim = 128;
     CHECK(select(sm90, bwd_reg, bwd, &sel) == FA_OK);
+    CHECK(select(fa_arch_find("sm_86"), bwd_reg, bwd, &sel) == FA_OK);
 
     fa_problem_shape f32 = make_shape(FA_DTYPE_F32, 1, 8, 128, 128, 128);
     CHECK(select(sm90, reg, f32, &sel) == FA_ERR_UNSUPPORTED);

@@ -60,7 +60,7 @@ TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_
     g = fa_bwd_dkdv_grid(&p, &cfg);
     CHECK((g.x == 3 && g.y == 2 && g.z == 2)); // ceil(130/64), kv heads, batch
     g = fa_bwd_dq_grid(&p, &cfg);
-    CHECK((g.x == 3 && g.y == 6 && g.z == 2));
+    CHECK((g.x == 5 && g.y == 6 && g.z == 2)); // ceil(300/64): query tiles of tile_n rows
 }
 
 TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the reason", "[gpu_args]")
@@ -93,6 +93,5 @@ TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the rea
     fa_problem capped = p;
     capped.softcap = 30.f;
     CHECK(fa_gpu_check_fwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_OK);
-    CHECK(fa_gpu_check_bwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_ERR_UNSUPPORTED);
-    CHECK(std::string(fa_last_error(cx.ctx)).find("softcap") != std::string::npos);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_OK);
 }

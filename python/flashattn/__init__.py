@@ -154,10 +154,12 @@ def attention(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softca
 
 
 def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None, window=(-1, -1),
-                       softcap=0.0, alibi_slopes=None):
-    """Gradients (dq, dk, dv) of attention() from its output and LSE (fa_bwd)."""
+                       softcap=0.0, alibi_slopes=None, deterministic=False):
+    """Gradients (dq, dk, dv) of attention() from its output and LSE (fa_bwd).
+    deterministic: bitwise reproducible dq (its own pass instead of fp32 atomics)."""
     ctx = _context(q.device)
     params, keep = _params(q, causal, softmax_scale, window, softcap, alibi_slopes)
+    params.deterministic = int(bool(deterministic))
     dout = dout if dout.stride(-1) == 1 else dout.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     _bind_stream(ctx, q.device)
@@ -172,25 +174,26 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
 
 class _FlashAttnFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, causal, softmax_scale, window, softcap, alibi_slopes):
+    def forward(ctx, q, k, v, causal, softmax_scale, window, softcap, alibi_slopes, deterministic):
         out, lse = attention(q, k, v, causal=causal, softmax_scale=softmax_scale, window=window,
                              softcap=softcap, alibi_slopes=alibi_slopes, return_lse=True)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.options = (causal, softmax_scale, window, softcap, alibi_slopes)
+        ctx.options = (causal, softmax_scale, window, softcap, alibi_slopes, deterministic)
         return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
-        causal, softmax_scale, window, softcap, alibi_slopes = ctx.options
+        causal, softmax_scale, window, softcap, alibi_slopes, deterministic = ctx.options
         dq, dk, dv = attention_backward(dout, q, k, v, out, lse, causal=causal,
                                         softmax_scale=softmax_scale, window=window,
-                                        softcap=softcap, alibi_slopes=alibi_slopes)
-        return dq, dk, dv, None, None, None, None, None
+                                        softcap=softcap, alibi_slopes=alibi_slopes,
+                                        deterministic=deterministic)
+        return dq, dk, dv, None, None, None, None, None, None
 
 
 def flash_attn_func(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0,
-                    alibi_slopes=None):
+                    alibi_slopes=None, deterministic=False):
     """attention() as a differentiable torch operation (training through flashattn)."""
     return _FlashAttnFunction.apply(q, k, v, causal, softmax_scale, tuple(window), softcap,
-                                    alibi_slopes)
+                                    alibi_slopes, deterministic)

@@ -36,7 +36,7 @@ typedef struct fa_fwd_args {
 } fa_fwd_args;
 
 /* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus
- * the gradients and the fp32 per-row workspace the preprocess kernel fills. */
+ * the gradients and the fp32 workspace the preprocess kernel fills (or zeroes). */
 typedef struct fa_bwd_args {
     fa_fwd_args fwd;
     const void *dout;
@@ -47,6 +47,8 @@ typedef struct fa_bwd_args {
     long long dv_batch, dv_row, dv_head;
     float *delta;      /* [heads][total_q]: rowsum(dO * O)                            */
     float *lse_log2;   /* [heads][total_q]: LSE in log2 units, +inf for empty rows     */
+    float *dq_accum;   /* [heads][total_q][head_dim] fp32, zeroed by the preprocess:   */
+                       /* dQ by atomics from the dK/dV pass; NULL: deterministic dQ pass */
     float scale;       /* softmax_scale: dS -> dQ, dK                                  */
     int out_bf16;      /* element type, for the dtype-agnostic preprocess kernel      */
 } fa_bwd_args;

@@ -1,23 +1,30 @@
 /*
  * attn_bwd.h - the backward attention kernels, written once for every vendor against the
  * device vocabulary of fa_device.h. One translation unit includes it once after defining
- * the instance: FA_INST_D, FA_INST_M (query rows per step) = FA_INST_N (key rows per
- * block), FA_INST_WARPS (each warp owns FA_MMA_M = 16 rows, whatever its lane count: one
- * MMA tile's rows), FA_INST_STAGES (streamed buffers; 1 = load, wait, compute),
+ * the instance: FA_INST_D, FA_INST_M (streamed rows per step), FA_INST_N (resident rows
+ * per block), FA_INST_WARPS, FA_INST_STAGES (streamed buffers; 1 = load, wait, compute),
  * FA_INST_BF16, FA_INST_NAME. It defines two kernels:
  *
- *   FA_INST_NAME##_dkdv: one block per (key tile, kv head, batch); K and V stay in shared
- *     memory while Q, dO, LSE and D = rowsum(dO∘O) tiles of every query head of the GQA
- *     group stream past. In the transposed orientation (rows = keys) every product is a
- *     "row tile x column tile" one, as in the forward: Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ - LSE),
- *     dV += Pᵀ·dO, dPᵀ = V·dOᵀ, dSᵀ = Pᵀ∘(dPᵀ - D), dK += dSᵀ·Q, with Pᵀ and dSᵀ fed
- *     from registers. dK and dV are summed over the group in registers and written once.
- *   FA_INST_NAME##_dq: one block per (query tile, head, batch); Q and dO stay, K/V stream:
- *     S = Q·Kᵀ, P, dP = dO·Vᵀ, dS, dQ += dS·K, written once.
- *
- * Computing dQ in its own pass recomputes S and dP once more (7 products instead of
- * FlashAttention-2's 5) but needs no atomics: results are bitwise reproducible by
- * construction, deterministic mode or not.
+ *   FA_INST_NAME##_dkdv: one block per (key tile of N rows, kv head, batch); K and V stay
+ *     in shared memory while Q, dO, LSE and D = rowsum(dO∘O) tiles of M query rows of
+ *     every query head of the GQA group stream past. Each step, in three phases:
+ *       1. Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ - LSE), dPᵀ = V·dOᵀ, dSᵀ = Pᵀ∘(dPᵀ - D); Pᵀ and dSᵀ
+ *          go to shared memory as fp16/bf16 [N][M] tiles;
+ *       2. dV += Pᵀ·dO, dK += dSᵀ·Q, accumulated in registers over the whole GQA group
+ *          and written once;
+ *       3. unless the caller asked for determinism, dQ += dS·K for the step's query rows,
+ *          added to an fp32 buffer with atomics (FlashAttention-2's five products), which
+ *          a small kernel converts afterwards.
+ *     Every phase spreads its output tile over the warps as a 2-D grid of warp tiles of
+ *     32 rows where the shapes allow (FA_WARP_GRID_ROWS): a 16-row warp tile re-reads its
+ *     whole B operand from shared memory for every 16 rows, and shared-memory bandwidth,
+ *     not the tensor cores, then sets the pace.
+ *   FA_INST_NAME##_dq (deterministic mode): one block per (query tile of N rows, head,
+ *     batch); Q and dO stay, K/V tiles of M rows stream: S = Q·Kᵀ, P, dP = dO·Vᵀ, dS,
+ *     dQ += dS·K, written once. Two extra products (S and dP again), no atomics: bitwise
+ *     reproducible by construction. Each warp owns 16 query rows; when the warps
+ *     outnumber the 16-row groups (FA_BWD_SPLIT > 1) the warps of a group split the keys
+ *     and sum their parts in a fixed order at the end.
  */
 #ifdef FA_ATTN_BWD_INCLUDED
 #error "attn_bwd.h instantiates one kernel pair per translation unit"
@@ -30,20 +37,53 @@
 #include "bwd_instances.h"
 #include "mask.h"
 
-#if FA_INST_M != FA_INST_N || FA_INST_N != FA_INST_WARPS * FA_MMA_M
-#error "backward instances use square tiles of 16 rows per warp"
+#define FA_ROWS FA_INST_N /* resident rows per block */
+#define FA_COLS FA_INST_M /* streamed rows per step  */
+#define FA_BD (FA_INST_D / FA_MMA_N) /* n-tiles across the head dim */
+#define FA_ROW_TILE (FA_ROWS * FA_PITCH)
+#define FA_COL_TILE (FA_COLS * FA_PITCH)
+#define FA_SCORE_CHUNKS (FA_COLS / 8)
+#define FA_SCORE_PITCH FA_FWD_SMEM_PITCH(FA_COLS)
+#define FA_SCORE_TILE (FA_ROWS * FA_SCORE_PITCH)
+
+/* Warp grids of the dK/dV kernel's phases: `wr` warps along the rows of a rows x cols
+ * output, FA_INST_WARPS / wr along the columns. A grid fits when the warp tile has whole
+ * 16-row MMA tiles and an even number of n-tiles (the B loads come in pairs). Preferred:
+ * 32-row warp tiles, then 16, then 64. */
+#define FA_GRID_FITS(rows, cols, wr)                                                      \
+    ((wr) >= 1 && FA_INST_WARPS % (wr) == 0 && (rows) % ((wr) * FA_MMA_M) == 0 &&        \
+     (cols) % ((FA_INST_WARPS / (wr)) * 2 * FA_MMA_N) == 0)
+#define FA_WARP_GRID_ROWS(rows, cols)                                                     \
+    (FA_GRID_FITS(rows, cols, (rows) / 32)   ? (rows) / 32                                \
+     : FA_GRID_FITS(rows, cols, (rows) / 16) ? (rows) / 16                                \
+     : FA_GRID_FITS(rows, cols, (rows) / 64) ? (rows) / 64                                \
+                                             : 0)
+/* Phase 1: scores [N keys][M queries]; phase 2: dK/dV [N][D]; phase 3: dQ [M][D]. */
+#define FA_P1_WR FA_WARP_GRID_ROWS(FA_ROWS, FA_COLS)
+#define FA_P2_WR FA_WARP_GRID_ROWS(FA_ROWS, FA_INST_D)
+#define FA_P3_WR FA_WARP_GRID_ROWS(FA_COLS, FA_INST_D)
+#if FA_P1_WR == 0 || FA_P2_WR == 0 || FA_P3_WR == 0
+#error "no warp grid fits this backward instance (see FA_GRID_FITS)"
 #endif
-/* The products take n-tiles in pairs (fa_load_bt_pair, fa_load_b_pair). */
-#if FA_INST_N % (2 * FA_MMA_N) != 0 || FA_INST_D % (2 * FA_MMA_N) != 0
-#error "backward tiles and head dims must span an even number of MMA n-tiles"
+#define FA_P1_MF (FA_ROWS / FA_P1_WR / FA_MMA_M)
+#define FA_P1_NF (FA_COLS / (FA_INST_WARPS / FA_P1_WR) / FA_MMA_N)
+#define FA_P2_MF (FA_ROWS / FA_P2_WR / FA_MMA_M)
+#define FA_P2_NF (FA_INST_D / (FA_INST_WARPS / FA_P2_WR) / FA_MMA_N)
+#define FA_P3_MF (FA_COLS / FA_P3_WR / FA_MMA_M)
+#define FA_P3_NF (FA_INST_D / (FA_INST_WARPS / FA_P3_WR) / FA_MMA_N)
+
+/* The dQ kernel: 16 query rows per warp, FA_SPLIT warps per 16-row group. */
+#define FA_ROW_GROUPS (FA_ROWS / FA_MMA_M)
+#define FA_SPLIT FA_BWD_SPLIT(FA_INST_WARPS, FA_INST_N)
+#define FA_PART_COLS (FA_COLS / FA_SPLIT) /* keys of one warp per step */
+#define FA_ST (FA_PART_COLS / FA_MMA_N)
+#define FA_SK (FA_PART_COLS / FA_MMA_K)
+#if FA_INST_WARPS % FA_ROW_GROUPS != 0 || FA_PART_COLS % (2 * FA_MMA_N) != 0
+#error "dQ kernel: warps must cover whole 16-row groups and split the keys into n-tile pairs"
 #endif
 
 #define FA_CAT_(a, b) a##b
 #define FA_CAT(a, b) FA_CAT_(a, b)
-#define FA_BT (FA_INST_N / FA_MMA_N) /* n-tiles across a row/column tile                 */
-#define FA_BK (FA_INST_N / FA_MMA_K) /* k-steps across it (A operands of P, dS)          */
-#define FA_BD (FA_INST_D / FA_MMA_N) /* n-tiles across the head dim                      */
-#define FA_TILE_ELEMS (FA_INST_N * FA_PITCH)
 
 /* Top of pipeline step i of `count` (the loops below): afterwards step i's tiles are in
  * shared memory for every warp, and step i + stages - 1 is on its way. */
@@ -71,109 +111,199 @@
     } while (0)
 #endif
 
-/* acc (16 rows x FA_INST_N columns of this warp) = A[row0..row0+15][:] · B[0..N-1][:]ᵀ,
- * both tiles stored [row][head dim] in shared memory. */
-FA_DEVICE void fa_bwd_rows_by_cols(float acc[FA_BT][FA_ACC_REGS], const fa_elem *a_tile, int row0,
-                                   const fa_elem *b_tile)
+/* Layout of the [N][M] tiles of Pᵀ and dSᵀ: the head-dim tiles' rule. */
+FA_DEVICE int fa_score_offset(int row, int chunk)
+{
+    return row * FA_SCORE_PITCH + ((FA_SCORE_CHUNKS % 8) == 0 ? (chunk ^ (row & 7)) : chunk) * 8;
+}
+
+FA_DEVICE void fa_bwd_zero(float (*acc)[FA_ACC_REGS], int tiles)
 {
 #pragma unroll
-    for (int nf = 0; nf < FA_BT; ++nf)
+    for (int t = 0; t < tiles; ++t)
 #pragma unroll
         for (int r = 0; r < FA_ACC_REGS; ++r)
-            acc[nf][r] = 0.f;
+            acc[t][r] = 0.f;
+}
+
+/* acc[mf * nf_count + nf] (mf_count x nf_count MMA tiles) = A[a_row0 ..][:] · B[b_row0 ..][:]ᵀ
+ * over the head dim, A and B stored [row][head dim] in shared memory. The counts are
+ * compile-time constants at every call. */
+FA_DEVICE void fa_bwd_product_nt(float (*acc)[FA_ACC_REGS], int mf_count, int nf_count,
+                                 const fa_elem *a_tile, int a_row0, const fa_elem *b_tile, int b_row0)
+{
+    fa_bwd_zero(acc, mf_count * nf_count);
 #pragma unroll
     for (int k0 = 0; k0 < FA_INST_D; k0 += FA_MMA_K) {
-        uint32_t a[FA_A_REGS];
-        fa_load_a(a, a_tile, fa_smem_offset, row0, k0);
+        uint32_t b[FA_P1_NF > FA_ST ? FA_P1_NF : FA_ST][FA_B_REGS];
 #pragma unroll
-        for (int nf = 0; nf < FA_BT; nf += 2) {
-            uint32_t b[2][FA_B_REGS];
-            fa_load_bt_pair(b, b_tile, fa_smem_offset, nf * FA_MMA_N, k0);
-            fa_mma(acc[nf], a, b[0]);
-            fa_mma(acc[nf + 1], a, b[1]);
+        for (int nf = 0; nf < nf_count; nf += 2)
+            fa_load_bt_pair(&b[nf], b_tile, fa_smem_offset, b_row0 + nf * FA_MMA_N, k0);
+#pragma unroll
+        for (int mf = 0; mf < mf_count; ++mf) {
+            uint32_t a[FA_A_REGS];
+            fa_load_a(a, a_tile, fa_smem_offset, a_row0 + mf * FA_MMA_M, k0);
+#pragma unroll
+            for (int nf = 0; nf < nf_count; ++nf)
+                fa_mma(acc[mf * nf_count + nf], a, b[nf]);
         }
     }
 }
 
-/* acc (16 rows x head dim) += P · B, P given as packed A operands over FA_INST_N columns
- * and B stored [FA_INST_N rows][head dim] in shared memory. */
-FA_DEVICE void fa_bwd_accumulate(float acc[FA_BD][FA_ACC_REGS],
-                                 const uint32_t p[FA_BK][FA_A_REGS], const fa_elem *b_tile)
+/* acc[mf * nf_count + nf] += A[a_row0 ..][0 .. k_count) · B[0 .. k_count)[b_col0 ..], A
+ * a [N][M] score tile (or its transpose when a_transposed: A = dS from the dSᵀ tile) and
+ * B a [row][head dim] tile, both in shared memory. */
+FA_DEVICE void fa_bwd_product_nn(float (*acc)[FA_ACC_REGS], int mf_count, int nf_count,
+                                 const fa_elem *a_tile, int a_transposed, int a_row0,
+                                 const fa_elem *b_tile, int b_col0, int k_count)
 {
 #pragma unroll
-    for (int ks = 0; ks < FA_BK; ++ks)
+    for (int k0 = 0; k0 < k_count; k0 += FA_MMA_K) {
+        uint32_t a[FA_P3_MF > FA_P2_MF ? FA_P3_MF : FA_P2_MF][FA_A_REGS];
+#pragma unroll
+        for (int mf = 0; mf < mf_count; ++mf) {
+            if (a_transposed)
+                fa_load_at(a[mf], a_tile, fa_score_offset, a_row0 + mf * FA_MMA_M, k0);
+            else
+                fa_load_a(a[mf], a_tile, fa_score_offset, a_row0 + mf * FA_MMA_M, k0);
+        }
+#pragma unroll
+        for (int nf = 0; nf < nf_count; nf += 2) {
+            uint32_t b[2][FA_B_REGS];
+            fa_load_b_pair(b, b_tile, fa_smem_offset, k0, b_col0 + nf * FA_MMA_N);
+#pragma unroll
+            for (int mf = 0; mf < mf_count; ++mf) {
+                fa_mma(acc[mf * nf_count + nf], a[mf], b[0]);
+                fa_mma(acc[mf * nf_count + nf + 1], a[mf], b[1]);
+            }
+        }
+    }
+}
+
+/* acc (16 rows x head dim) += P · B[k_row0 .. k_row0 + FA_PART_COLS)[:], P given as packed
+ * A operands over FA_PART_COLS columns (the dQ kernel's dS), B stored [row][head dim]. */
+FA_DEVICE void fa_bwd_accumulate(float acc[FA_BD][FA_ACC_REGS], const uint32_t p[FA_SK][FA_A_REGS],
+                                 const fa_elem *b_tile, int k_row0)
+{
+#pragma unroll
+    for (int ks = 0; ks < FA_SK; ++ks)
 #pragma unroll
         for (int df = 0; df < FA_BD; df += 2) {
             uint32_t b[2][FA_B_REGS];
-            fa_load_b_pair(b, b_tile, fa_smem_offset, ks * FA_MMA_K, df * FA_MMA_N);
+            fa_load_b_pair(b, b_tile, fa_smem_offset, k_row0 + ks * FA_MMA_K, df * FA_MMA_N);
             fa_mma(acc[df], p[ks], b[0]);
             fa_mma(acc[df + 1], p[ks], b[1]);
         }
 }
 
-FA_DEVICE void fa_bwd_pack(uint32_t p[FA_BK][FA_A_REGS], float acc[FA_BT][FA_ACC_REGS])
-{
-#pragma unroll
-    for (int ks = 0; ks < FA_BK; ++ks)
-        fa_acc_to_a(p[ks], acc, ks);
-}
-
-/* Visibility of element (query, key); rows are queries when keys_are_rows is 0. */
+/* Visibility of element (query, key) of one warp's 16-row slice; rows are queries when
+ * keys_are_rows is 0. */
 typedef struct fa_bwd_tile {
-    int row0, col0;            /* first row / column of this warp's 16 x N block        */
+    int row0, col0;            /* first row / column of the slice                */
     int seqlen_q, seqlen_k;
-    int masked;                /* some element of the tile is invisible                 */
+    int masked;                /* some element of the step's tile is invisible   */
     int keys_are_rows;
 } fa_bwd_tile;
 
-/* Scores of a warp block -> P = exp2(score·scale_log2 + bias - lse_log2) in place, with
- * lse_log2 per query (rows or columns). Masked elements get P = 0. */
-FA_DEVICE void fa_bwd_probabilities(float s[FA_BT][FA_ACC_REGS], const fa_bwd_tile *t,
-                                    const fa_fwd_args *args, float alibi_log2,
-                                    const float *lse_rows, const float *lse_cols)
+/* P and dS of one element, the general case: P = exp2(logit - lse_log2) with the logit
+ * score·scale_log2, or softcap_log2·tanh(score·scale / softcap) with softcap, minus the
+ * ALiBi term; masked elements get P = 0. dS = P ∘ (dP - D) ∘ (1 - tanh²) with softcap:
+ * tanh is kept from the forward direction of the same element. */
+FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, float lse, float delta,
+                                   const fa_bwd_tile *t, const fa_fwd_args *args, float alibi_log2)
+{
+    const int softcap = args->softcap_log2 > 0.f;
+    float th = softcap ? fa_tanh(*p * args->softcap_inv_scale) : 0.f;
+    float x = softcap ? args->softcap_log2 * th : *p * args->scale_log2;
+    if (alibi_log2 != 0.f)
+        x -= alibi_log2 * fa_alibi_distance(query, key, t->seqlen_q, t->seqlen_k);
+    if (t->masked) {
+        fa_window w = {args->window_left, args->window_right};
+        if (query >= t->seqlen_q || !fa_key_visible(query, key, t->seqlen_q, t->seqlen_k, w))
+            x = -INFINITY;
+    }
+    const float prob = fa_exp2(x - lse);
+    const float ds = prob * (*dp - delta);
+    *p = prob;
+    *dp = softcap ? ds * (1.f - th * th) : ds;
+}
+
+/* Scores S and dP of a warp tile (mf_count 16-row slices of nf_count n-tiles, the first
+ * slice at t->row0 / t->col0) -> P and dS in place. LSE (log2 units) and D are per query:
+ * per row group (lse_rows, delta_rows) when queries are rows, per column (lse_cols,
+ * delta_cols, indexed from t->col0) when keys are. Tiles without mask, ALiBi or softcap,
+ * the bulk of any long sequence, take a lean path whose per-column values are loaded once
+ * per tile: per-element branches and index arithmetic otherwise cost as many
+ * instructions as the MMAs (and spill out of the instruction cache). */
+FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_REGS], int mf_count,
+                                  int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
+                                  float alibi_log2, const float *lse_rows, const float *lse_cols,
+                                  const float *delta_rows, const float *delta_cols)
 {
     const int lane = fa_lane();
-    fa_window w = {args->window_left, args->window_right};
+    if (!t->masked && alibi_log2 == 0.f && args->softcap_log2 <= 0.f) {
 #pragma unroll
-    for (int nf = 0; nf < FA_BT; ++nf)
+        for (int nf = 0; nf < nf_count; ++nf)
 #pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; ++r) {
-            int row = t->row0 + fa_acc_row(lane, r);
-            int col = t->col0 + nf * FA_MMA_N + fa_acc_col(lane, r);
-            int query = t->keys_are_rows ? col : row;
-            int key = t->keys_are_rows ? row : col;
-            float lse = t->keys_are_rows ? lse_cols[nf * FA_MMA_N + fa_acc_col(lane, r)]
-                                         : lse_rows[r / FA_ACC_COLS];
-            float x = s[nf][r] * args->scale_log2;
-            if (alibi_log2 != 0.f)
-                x -= alibi_log2 * fa_alibi_distance(query, key, t->seqlen_q, t->seqlen_k);
-            if (t->masked && (query >= t->seqlen_q ||
-                              !fa_key_visible(query, key, t->seqlen_q, t->seqlen_k, w)))
-                x = -INFINITY;
-            s[nf][r] = fa_exp2(x - lse);
+            for (int r = 0; r < FA_ACC_REGS; ++r) {
+                const int c = nf * FA_MMA_N + fa_acc_col(lane, r);
+                const float lse = t->keys_are_rows ? lse_cols[c] : lse_rows[r / FA_ACC_COLS];
+                const float delta = t->keys_are_rows ? delta_cols[c] : delta_rows[r / FA_ACC_COLS];
+#pragma unroll
+                for (int mf = 0; mf < mf_count; ++mf) {
+                    float *pe = &p[mf * nf_count + nf][r], *dpe = &dp[mf * nf_count + nf][r];
+                    *pe = fa_exp2(*pe * args->scale_log2 - lse);
+                    *dpe = *pe * (*dpe - delta);
+                }
+            }
+        return;
+    }
+#pragma unroll
+    for (int mf = 0; mf < mf_count; ++mf)
+#pragma unroll
+        for (int nf = 0; nf < nf_count; ++nf)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r) {
+                const int c = nf * FA_MMA_N + fa_acc_col(lane, r);
+                const int row = t->row0 + mf * FA_MMA_M + fa_acc_row(lane, r), col = t->col0 + c;
+                fa_bwd_grad_element(&p[mf * nf_count + nf][r], &dp[mf * nf_count + nf][r],
+                                    t->keys_are_rows ? col : row, t->keys_are_rows ? row : col,
+                                    t->keys_are_rows ? lse_cols[c] : lse_rows[r / FA_ACC_COLS],
+                                    t->keys_are_rows ? delta_cols[c] : delta_rows[r / FA_ACC_COLS],
+                                    t, args, alibi_log2);
+            }
+}
+
+/* A warp's 16-row slice (ntiles n-tiles from column col0) into an [N][M] score tile as
+ * fp16/bf16. */
+FA_DEVICE void fa_bwd_store_scores(fa_elem *tile, int row0, int col0, const float (*acc)[FA_ACC_REGS],
+                                   int ntiles)
+{
+    const int lane = fa_lane();
+#pragma unroll
+    for (int nf = 0; nf < ntiles; ++nf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; r += 2) {
+            int row = row0 + fa_acc_row(lane, r);
+            int col = col0 + nf * FA_MMA_N + fa_acc_col(lane, r);
+#if FA_ACC_PAIR_STRIDE == 1
+            fa_store_pair(tile + fa_score_offset(row, col >> 3) + (col & 7), acc[nf][r], acc[nf][r + 1]);
+#else
+            uint32_t v = fa_pack2(acc[nf][r], acc[nf][r + 1]);
+            int col2 = col + FA_ACC_PAIR_STRIDE;
+            tile[fa_score_offset(row, col >> 3) + (col & 7)] = (fa_elem)v;
+            tile[fa_score_offset(row, col2 >> 3) + (col2 & 7)] = (fa_elem)(v >> 16);
+#endif
         }
 }
 
-/* dS = P ∘ (dP - D), in place over dP, D per query (rows or columns). */
-FA_DEVICE void fa_bwd_dscores(float dp[FA_BT][FA_ACC_REGS], const float p[FA_BT][FA_ACC_REGS],
-                              int keys_are_rows, const float *delta_rows, const float *delta_cols)
-{
-    const int lane = fa_lane();
-#pragma unroll
-    for (int nf = 0; nf < FA_BT; ++nf)
-#pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; ++r) {
-            float d = keys_are_rows ? delta_cols[nf * FA_MMA_N + fa_acc_col(lane, r)]
-                                    : delta_rows[r / FA_ACC_COLS];
-            dp[nf][r] = p[nf][r] * (dp[nf][r] - d);
-        }
-}
-
-/* Store a warp's 16 x head-dim fp32 accumulator (times `scale`) as fp16/bf16 rows.
- * Registers r, r + 1 (r even) of a row group hold columns col and col +
- * FA_ACC_PAIR_STRIDE of one group of 8: head_dim, a multiple of 8, never splits them. */
+/* Store a warp's 16-row slice (ntiles n-tiles from column d0) of an fp32 accumulator
+ * (times `scale`) as fp16/bf16 rows. Registers r, r + 1 (r even) of a row group hold
+ * columns col and col + FA_ACC_PAIR_STRIDE of one group of 8: head_dim, a multiple of 8,
+ * never splits them. */
 FA_DEVICE void fa_bwd_store_rows(fa_elem *base, long long row_stride, int row0, int rows_valid,
-                                 int head_dim, float acc[FA_BD][FA_ACC_REGS], float scale)
+                                 int head_dim, const float (*acc)[FA_ACC_REGS], int ntiles, int d0,
+                                 float scale)
 {
     const int lane = fa_lane();
 #pragma unroll
@@ -184,75 +314,114 @@ FA_DEVICE void fa_bwd_store_rows(fa_elem *base, long long row_stride, int row0, 
 #pragma unroll
         for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2)
 #pragma unroll
-            for (int df = 0; df < FA_BD; ++df) {
-                int col = df * FA_MMA_N + fa_acc_col(lane, r);
+            for (int df = 0; df < ntiles; ++df) {
+                int col = d0 + df * FA_MMA_N + fa_acc_col(lane, r);
                 if (col < head_dim)
                     fa_store_pair(base + row * row_stride + col, acc[df][r] * scale, acc[df][r + 1] * scale);
             }
     }
 }
 
-/* Per-row fp32 values (LSE, D) of query rows [m0, m0 + N) into shared memory. */
+/* Per-row fp32 values (LSE, D) of streamed query rows [m0, m0 + M) into shared memory. */
 FA_DEVICE void fa_bwd_load_rows(float *smem, const float *gmem, int rows_valid)
 {
-    if (threadIdx.x < FA_INST_N) {
+    if (threadIdx.x < FA_COLS) {
         int valid = (int)threadIdx.x < rows_valid;
         fa_async_copy4(smem + threadIdx.x, valid ? gmem + threadIdx.x : gmem, valid);
     }
 }
 
-extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dkdv)(fa_bwd_args args)
+/* Phase 3: dQ[m0 + ..] += dS · K for this warp's tile of the step's M x D block, dS read
+ * transposed from the dSᵀ tile, K the resident tile; added to the fp32 rows dq_rows (row
+ * stride head_dim) with atomics. */
+FA_DEVICE void fa_bwd_dq_atomic(float *dq_rows, int rows_valid, int head_dim, const fa_elem *ds_tile,
+                                const fa_elem *k_tile)
 {
-    FA_DYNAMIC_SMEM(fa_smem, FA_BWD_DKDV_SMEM_BYTES(FA_INST_D, FA_INST_N, FA_INST_STAGES));
+    const int lane = fa_lane();
+    const int row0 = (fa_warp() % FA_P3_WR) * FA_P3_MF * FA_MMA_M;
+    const int d0 = (fa_warp() / FA_P3_WR) * FA_P3_NF * FA_MMA_N;
+    if (row0 >= rows_valid || d0 >= head_dim)
+        return;
+    float acc[FA_P3_MF * FA_P3_NF][FA_ACC_REGS];
+    fa_bwd_zero(acc, FA_P3_MF * FA_P3_NF);
+    fa_bwd_product_nn(acc, FA_P3_MF, FA_P3_NF, ds_tile, 1, row0, k_tile, d0, FA_ROWS);
+#pragma unroll
+    for (int mf = 0; mf < FA_P3_MF; ++mf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; r += 2) {
+            int row = row0 + mf * FA_MMA_M + fa_acc_row(lane, r);
+            if (row >= rows_valid)
+                continue;
+#pragma unroll
+            for (int nf = 0; nf < FA_P3_NF; ++nf) {
+                int col = d0 + nf * FA_MMA_N + fa_acc_col(lane, r);
+                if (col < head_dim)
+                    fa_atomic_add_pair(dq_rows + (long long)row * head_dim + col,
+                                       acc[mf * FA_P3_NF + nf][r], acc[mf * FA_P3_NF + nf][r + 1]);
+            }
+        }
+}
+
+extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
+    FA_CAT(FA_INST_NAME, _dkdv)(fa_bwd_args args)
+{
+    FA_DYNAMIC_SMEM(fa_smem, FA_BWD_DKDV_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_WARPS,
+                                                     FA_INST_STAGES));
     fa_elem *smem_k = (fa_elem *)fa_smem;
-    fa_elem *smem_v = smem_k + FA_TILE_ELEMS;
-    fa_elem *smem_q = smem_v + FA_TILE_ELEMS;                     /* [stages] tiles */
-    fa_elem *smem_do = smem_q + FA_INST_STAGES * FA_TILE_ELEMS;   /* [stages] tiles */
-    float *smem_lse = (float *)(smem_do + FA_INST_STAGES * FA_TILE_ELEMS); /* [stages][N] */
-    float *smem_delta = smem_lse + FA_INST_STAGES * FA_INST_N;             /* [stages][N] */
+    fa_elem *smem_v = smem_k + FA_ROW_TILE;
+    fa_elem *smem_q = smem_v + FA_ROW_TILE;                     /* [stages] tiles */
+    fa_elem *smem_do = smem_q + FA_INST_STAGES * FA_COL_TILE;   /* [stages] tiles */
+    fa_elem *smem_p = smem_do + FA_INST_STAGES * FA_COL_TILE;   /* Pᵀ  [N][M]     */
+    fa_elem *smem_ds = smem_p + FA_SCORE_TILE;                  /* dSᵀ [N][M]     */
+    float *smem_lse = (float *)(smem_ds + FA_SCORE_TILE);       /* [stages][M]    */
+    float *smem_delta = smem_lse + FA_INST_STAGES * FA_COLS;    /* [stages][M]    */
 
     const fa_fwd_args *f = &args.fwd;
-    const int batch = blockIdx.z, kv_head = blockIdx.y, n0 = blockIdx.x * FA_INST_N;
+    const int batch = blockIdx.z, kv_head = blockIdx.y, n0 = blockIdx.x * FA_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
     if (n0 >= seq.seqlen_k)
         return;
-    const int keys_valid = min(FA_INST_N, seq.seqlen_k - n0);
+    const int keys_valid = min(FA_ROWS, seq.seqlen_k - n0);
     const int group = f->heads / f->heads_k;
-    const int warp_key0 = fa_warp() * FA_MMA_M;
     const long long q_base = f->cu_seqlens_q ? seq.q_row0 : (long long)batch * f->seqlen_q;
+    /* This warp's tiles: scores rows/columns (phase 1), dK/dV rows/columns (phase 2). */
+    const int s_row0 = (fa_warp() % FA_P1_WR) * FA_P1_MF * FA_MMA_M;
+    const int s_col0 = (fa_warp() / FA_P1_WR) * FA_P1_NF * FA_MMA_N;
+    const int kv_row0 = (fa_warp() % FA_P2_WR) * FA_P2_MF * FA_MMA_M;
+    const int kv_col0 = (fa_warp() / FA_P2_WR) * FA_P2_NF * FA_MMA_N;
 
     fa_window w = {f->window_left, f->window_right};
     const long long q_lo = fa_first_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w);
     const long long q_hi = fa_end_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w);
-    const int m_first = (int)(q_lo / FA_INST_M);
-    const int m_tiles = q_hi > q_lo ? (int)((q_hi + FA_INST_M - 1) / FA_INST_M) - m_first : 0;
+    const int m_first = (int)(q_lo / FA_COLS);
+    const int m_tiles = q_hi > q_lo ? (int)((q_hi + FA_COLS - 1) / FA_COLS) - m_first : 0;
     const int steps = group * m_tiles;
 
     const fa_elem *k = (const fa_elem *)f->k + batch * f->k_batch + (seq.k_row0 + n0) * f->k_row +
                        kv_head * f->k_head;
     const fa_elem *v = (const fa_elem *)f->v + batch * f->v_batch + (seq.k_row0 + n0) * f->v_row +
                        kv_head * f->v_head;
-    fa_load_tile(smem_k, k, f->k_row, keys_valid, f->head_dim, FA_INST_N);
-    fa_load_tile(smem_v, v, f->v_row, keys_valid, f->head_dim, FA_INST_N);
+    fa_load_tile(smem_k, k, f->k_row, keys_valid, f->head_dim, FA_ROWS);
+    fa_load_tile(smem_v, v, f->v_row, keys_valid, f->head_dim, FA_ROWS);
 
     /* Step i covers query head kv_head * group + i / m_tiles, query tile i % m_tiles. */
 #define FA_STEP_HEAD(i) (kv_head * group + (i) / m_tiles)
-#define FA_STEP_M0(i) ((m_first + (i) % m_tiles) * FA_INST_M)
+#define FA_STEP_M0(i) ((m_first + (i) % m_tiles) * FA_COLS)
 #define FA_LOAD_STEP(i)                                                                         \
     do {                                                                                        \
         const int h_ = FA_STEP_HEAD(i), m0_ = FA_STEP_M0(i), buf_ = (i) % FA_INST_STAGES;       \
         const int rows_ = seq.seqlen_q - m0_;                                                   \
-        fa_load_tile(smem_q + buf_ * FA_TILE_ELEMS,                                             \
+        fa_load_tile(smem_q + buf_ * FA_COL_TILE,                                               \
                      (const fa_elem *)f->q + batch * f->q_batch + (seq.q_row0 + m0_) * f->q_row + \
                          h_ * f->q_head,                                                        \
-                     f->q_row, rows_, f->head_dim, FA_INST_M);                                  \
-        fa_load_tile(smem_do + buf_ * FA_TILE_ELEMS,                                            \
+                     f->q_row, rows_, f->head_dim, FA_COLS);                                    \
+        fa_load_tile(smem_do + buf_ * FA_COL_TILE,                                              \
                      (const fa_elem *)args.dout + batch * args.do_batch +                       \
                          (seq.q_row0 + m0_) * args.do_row + h_ * args.do_head,                  \
-                     args.do_row, rows_, f->head_dim, FA_INST_M);                               \
-        fa_bwd_load_rows(smem_lse + buf_ * FA_INST_N,                                           \
+                     args.do_row, rows_, f->head_dim, FA_COLS);                                 \
+        fa_bwd_load_rows(smem_lse + buf_ * FA_COLS,                                             \
                          args.lse_log2 + (long long)h_ * f->total_q + q_base + m0_, rows_);     \
-        fa_bwd_load_rows(smem_delta + buf_ * FA_INST_N,                                         \
+        fa_bwd_load_rows(smem_delta + buf_ * FA_COLS,                                           \
                          args.delta + (long long)h_ * f->total_q + q_base + m0_, rows_);        \
     } while (0)
 
@@ -265,40 +434,50 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dk
         fa_async_commit();
     }
 
-    float acc_dk[FA_BD][FA_ACC_REGS], acc_dv[FA_BD][FA_ACC_REGS];
-#pragma unroll
-    for (int df = 0; df < FA_BD; ++df)
-#pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; ++r)
-            acc_dk[df][r] = acc_dv[df][r] = 0.f;
+    float acc_dk[FA_P2_MF * FA_P2_NF][FA_ACC_REGS], acc_dv[FA_P2_MF * FA_P2_NF][FA_ACC_REGS];
+    fa_bwd_zero(acc_dk, FA_P2_MF * FA_P2_NF);
+    fa_bwd_zero(acc_dv, FA_P2_MF * FA_P2_NF);
 
     for (int i = 0; i < steps; ++i) {
         FA_BWD_ADVANCE(FA_LOAD_STEP, i, steps);
 
         const int buf = i % FA_INST_STAGES, head = FA_STEP_HEAD(i), m0 = FA_STEP_M0(i);
-        const fa_elem *q_tile = smem_q + buf * FA_TILE_ELEMS;
-        const fa_elem *do_tile = smem_do + buf * FA_TILE_ELEMS;
+        const fa_elem *q_tile = smem_q + buf * FA_COL_TILE;
+        const fa_elem *do_tile = smem_do + buf * FA_COL_TILE;
+        const float *lse_cols = smem_lse + buf * FA_COLS + s_col0;
+        const float *delta_cols = smem_delta + buf * FA_COLS + s_col0;
         fa_bwd_tile t;
-        t.row0 = n0 + warp_key0;
-        t.col0 = m0;
+        t.col0 = m0 + s_col0;
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 1;
-        t.masked = m0 + FA_INST_M > seq.seqlen_q ||
+        t.masked = m0 + FA_COLS > seq.seqlen_q ||
                    m0 < fa_first_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w) ||
-                   m0 + FA_INST_M > fa_end_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w);
+                   m0 + FA_COLS > fa_end_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w);
         float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
-        float p[FA_BT][FA_ACC_REGS], dp[FA_BT][FA_ACC_REGS];
-        uint32_t packed[FA_BK][FA_A_REGS];
-        fa_bwd_rows_by_cols(p, smem_k, warp_key0, q_tile); /* Sᵀ */
-        fa_bwd_probabilities(p, &t, f, alibi_log2, NULL, smem_lse + buf * FA_INST_N);
-        fa_bwd_pack(packed, p);
-        fa_bwd_accumulate(acc_dv, packed, do_tile); /* dV += Pᵀ·dO */
-        fa_bwd_rows_by_cols(dp, smem_v, warp_key0, do_tile); /* dPᵀ = V·dOᵀ */
-        fa_bwd_dscores(dp, p, 1, NULL, smem_delta + buf * FA_INST_N);
-        fa_bwd_pack(packed, dp);
-        fa_bwd_accumulate(acc_dk, packed, q_tile); /* dK += dSᵀ·Q */
+        /* Phase 1: Pᵀ and dSᵀ of this warp's tile, to shared memory. */
+        {
+            float p[FA_P1_MF * FA_P1_NF][FA_ACC_REGS], dp[FA_P1_MF * FA_P1_NF][FA_ACC_REGS];
+            fa_bwd_product_nt(p, FA_P1_MF, FA_P1_NF, smem_k, s_row0, q_tile, s_col0);  /* Sᵀ   */
+            fa_bwd_product_nt(dp, FA_P1_MF, FA_P1_NF, smem_v, s_row0, do_tile, s_col0); /* dPᵀ */
+            t.row0 = n0 + s_row0;
+            fa_bwd_grad_scores(p, dp, FA_P1_MF, FA_P1_NF, &t, f, alibi_log2, NULL, lse_cols, NULL,
+                               delta_cols);
+#pragma unroll
+            for (int mf = 0; mf < FA_P1_MF; ++mf) {
+                fa_bwd_store_scores(smem_p, s_row0 + mf * FA_MMA_M, s_col0, &p[mf * FA_P1_NF], FA_P1_NF);
+                fa_bwd_store_scores(smem_ds, s_row0 + mf * FA_MMA_M, s_col0, &dp[mf * FA_P1_NF], FA_P1_NF);
+            }
+        }
+        fa_barrier();
+        /* Phase 2: dV += Pᵀ·dO, dK += dSᵀ·Q. */
+        fa_bwd_product_nn(acc_dv, FA_P2_MF, FA_P2_NF, smem_p, 0, kv_row0, do_tile, kv_col0, FA_COLS);
+        fa_bwd_product_nn(acc_dk, FA_P2_MF, FA_P2_NF, smem_ds, 0, kv_row0, q_tile, kv_col0, FA_COLS);
+        /* Phase 3: dQ += dS·K, by atomics. */
+        if (args.dq_accum)
+            fa_bwd_dq_atomic(args.dq_accum + ((long long)head * f->total_q + q_base + m0) * f->head_dim,
+                             seq.seqlen_q - m0, f->head_dim, smem_ds, smem_k);
     }
 #undef FA_STEP_HEAD
 #undef FA_STEP_M0
@@ -309,50 +488,63 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dk
                   kv_head * args.dk_head;
     fa_elem *dv = (fa_elem *)args.dv + batch * args.dv_batch + (seq.k_row0 + n0) * args.dv_row +
                   kv_head * args.dv_head;
-    fa_bwd_store_rows(dk, args.dk_row, warp_key0, keys_valid, f->head_dim, acc_dk, args.scale);
-    fa_bwd_store_rows(dv, args.dv_row, warp_key0, keys_valid, f->head_dim, acc_dv, 1.f);
+#pragma unroll
+    for (int mf = 0; mf < FA_P2_MF; ++mf) {
+        fa_bwd_store_rows(dk, args.dk_row, kv_row0 + mf * FA_MMA_M, keys_valid, f->head_dim,
+                          &acc_dk[mf * FA_P2_NF], FA_P2_NF, kv_col0, args.scale);
+        fa_bwd_store_rows(dv, args.dv_row, kv_row0 + mf * FA_MMA_M, keys_valid, f->head_dim,
+                          &acc_dv[mf * FA_P2_NF], FA_P2_NF, kv_col0, 1.f);
+    }
 }
 
-extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dq)(fa_bwd_args args)
+/* The dQ kernel's parts (FA_SPLIT > 1) sum their accumulators through the then idle K/V
+ * buffers, lane-major so that a warp's accesses hit distinct banks. */
+#if (FA_SPLIT - 1) * FA_ROWS * FA_INST_D * 4 > 2 * 2 * FA_INST_STAGES * FA_COL_TILE
+#error "the dQ parts' exchange must fit the streamed K/V buffers"
+#endif
+
+extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
+    FA_CAT(FA_INST_NAME, _dq)(fa_bwd_args args)
 {
-    FA_DYNAMIC_SMEM(fa_smem, FA_BWD_DQ_SMEM_BYTES(FA_INST_D, FA_INST_N, FA_INST_STAGES));
+    FA_DYNAMIC_SMEM(fa_smem, FA_BWD_DQ_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
     fa_elem *smem_q = (fa_elem *)fa_smem;
-    fa_elem *smem_do = smem_q + FA_TILE_ELEMS;
-    fa_elem *smem_k = smem_do + FA_TILE_ELEMS;                   /* [stages] tiles */
-    fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_TILE_ELEMS;   /* [stages] tiles */
+    fa_elem *smem_do = smem_q + FA_ROW_TILE;
+    fa_elem *smem_k = smem_do + FA_ROW_TILE;                     /* [stages] tiles */
+    fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_COL_TILE;     /* [stages] tiles */
 
     const fa_fwd_args *f = &args.fwd;
     const int batch = blockIdx.z, head = blockIdx.y;
-    const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_INST_M;
+    const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
     if (m0 >= seq.seqlen_q)
         return;
-    const int rows_valid = min(FA_INST_M, seq.seqlen_q - m0);
+    const int rows_valid = min(FA_ROWS, seq.seqlen_q - m0);
     const int kv_head = head / (f->heads / f->heads_k);
-    const int lane = fa_lane(), warp_row0 = fa_warp() * FA_MMA_M;
+    const int lane = fa_lane(), warp_row0 = (fa_warp() % FA_ROW_GROUPS) * FA_MMA_M;
+    const int part = fa_warp() / FA_ROW_GROUPS, col0 = part * FA_PART_COLS;
     const long long q_base = f->cu_seqlens_q ? seq.q_row0 : (long long)batch * f->seqlen_q;
 
     fa_window w = {f->window_left, f->window_right};
     const long long key_lo = fa_first_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w);
     const long long key_hi = fa_end_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w);
-    const int tile_lo = (int)(key_lo / FA_INST_N);
-    const int n_tiles = key_hi > key_lo ? (int)((key_hi + FA_INST_N - 1) / FA_INST_N) - tile_lo : 0;
+    const int tile_lo = (int)(key_lo / FA_COLS);
+    const int n_tiles = key_hi > key_lo ? (int)((key_hi + FA_COLS - 1) / FA_COLS) - tile_lo : 0;
 
     const long long q_off = batch * f->q_batch + (seq.q_row0 + m0) * f->q_row + head * f->q_head;
-    fa_load_tile(smem_q, (const fa_elem *)f->q + q_off, f->q_row, rows_valid, f->head_dim, FA_INST_M);
+    fa_load_tile(smem_q, (const fa_elem *)f->q + q_off, f->q_row, rows_valid, f->head_dim, FA_ROWS);
     fa_load_tile(smem_do,
                  (const fa_elem *)args.dout + batch * args.do_batch + (seq.q_row0 + m0) * args.do_row +
                      head * args.do_head,
-                 args.do_row, rows_valid, f->head_dim, FA_INST_M);
+                 args.do_row, rows_valid, f->head_dim, FA_ROWS);
     const fa_elem *k = (const fa_elem *)f->k + batch * f->k_batch + seq.k_row0 * f->k_row + kv_head * f->k_head;
     const fa_elem *v = (const fa_elem *)f->v + batch * f->v_batch + seq.k_row0 * f->v_row + kv_head * f->v_head;
 #define FA_LOAD_KV(i)                                                                            \
     do {                                                                                         \
-        const int n0_ = (tile_lo + (i)) * FA_INST_N, buf_ = (i) % FA_INST_STAGES;                \
-        fa_load_tile(smem_k + buf_ * FA_TILE_ELEMS, k + (long long)n0_ * f->k_row, f->k_row,     \
-                     seq.seqlen_k - n0_, f->head_dim, FA_INST_N);                                \
-        fa_load_tile(smem_v + buf_ * FA_TILE_ELEMS, v + (long long)n0_ * f->v_row, f->v_row,     \
-                     seq.seqlen_k - n0_, f->head_dim, FA_INST_N);                                \
+        const int n0_ = (tile_lo + (i)) * FA_COLS, buf_ = (i) % FA_INST_STAGES;                  \
+        fa_load_tile(smem_k + buf_ * FA_COL_TILE, k + (long long)n0_ * f->k_row, f->k_row,       \
+                     seq.seqlen_k - n0_, f->head_dim, FA_COLS);                                  \
+        fa_load_tile(smem_v + buf_ * FA_COL_TILE, v + (long long)n0_ * f->v_row, f->v_row,       \
+                     seq.seqlen_k - n0_, f->head_dim, FA_COLS);                                  \
     } while (0)
 #pragma unroll
     for (int i = 0; i < FA_INST_STAGES - 1; ++i) {
@@ -372,40 +564,62 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_CAT(FA_INST_NAME, _dq
     float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
     float acc_dq[FA_BD][FA_ACC_REGS];
-#pragma unroll
-    for (int df = 0; df < FA_BD; ++df)
-#pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; ++r)
-            acc_dq[df][r] = 0.f;
+    fa_bwd_zero(acc_dq, FA_BD);
 
     for (int i = 0; i < n_tiles; ++i) {
         FA_BWD_ADVANCE(FA_LOAD_KV, i, n_tiles);
 
-        const int buf = i % FA_INST_STAGES, n0 = (tile_lo + i) * FA_INST_N;
-        const fa_elem *k_tile = smem_k + buf * FA_TILE_ELEMS;
-        const fa_elem *v_tile = smem_v + buf * FA_TILE_ELEMS;
+        const int buf = i % FA_INST_STAGES, n0 = (tile_lo + i) * FA_COLS;
+        const fa_elem *k_tile = smem_k + buf * FA_COL_TILE;
+        const fa_elem *v_tile = smem_v + buf * FA_COL_TILE;
         fa_bwd_tile t;
         t.row0 = m0 + warp_row0;
-        t.col0 = n0;
+        t.col0 = n0 + col0;
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 0;
         /* Keys past the end need no mask here: their K rows are zero, so dS·K adds 0. */
         t.masked = n0 < fa_first_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w) ||
-                   n0 + FA_INST_N > fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w);
+                   n0 + FA_COLS > fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w);
 
-        float p[FA_BT][FA_ACC_REGS], dp[FA_BT][FA_ACC_REGS];
-        uint32_t packed[FA_BK][FA_A_REGS];
-        fa_bwd_rows_by_cols(p, smem_q, warp_row0, k_tile); /* S */
-        fa_bwd_probabilities(p, &t, f, alibi_log2, lse_rows, NULL);
-        fa_bwd_rows_by_cols(dp, smem_do, warp_row0, v_tile); /* dP = dO·Vᵀ */
-        fa_bwd_dscores(dp, p, 0, delta_rows, NULL);
-        fa_bwd_pack(packed, dp);
-        fa_bwd_accumulate(acc_dq, packed, k_tile); /* dQ += dS·K */
+        float p[FA_ST][FA_ACC_REGS], dp[FA_ST][FA_ACC_REGS];
+        uint32_t packed[FA_SK][FA_A_REGS];
+        fa_bwd_product_nt(p, 1, FA_ST, smem_q, warp_row0, k_tile, col0);   /* S          */
+        fa_bwd_product_nt(dp, 1, FA_ST, smem_do, warp_row0, v_tile, col0); /* dP = dO·Vᵀ */
+        fa_bwd_grad_scores(p, dp, 1, FA_ST, &t, f, alibi_log2, lse_rows, NULL, delta_rows, NULL);
+#pragma unroll
+        for (int ks = 0; ks < FA_SK; ++ks)
+            fa_acc_to_a(packed[ks], dp, ks);
+        fa_bwd_accumulate(acc_dq, packed, k_tile, col0); /* dQ += dS·K */
     }
 #undef FA_LOAD_KV
     fa_async_wait(0);
+#if FA_SPLIT > 1
+    {
+        float *exchange = (float *)smem_k;
+        const int slot = ((part - 1) * FA_ROW_GROUPS + fa_warp() % FA_ROW_GROUPS) * FA_BD * FA_ACC_REGS;
+        fa_barrier(); /* every warp is done with the K/V buffers */
+        if (part > 0)
+#pragma unroll
+            for (int df = 0; df < FA_BD; ++df)
+#pragma unroll
+                for (int r = 0; r < FA_ACC_REGS; ++r)
+                    exchange[(slot + df * FA_ACC_REGS + r) * FA_WARP_SIZE + lane] = acc_dq[df][r];
+        fa_barrier();
+        if (part > 0)
+            return;
+#pragma unroll 1
+        for (int from = 1; from < FA_SPLIT; ++from) {
+            const int src = ((from - 1) * FA_ROW_GROUPS + fa_warp()) * FA_BD * FA_ACC_REGS;
+#pragma unroll
+            for (int df = 0; df < FA_BD; ++df)
+#pragma unroll
+                for (int r = 0; r < FA_ACC_REGS; ++r)
+                    acc_dq[df][r] += exchange[(src + df * FA_ACC_REGS + r) * FA_WARP_SIZE + lane];
+        }
+    }
+#endif
     fa_elem *dq = (fa_elem *)args.dq + batch * args.dq_batch + (seq.q_row0 + m0) * args.dq_row +
                   head * args.dq_head;
-    fa_bwd_store_rows(dq, args.dq_row, warp_row0, rows_valid, f->head_dim, acc_dq, args.scale);
+    fa_bwd_store_rows(dq, args.dq_row, warp_row0, rows_valid, f->head_dim, acc_dq, FA_BD, 0, args.scale);
 }

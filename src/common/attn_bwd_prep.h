@@ -1,9 +1,11 @@
 /*
  * attn_bwd_prep.h - the backward's preprocess kernel, written once for every vendor:
  * per query row and head, D = rowsum(dO ∘ O) and the LSE in log2 units (+inf for rows
- * that saw no key, so their recomputed P is exactly 0), both fp32 in [heads][total_q].
- * One thread per row; the element type is a run-time flag (one instance serves both).
- * Included once by the vendor translation unit after fa_device.h.
+ * that saw no key, so their recomputed P is exactly 0), both fp32 in [heads][total_q],
+ * and the row of the fp32 dQ accumulator zeroed when dQ is summed by atomics; and the
+ * step after the dK/dV pass that turns that accumulator into dQ. One thread per row; the
+ * element type is a run-time flag (one instance serves both). Included once by the
+ * vendor translation unit after fa_device.h.
  */
 #ifndef FA_ATTN_BWD_PREP_H
 #define FA_ATTN_BWD_PREP_H
@@ -44,6 +46,39 @@ extern "C" FA_GLOBAL void fa_bwd_preprocess(fa_bwd_args args)
     args.delta[slot] = fa_dot_row(o, d_o, f->head_dim, args.out_bf16);
     float lse = f->lse[batch * f->lse_batch + head * f->lse_head + (seq.q_row0 + row) * f->lse_row];
     args.lse_log2[slot] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+    if (args.dq_accum) {
+        float4 *acc = (float4 *)(args.dq_accum + slot * f->head_dim);
+        for (int c = 0; c < f->head_dim / 4; ++c)
+            acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+/* dQ = scale · accumulator, as fp16/bf16 rows (same grid as the preprocess). */
+extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
+{
+    const fa_fwd_args *f = &args.fwd;
+    const int batch = blockIdx.z, head = blockIdx.y;
+    const int row = blockIdx.x * FA_PREP_ROWS + threadIdx.x;
+    const fa_sequence seq = fa_find_sequence(f, batch);
+    if (row >= seq.seqlen_q)
+        return;
+    const long long q_base = f->cu_seqlens_q ? seq.q_row0 : (long long)batch * f->seqlen_q;
+    const float4 *acc = (const float4 *)(args.dq_accum + ((long long)head * f->total_q + q_base + row) * f->head_dim);
+    uint4 *dq = (uint4 *)((unsigned short *)args.dq + batch * args.dq_batch + (seq.q_row0 + row) * args.dq_row +
+                          head * args.dq_head);
+    for (int c = 0; c < f->head_dim / 8; ++c) {
+        float4 lo = acc[2 * c], hi = acc[2 * c + 1];
+        const float s = args.scale;
+        uint4 packed;
+        if (args.out_bf16) {
+            packed.x = fa_pack2_bf16(lo.x * s, lo.y * s); packed.y = fa_pack2_bf16(lo.z * s, lo.w * s);
+            packed.z = fa_pack2_bf16(hi.x * s, hi.y * s); packed.w = fa_pack2_bf16(hi.z * s, hi.w * s);
+        } else {
+            packed.x = fa_pack2_f16(lo.x * s, lo.y * s); packed.y = fa_pack2_f16(lo.z * s, lo.w * s);
+            packed.z = fa_pack2_f16(hi.x * s, hi.y * s); packed.w = fa_pack2_f16(hi.z * s, hi.w * s);
+        }
+        dq[c] = packed;
+    }
 }
 
 #endif /* FA_ATTN_BWD_PREP_H */

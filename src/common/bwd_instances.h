@@ -3,12 +3,16 @@
  * attn_bwd.h), expanded by the CUDA and HIP translation units and launch tables and by
  * dispatch.c's registries.
  *
- * B(head_dim, tile_m, tile_n, warps, stages): built for fp16 and bf16. Square 64x64
- * tiles, 16 rows per warp, two Q/dO (or K/V) stages. Shared memory: K and V (or Q and
- * dO) resident plus `stages` streamed pairs plus two fp32 rows per stage; at d128 that
- * is 97 KiB, inside sm_86/89's 99 KiB. Head dims above 128 would need the dK/dV
- * accumulators split across warps (255 registers hold 2 x 16 x 128 fp32 and no more):
- * not built yet, so the dispatcher reports them unsupported on GPUs.
+ * B(head_dim, tile_m, tile_n, warps, stages): built for fp16 and bf16; tile_n keys stay
+ * resident in the dK/dV kernel (query rows in the dQ kernel), tile_m rows stream per step.
+ * Shapes follow FlashAttention-2's sm80 backward (bench/NOTES.md, b2): 128 keys x 64
+ * queries with 8 warps, two stages, 145 KiB of shared memory at d128 (fits sm_80 and
+ * sm_90); 64x64 with 4 warps and one stage (81 KiB) where only 99 KiB exist (sm_86/89)
+ * at d128; d192/d256 as 64x64 with 8 warps, one stage (113/145 KiB: sm_80 and sm_90 only,
+ * elsewhere the dispatcher says no tile fits). d32 and d96 stay 64x64 with 4 warps: their
+ * warp grids must split the head dim into n-tile pairs (attn_bwd.h's FA_GRID_FITS).
+ * Measured on the H200 in bench/NOTES.md; among tiles that fit, the dispatcher's rules
+ * prefer the larger (64x128 measured faster at d64 and d128).
  */
 #ifndef FA_BWD_INSTANCES_H
 #define FA_BWD_INSTANCES_H
@@ -17,41 +21,48 @@
 
 #define FA_CUDA_BWD_INSTANCES(B) \
     B(32, 64, 64, 4, 2)          \
-    B(64, 64, 64, 4, 2)          \
+    B(64, 64, 128, 8, 2)         \
     B(96, 64, 64, 4, 2)          \
-    B(128, 64, 64, 4, 2)
+    B(128, 64, 64, 4, 1)         \
+    B(128, 64, 128, 8, 2)        \
+    B(192, 64, 64, 8, 1)         \
+    B(256, 64, 64, 8, 1)
 
 /* A(head_dim, tile_m, tile_n, waves, stages): the AMD instances (their own letter, so
- * cmake/ can tell the lists apart), fp16 and bf16, 16 rows per wave as above. One stage:
- * HIP's copies are synchronous (src/hip/fa_device.h), so a second buffer would overlap
- * nothing and only cost LDS. Sized for the 64 KiB of LDS per workgroup (and per CU) of
- * gfx90a, gfx942 and RDNA: 64x64 tiles take 21, 33 and 53 KiB at d32, d64, d96, while
- * d128 needs 64.25 KiB at 64x64 (K, V, Q, dO at 16 KiB each plus LSE and D), so it runs
- * 32x32 with two waves (33 KiB). d32 also has 32x32 for RDNA. Chosen by these rules, not
- * measured: no AMD GPU was available.
- *
- * W(...): the entries wave32 (RDNA) targets build and may run, a subset of the A list.
- * A wave32 lane holds twice a wave64 lane's share of each accumulator tile, and the dK/dV
- * kernel keeps two head-dim-wide accumulators plus P and dP: every other entry, and d64
- * at 32x32 in bf16, needs more than RDNA's 256 VGPRs and spills (scratch > 0), so RDNA
- * runs the backward up to d32 only (bench/AMD_RESOURCES.md). */
+ * cmake/ can tell the lists apart), fp16 and bf16. One stage: HIP's copies are synchronous
+ * (src/hip/fa_device.h), so a second buffer would overlap nothing and only cost LDS. Sized
+ * for the 64 KiB of LDS per workgroup of gfx90a, gfx942 and RDNA: 64x64 with 4 waves at
+ * d32 and d64 (37 and 49 KiB); d96 keeps 32 keys with 2 waves (64x64 would need 69 KiB);
+ * d128 runs 32x32 with two waves. Chosen by these rules, not measured: no AMD GPU was
+ * available. */
 #define FA_HIP_BWD_INSTANCES(A) \
     A(32, 64, 64, 4, 1)         \
-    A(32, 32, 32, 2, 1)         \
     A(64, 64, 64, 4, 1)         \
-    A(96, 64, 64, 4, 1)         \
+    A(96, 64, 32, 2, 1)         \
     A(128, 32, 32, 2, 1)
 
-#define FA_HIP_WAVE32_BWD_INSTANCES(W) W(32, 32, 32, 2, 1)
+/* W(...): the entries wave32 (RDNA) targets build and may run, a subset of the A list.
+ * None since the dK/dV kernel computes dQ too (phase 3 of attn_bwd.h): a wave32 lane holds
+ * twice a wave64 lane's share of each accumulator tile and gathers its transposed dS
+ * operand element by element, and even d32 at 32x32 needs more than RDNA's 256 VGPRs
+ * (clang 19: 256 VGPRs + 560 bytes of scratch on gfx1100). RDNA backward calls return
+ * FA_ERR_UNSUPPORTED with that reason until an RDNA-shaped instance exists. */
+#define FA_HIP_WAVE32_BWD_INSTANCES(W)
 
-/* Shared memory of the two kernels of attn_bwd.h: both hold 2 + 2 * stages tiles of
- * tile_n rows; the dK/dV kernel adds LSE and D (fp32) of each stage's query rows. A
- * launch passes the larger, FA_BWD_SMEM_BYTES; compile-time-sized LDS (AMD) takes each. */
-#define FA_BWD_DQ_SMEM_BYTES(head_dim, tile_n, stages) \
-    (2 * (2 + 2 * (stages)) * (tile_n) * FA_FWD_SMEM_PITCH(head_dim))
-#define FA_BWD_DKDV_SMEM_BYTES(head_dim, tile_n, stages) \
-    (FA_BWD_DQ_SMEM_BYTES(head_dim, tile_n, stages) + 4 * 2 * (stages) * (tile_n))
-#define FA_BWD_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
-    FA_BWD_DKDV_SMEM_BYTES(head_dim, tile_n, stages)
+/* Warps that share one 16-row group of the dQ kernel's resident tile (attn_bwd.h). */
+#define FA_BWD_SPLIT(warps, tile_n) ((warps) * 16 / (tile_n))
+
+/* Shared memory of the two kernels of attn_bwd.h. dQ kernel: Q and dO (tile_n rows)
+ * resident, `stages` pairs of K/V tiles of tile_m rows. dK/dV kernel: K and V (tile_n
+ * rows) resident, `stages` pairs of Q/dO tiles of tile_m rows and their LSE and D (fp32),
+ * and the [tile_n][tile_m] tiles of Pᵀ and dSᵀ. A launch passes the larger,
+ * FA_BWD_SMEM_BYTES; compile-time-sized LDS (AMD) takes each. */
+#define FA_BWD_DQ_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
+    (2 * (2 * (tile_n) + 2 * (stages) * (tile_m)) * FA_FWD_SMEM_PITCH(head_dim))
+#define FA_BWD_DKDV_SMEM_BYTES(head_dim, tile_m, tile_n, warps, stages)                  \
+    (FA_BWD_DQ_SMEM_BYTES(head_dim, tile_m, tile_n, stages) + 4 * 2 * (stages) * (tile_m) + \
+     2 * 2 * (tile_n) * FA_FWD_SMEM_PITCH(tile_m))
+#define FA_BWD_SMEM_BYTES(head_dim, tile_m, tile_n, warps, stages) \
+    FA_BWD_DKDV_SMEM_BYTES(head_dim, tile_m, tile_n, warps, stages)
 
 #endif /* FA_BWD_INSTANCES_H */

@@ -69,7 +69,18 @@ static size_t fa_bwd_rows_bytes(const fa_problem *p)
     return fa_align256((size_t)p->heads * (size_t)p->total_q * sizeof(float));
 }
 
-size_t fa_bwd_workspace_bytes(const fa_problem *p) { return 2 * fa_bwd_rows_bytes(p); }
+/* The fp32 dQ accumulator of the atomic (non-deterministic) path. */
+static size_t fa_bwd_dq_accum_bytes(const fa_problem *p)
+{
+    if (p->deterministic)
+        return 0;
+    return fa_align256((size_t)p->heads * (size_t)p->total_q * (size_t)p->head_dim * sizeof(float));
+}
+
+size_t fa_bwd_workspace_bytes(const fa_problem *p)
+{
+    return 2 * fa_bwd_rows_bytes(p) + fa_bwd_dq_accum_bytes(p);
+}
 
 fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace)
 {
@@ -84,6 +95,8 @@ fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace)
     a.dv_batch = p->dv_stride.batch; a.dv_row = p->dv_stride.row; a.dv_head = p->dv_stride.head;
     a.delta = (float *)workspace;
     a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
+    if (!p->deterministic)
+        a.dq_accum = (float *)((char *)workspace + 2 * fa_bwd_rows_bytes(p));
     a.scale = p->softmax_scale;
     a.out_bf16 = p->dtype == FA_DTYPE_BF16;
     return a;
@@ -116,10 +129,6 @@ fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_select
 fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            int kernel_count, const char *backend)
 {
-    if (p->softcap > 0.f)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "softcap in the backward pass is not implemented on %s yet (the CPU "
-                       "backend has it)", backend);
     if (!fa_bwd_rows_aligned(p))
         return fa_unaligned(ctx, backend);
     return fa_check_kernel(ctx, sel, kernel_count, backend);
@@ -154,7 +163,7 @@ fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg)
 
 fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    fa_grid g = {fa_blocks(p->seqlen_q, cfg->tile_m), (unsigned)p->heads, (unsigned)p->batch};
+    fa_grid g = {fa_blocks(p->seqlen_q, cfg->tile_n), (unsigned)p->heads, (unsigned)p->batch};
     return g;
 }
 

@@ -30,7 +30,8 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace);
 int fa_bwd_rows_aligned(const fa_problem *p);
 
 /* Bytes of the backward workspace: D = rowsum(dO * O) and the log2 LSE, fp32
- * [heads][total_q] each, filled by the preprocess kernel. */
+ * [heads][total_q] each, filled by the preprocess kernel, and unless deterministic the
+ * fp32 dQ accumulator [heads][total_q][head_dim] it zeroes. */
 size_t fa_bwd_workspace_bytes(const fa_problem *p);
 
 /* The backward kernels' arguments; workspace holds fa_bwd_workspace_bytes(p) bytes. */
@@ -60,8 +61,8 @@ typedef struct fa_grid {
 fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel);
 /* Split-KV combine: rows x heads x batch, FA_COMBINE_THREADS threads. */
 fa_grid fa_combine_grid(const fa_problem *p);
-/* Backward preprocess (FA_PREP_ROWS rows per block), dK/dV (key tiles x kv heads x
- * batch) and dQ (query tiles x heads x batch). */
+/* Backward preprocess and dQ conversion (FA_PREP_ROWS rows per block), dK/dV (key
+ * tiles of tile_n x kv heads x batch) and dQ (query tiles of tile_n x heads x batch). */
 fa_grid fa_bwd_prep_grid(const fa_problem *p);
 fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg);
 fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg);

@@ -33,5 +33,6 @@
 /* The kernels every instance list shares. */
 extern "C" __global__ void fa_fwd_combine(fa_fwd_args args, int out_bf16);
 extern "C" __global__ void fa_bwd_preprocess(fa_bwd_args args);
+extern "C" __global__ void fa_bwd_convert_dq(fa_bwd_args args);
 
 #endif /* FA_KERNEL_TABLE_H */

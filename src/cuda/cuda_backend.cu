@@ -188,7 +188,11 @@ static fa_status fa_cuda_bwd_launch(fa_context *ctx, const fa_selection *sel, co
                            kernel_args, 0, stream);
     if (err == cudaSuccess)
         err = cudaLaunchKernel(pair[0], dim3(dkdv.x, dkdv.y, dkdv.z), block, kernel_args, (size_t)cfg->smem_bytes, stream);
-    if (err == cudaSuccess)
+    /* dQ: summed by the dK/dV pass's atomics and converted, or its own pass. */
+    if (err == cudaSuccess && args->dq_accum)
+        err = cudaLaunchKernel((const void *)fa_bwd_convert_dq, dim3(prep.x, prep.y, prep.z), dim3(FA_PREP_ROWS),
+                               kernel_args, 0, stream);
+    else if (err == cudaSuccess)
         err = cudaLaunchKernel(pair[1], dim3(dq.x, dq.y, dq.z), block, kernel_args, (size_t)cfg->smem_bytes, stream);
     return err == cudaSuccess ? FA_OK : fa_cuda_error(ctx, err, "launching the backward kernels");
 }

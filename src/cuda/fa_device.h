@@ -15,6 +15,7 @@
  *   - fa_acc_to_a(a, acc_row, ks) builds the A operand of k-step ks of the next product
  *     from one m-tile's accumulators (here two adjacent n-tiles, 16x16 of P), without
  *     going through shared memory.
+ *   - fa_atomic_add_pair adds an accumulator register pair (r, r + 1) to global fp32.
  */
 #ifndef FA_DEVICE_CUDA_H
 #define FA_DEVICE_CUDA_H
@@ -137,6 +138,28 @@ FA_DEVICE void fa_ldmatrix_x4_trans(uint32_t r[4], const void *smem_row)
                                                  ((n0) >> 3) + (l_ >> 4)));           \
         (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];   \
     } while (0)
+
+/* A operand (16x16) at (row0, k0) of A = tileᵀ, the tile stored [k][row]: the four
+ * 8x8 pieces a0..a3 (rows 0-7 / 8-15 x k 0-7 / 8-15) come transposed from stored rows
+ * k0 + 0..7 (a0, a1) and k0 + 8..15 (a2, a3). */
+#define fa_load_at(a, tile, offset, row0, k0)                                         \
+    do {                                                                              \
+        int l_ = fa_lane();                                                           \
+        fa_ldmatrix_x4_trans((a), (tile) + offset((k0) + (l_ & 7) + ((l_ >> 4) << 3), \
+                                                  ((row0) >> 3) + ((l_ >> 3) & 1)));  \
+    } while (0)
+
+/* dst[0] += lo, dst[1] += hi in global memory, no result returned (dst 8-byte aligned).
+ * sm_90 adds both with one vector reduction (PTX ISA, red: .v2.f32 needs sm_90). */
+FA_DEVICE void fa_atomic_add_pair(float *dst, float lo, float hi)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(lo), "f"(hi) : "memory");
+#else
+    atomicAdd(dst, lo);
+    atomicAdd(dst + 1, hi);
+#endif
+}
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

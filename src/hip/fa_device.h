@@ -207,6 +207,27 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
             }                                                                             \
     } while (0)
 
+/* A operand (16x16) at (row0, k0) of A = tileᵀ, the tile stored [k][row]: a row of A per
+ * lane, gathered element by element as fa_load_b_pair does. */
+#define fa_load_at(a, tile, offset, row0, k0)                                             \
+    do {                                                                                  \
+        const int l_ = fa_lane();                                                         \
+        const int m_ = (row0) + fa_amd_a_row(l_);                                         \
+        _Pragma("unroll") for (int i_ = 0; i_ < FA_FRAG_ELEMS; i_ += 2) {                 \
+            uint32_t lo_ = fa_tile_elem((tile), offset, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_), m_); \
+            uint32_t hi_ = fa_tile_elem((tile), offset, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_ + 1), m_); \
+            (a)[i_ / 2] = lo_ | (hi_ << 16);                                              \
+        }                                                                                 \
+    } while (0)
+
+/* dst[0] += lo, dst[FA_ACC_PAIR_STRIDE] += hi in global memory (an accumulator register
+ * pair); the result is unused, so the compiler emits the no-return global atomics. */
+FA_DEVICE void fa_atomic_add_pair(float *dst, float lo, float hi)
+{
+    atomicAdd(dst, lo);
+    atomicAdd(dst + FA_ACC_PAIR_STRIDE, hi);
+}
+
 /* fp32 -> fp16 (round to nearest even: the conversion instruction's default). */
 FA_DEVICE uint32_t fa_f16_bits(float x)
 {

@@ -172,8 +172,8 @@ static fa_status fa_hip_fwd(fa_context *ctx, const fa_problem *p, const fa_selec
     return st;
 }
 
-/* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key
- * tiles and dQ over query tiles, all in stream order. */
+/* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key tiles, then dQ (its
+ * conversion, or its own pass over query tiles), all in stream order. */
 static fa_status fa_hip_bwd_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
                                    fa_bwd_args *args)
 {
@@ -187,7 +187,11 @@ static fa_status fa_hip_bwd_launch(fa_context *ctx, const fa_selection *sel, con
                            kernel_args, 0, stream);
     if (err == hipSuccess)
         err = hipLaunchKernel(pair[0], dim3(dkdv.x, dkdv.y, dkdv.z), block, kernel_args, 0, stream);
-    if (err == hipSuccess)
+    /* dQ: summed by the dK/dV pass's atomics and converted, or its own pass. */
+    if (err == hipSuccess && args->dq_accum)
+        err = hipLaunchKernel((const void *)fa_bwd_convert_dq, dim3(prep.x, prep.y, prep.z), dim3(FA_PREP_ROWS),
+                               kernel_args, 0, stream);
+    else if (err == hipSuccess)
         err = hipLaunchKernel(pair[1], dim3(dq.x, dq.y, dq.z), block, kernel_args, 0, stream);
     return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, "launching the backward kernels");
 }

@@ -1,7 +1,8 @@
 // test_cuda_backward.cpp - the CUDA backward against the fp64 reference gradients
-// (tests/oracle.hpp) on random normal inputs: head dims up to 128 and some in between,
-// odd and unequal sequence lengths both ways, GQA, causal, windows, ALiBi, varlen with
-// empty sequences, fully masked rows; bitwise reproducibility; the limits that return
+// (tests/oracle.hpp) on random normal inputs: head dims 8 to 256 and some in between,
+// odd and unequal sequence lengths both ways, GQA, causal, windows, softcap, ALiBi,
+// varlen with empty sequences, fully masked rows; dQ both by atomics (the default) and
+// by its own pass (deterministic); bitwise reproducibility; the limits that return
 // FA_ERR_UNSUPPORTED. Tolerance: error <= 3 x (error of a naive same-precision backward)
 // + 1e-5, for dq, dk and dv. Skipped (exit code 4) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -48,12 +49,12 @@ void run_backward(GpuProblem &p, uint64_t seed, BackwardRun &r, int deterministi
     ddv.copy_back();
 }
 
-void check_backward(const Case &c, uint64_t seed)
+void check_backward(const Case &c, uint64_t seed, int deterministic = 0)
 {
     GpuProblem p(c, seed);
     BackwardRun r;
-    run_backward(p, seed, r);
-    INFO(describe(c));
+    run_backward(p, seed, r, deterministic);
+    INFO(describe(c) << (deterministic ? " deterministic" : " dQ by atomics"));
     INFO("fa_bwd: " << fa_status_string(r.status) << ": " << r.message);
     REQUIRE(r.status == FA_OK);
     CHECK(fa_oracle::all_elements_written(r.dq));
@@ -76,19 +77,43 @@ void check_backward(const Case &c, uint64_t seed)
 
 }  // namespace
 
-TEST_CASE("cuda backward: head dims up to 128, both dtypes, both causal directions",
+TEST_CASE("cuda backward: every head dim, both dtypes, both causal directions",
           "[cuda][backward][sanitize]")
 {
     uint64_t seed = 2000;
-    for (const Case &c : head_dim_sweep({8, 32, 40, 64, 96, 128}))
-        check_backward(c, seed++);
+    for (int deterministic : {0, 1})
+        for (const Case &c : head_dim_sweep({8, 32, 40, 64, 96, 128, 160, 192, 200, 256}))
+            check_backward(c, seed++, deterministic);
+}
+
+TEST_CASE("cuda backward: softcap, alone and with ALiBi and a window", "[cuda][backward][sanitize]")
+{
+    uint64_t seed = 2050;
+    for (int deterministic : {0, 1})
+        for (int d : {64, 128, 256}) {
+            Case c;
+            c.head_dim = d;
+            c.seqlen_q = 190;
+            c.seqlen_k = 260;
+            c.heads_k = 2;
+            c.softcap = 30.f;
+            c.causal = true;
+            check_backward(c, seed++, deterministic);
+            c.softcap = 5.f; // small cap: tanh far from linear
+            c.causal = false;
+            c.alibi = true;
+            c.window_left = 70;
+            c.window_right = 20;
+            check_backward(c, seed++, deterministic);
+        }
 }
 
 TEST_CASE("cuda backward: lengths, GQA 6/2/1, masks, ALiBi", "[cuda][backward]")
 {
     uint64_t seed = 2100;
     for (const Case &c : length_sweep({{1, 1}, {1, 239}, {128, 217}, {256, 512}, {512, 256}, {1023, 1024}}))
-        check_backward(c, seed++);
+        for (int deterministic : {0, 1})
+            check_backward(c, seed++, deterministic);
     Case w;
     w.seqlen_q = 300;
     w.seqlen_k = 421;
@@ -145,20 +170,29 @@ TEST_CASE("cuda backward: ten runs are bitwise identical", "[cuda][backward]")
 
 TEST_CASE("cuda backward: unsupported requests say why and write nothing", "[cuda][backward]")
 {
-    Case wide;
-    wide.head_dim = 192; // no backward instance above d128 yet
-    Case capped;
-    capped.softcap = 30.f;
-    for (const Case *c : {&wide, &capped}) {
-        GpuProblem p(*c, 2400);
-        BackwardRun r;
-        run_backward(p, 2400, r);
-        INFO(r.message);
-        CHECK(r.status == FA_ERR_UNSUPPORTED);
-        CHECK(!r.message.empty());
-        CHECK(!fa_oracle::all_elements_written(r.dq)); // still the poison
-        CHECK(!fa_oracle::all_elements_written(r.dk));
-    }
+    // q starting one element past a 16-byte boundary: the tile copies move 16-byte chunks.
+    // The check comes before any launch, so the forward's outputs need not exist.
+    Case c;
+    GpuProblem p(c, 2400);
+    Context ctx;
+    HostTensor grad_out = make_like(p.out), dq = make_like(p.q), dk = make_like(p.k), dv = make_like(p.v);
+    fa_oracle::fill_normal(grad_out, 2401);
+    DeviceTensor d_grad_out(grad_out), ddq(dq), ddk(dk), ddv(dv);
+    fa_tensor shifted_q = p.dq->view;
+    shifted_q.data = static_cast<char *>(shifted_q.data) + 2;
+    fa_status st = fa_bwd(ctx.ctx, &shifted_q, &p.dk->view, &p.dv->view, &p.dout->view, &p.dlse->view,
+                          &d_grad_out.view, &p.dev_params, &ddq.view, &ddk.view, &ddv.view, nullptr, 0);
+    std::string message = fa_last_error(ctx.ctx);
+    INFO(message);
+    CHECK(st == FA_ERR_UNSUPPORTED);
+    CHECK(message.find("aligned") != std::string::npos);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    ddq.copy_back();
+    ddk.copy_back();
+    ddv.copy_back();
+    CHECK(!fa_oracle::all_elements_written(dq)); // still the poison
+    CHECK(!fa_oracle::all_elements_written(dk));
+    CHECK(!fa_oracle::all_elements_written(dv));
 }
 
 TEST_CASE("cuda backward: forward + backward extra device memory is O(s) at 64k", "[cuda][backward]")
@@ -172,7 +206,9 @@ TEST_CASE("cuda backward: forward + backward extra device memory is O(s) at 64k"
     p.causal = 1;
     size_t workspace = 0;
     REQUIRE(fa_bwd_workspace_size(ctx.ctx, &probe, &probe, &probe, &p, &workspace) == FA_OK);
-    CHECK(workspace <= static_cast<size_t>(s) * 2 * sizeof(float) + 1024); // D and LSE rows
+    // D and LSE rows, and the fp32 dQ accumulator of the default (atomic) path.
+    CHECK(workspace <= static_cast<size_t>(s) * (2 + d) * sizeof(float) + 1024);
+    WARN("backward workspace at s = 64k, d = 128, one head: " << workspace / (1 << 20) << " MiB");
 
     HostTensor q = fa_oracle::make_tensor(FA_DTYPE_BF16, {1, s, 1, d});
     fa_oracle::fill_normal(q, 77);
@@ -193,6 +229,7 @@ TEST_CASE("cuda backward: forward + backward extra device memory is O(s) at 64k"
     cudaMemGetInfo(&free_after, &total);
     // Anything kept must be far below one s x s matrix (8 GiB of bf16 at 64k).
     size_t kept = free_before > free_after ? free_before - free_after : 0;
+    WARN("device memory kept after forward + backward: " << kept / (1 << 20) << " MiB");
     CHECK(kept <= static_cast<size_t>(s) * d * 4 * 8 + (64u << 20));
     ddq.copy_back();
     ddk.copy_back();
