@@ -29,46 +29,63 @@ FA_DEVICE float fa_dot_row(const unsigned short *a, const unsigned short *b, int
     return sum;
 }
 
+/* The block's FA_PREP_ROWS query rows of one (batch, head): how many exist, and where
+ * they start in the [heads][total_q] row arrays. */
+typedef struct fa_prep_rows {
+    int row0, count;
+    long long slot0;
+} fa_prep_rows;
+
+FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f, const fa_sequence *seq)
+{
+    fa_prep_rows r;
+    const long long q_base = f->cu_seqlens_q ? seq->q_row0 : (long long)blockIdx.z * f->seqlen_q;
+    r.row0 = blockIdx.x * FA_PREP_ROWS;
+    r.count = min(FA_PREP_ROWS, seq->seqlen_q - r.row0);
+    r.slot0 = (long long)blockIdx.y * f->total_q + q_base + r.row0;
+    return r;
+}
+
 extern "C" FA_GLOBAL void fa_bwd_preprocess(fa_bwd_args args)
 {
     const fa_fwd_args *f = &args.fwd;
     const int batch = blockIdx.z, head = blockIdx.y;
-    const int row = blockIdx.x * FA_PREP_ROWS + threadIdx.x;
     const fa_sequence seq = fa_find_sequence(f, batch);
-    if (row >= seq.seqlen_q)
+    const fa_prep_rows rows = fa_block_rows(f, &seq);
+    if (rows.count <= 0)
         return;
-    const long long q_base = f->cu_seqlens_q ? seq.q_row0 : (long long)batch * f->seqlen_q;
-    const long long slot = (long long)head * f->total_q + q_base + row;
+    /* The block's dQ accumulator rows are contiguous: zero them with coalesced stores. */
+    if (args.dq_accum) {
+        float4 *acc = (float4 *)(args.dq_accum + rows.slot0 * f->head_dim);
+        for (int i = threadIdx.x; i < rows.count * f->head_dim / 4; i += FA_PREP_ROWS)
+            acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    if ((int)threadIdx.x >= rows.count)
+        return;
+    const int row = rows.row0 + threadIdx.x;
     const unsigned short *o = (const unsigned short *)f->out + batch * f->o_batch +
                               (seq.q_row0 + row) * f->o_row + head * f->o_head;
     const unsigned short *d_o = (const unsigned short *)args.dout + batch * args.do_batch +
                                 (seq.q_row0 + row) * args.do_row + head * args.do_head;
-    args.delta[slot] = fa_dot_row(o, d_o, f->head_dim, args.out_bf16);
+    args.delta[rows.slot0 + threadIdx.x] = fa_dot_row(o, d_o, f->head_dim, args.out_bf16);
     float lse = f->lse[batch * f->lse_batch + head * f->lse_head + (seq.q_row0 + row) * f->lse_row];
-    args.lse_log2[slot] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
-    if (args.dq_accum) {
-        float4 *acc = (float4 *)(args.dq_accum + slot * f->head_dim);
-        for (int c = 0; c < f->head_dim / 4; ++c)
-            acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+    args.lse_log2[rows.slot0 + threadIdx.x] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
 }
 
-/* dQ = scale · accumulator, as fp16/bf16 rows (same grid as the preprocess). */
+/* dQ = scale · accumulator, as fp16/bf16 rows (same grid as the preprocess). A thread
+ * converts 8 consecutive elements; consecutive threads take consecutive chunks of a row,
+ * then the next row, so reads and writes are coalesced. */
 extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
 {
     const fa_fwd_args *f = &args.fwd;
-    const int batch = blockIdx.z, head = blockIdx.y;
-    const int row = blockIdx.x * FA_PREP_ROWS + threadIdx.x;
-    const fa_sequence seq = fa_find_sequence(f, batch);
-    if (row >= seq.seqlen_q)
-        return;
-    const long long q_base = f->cu_seqlens_q ? seq.q_row0 : (long long)batch * f->seqlen_q;
-    const float4 *acc = (const float4 *)(args.dq_accum + ((long long)head * f->total_q + q_base + row) * f->head_dim);
-    uint4 *dq = (uint4 *)((unsigned short *)args.dq + batch * args.dq_batch + (seq.q_row0 + row) * args.dq_row +
-                          head * args.dq_head);
-    for (int c = 0; c < f->head_dim / 8; ++c) {
-        float4 lo = acc[2 * c], hi = acc[2 * c + 1];
-        const float s = args.scale;
+    const fa_sequence seq = fa_find_sequence(f, blockIdx.z);
+    const fa_prep_rows rows = fa_block_rows(f, &seq);
+    const int chunks = f->head_dim / 8;
+    const float s = args.scale;
+    for (int i = threadIdx.x; i < rows.count * chunks; i += FA_PREP_ROWS) {
+        const int r = i / chunks, c = i % chunks;
+        const float4 *acc = (const float4 *)(args.dq_accum + (rows.slot0 + r) * f->head_dim) + 2 * c;
+        const float4 lo = acc[0], hi = acc[1];
         uint4 packed;
         if (args.out_bf16) {
             packed.x = fa_pack2_bf16(lo.x * s, lo.y * s); packed.y = fa_pack2_bf16(lo.z * s, lo.w * s);
@@ -77,7 +94,8 @@ extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
             packed.x = fa_pack2_f16(lo.x * s, lo.y * s); packed.y = fa_pack2_f16(lo.z * s, lo.w * s);
             packed.z = fa_pack2_f16(hi.x * s, hi.y * s); packed.w = fa_pack2_f16(hi.z * s, hi.w * s);
         }
-        dq[c] = packed;
+        *((uint4 *)((unsigned short *)args.dq + blockIdx.z * args.dq_batch +
+                    (seq.q_row0 + rows.row0 + r) * args.dq_row + blockIdx.y * args.dq_head) + c) = packed;
     }
 }
 
