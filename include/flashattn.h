@@ -235,6 +235,13 @@ typedef struct fa_plan {
 FA_API fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                       const fa_tensor *v, const fa_params *params, fa_plan *plan);
 
+/* The same for a backward (fa_bwd) with these inputs: its kernel and tiles (tile_n key rows
+ * stay per block, tile_m query rows stream past), and workspace_bytes, which on GPUs
+ * includes the fp32 dQ accumulator unless params.deterministic is set (then dQ has its
+ * own pass and no atomics). num_splits is always 1. */
+FA_API fa_status fa_plan_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                      const fa_tensor *v, const fa_params *params, fa_plan *plan);
+
 /* The device the context runs on and the architecture table row the dispatcher uses. */
 typedef struct fa_device_info {
     fa_backend backend;

@@ -31,6 +31,8 @@ static int run_causal_bf16(void *q_ptr, void *k_ptr, void *v_ptr, void *out_ptr,
     params.causal = 1;
     status = fa_plan_fwd(ctx, &q, &k, &v, &params, &plan);
     if (status == FA_OK)
+        status = fa_plan_bwd(ctx, &q, &k, &v, &params, &plan);
+    if (status == FA_OK)
         status = fa_fwd(ctx, &q, &k, &v, &params, &out, &lse, NULL, 0);
     if (status != FA_OK)
         fprintf(stderr, "%s: %s\n", fa_status_string(status), fa_last_error(ctx));

@@ -986,6 +986,31 @@ TEST_CASE_METHOD(ApiFixture, "api: plan on the CPU names a config and a reason",
     CHECK(std::string(fa_last_error(ctx)).empty());
 }
 
+TEST_CASE_METHOD(ApiFixture, "api: backward plan on the CPU matches what fa_bwd runs", "[api][backward]")
+{
+    fa_plan plan;
+    std::memset(&plan, 0, sizeof plan);
+    REQUIRE(fa_plan_bwd(ctx, &q, &k, &v, &params, &plan) == FA_OK);
+    CHECK(plan.backend == FA_BACKEND_CPU);
+    CHECK(std::string(plan.kernel).find("cpu_bwd_") == 0);
+    CHECK_FALSE(std::string(plan.reason).empty());
+    CHECK(plan.head_dim_instance >= int(d));
+    CHECK(plan.num_splits == 1);
+    size_t bytes = 0;
+    REQUIRE(fa_bwd_workspace_size(ctx, &q, &k, &v, &params, &bytes) == FA_OK);
+    CHECK(plan.workspace_bytes == bytes);
+    // The forward's plan names a forward config: the two selections are separate.
+    fa_plan fwd_plan;
+    REQUIRE(fa_plan_fwd(ctx, &q, &k, &v, &params, &fwd_plan) == FA_OK);
+    CHECK(std::string(fwd_plan.kernel) != std::string(plan.kernel));
+    // Bad inputs fail as the backward itself does, and leave the plan alone.
+    CHECK(fa_plan_bwd(ctx, &q, &k, &v, &params, nullptr) == FA_ERR_NULL_POINTER);
+    params.softcap = -1.0f;
+    std::memset(&plan, 0x5a, sizeof plan);
+    CHECK(fa_plan_bwd(ctx, &q, &k, &v, &params, &plan) == FA_ERR_BAD_PARAM);
+    CHECK(static_cast<unsigned char>(plan.kernel[0]) == 0x5a);
+}
+
 TEST_CASE_METHOD(ApiFixture, "api: device info on the CPU", "[api]")
 {
     fa_device_info info;

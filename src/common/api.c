@@ -2,9 +2,9 @@
  * api.c - the public entry points of flashattn.h that are not a backend: contexts and
  * backend choice, tensor constructors, names of statuses/backends/dtypes, and the one
  * argument checker that turns (q, k, v, params, out, lse) into a resolved fa_problem.
- * fa_fwd, fa_fwd_workspace_size and fa_plan_fwd all go through prepare_forward(), fa_bwd
- * and fa_bwd_workspace_size through prepare_backward(), so "is this supported", "how
- * much workspace" and "what runs" can never disagree.
+ * fa_fwd, fa_fwd_workspace_size and fa_plan_fwd all go through prepare_forward(), fa_bwd,
+ * fa_bwd_workspace_size and fa_plan_bwd through prepare_backward(), so "is this
+ * supported", "how much workspace" and "what runs" can never disagree.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -976,6 +976,26 @@ static int plan_threads(const fa_context *ctx, const fa_kernel_config *config)
     return ctx->backend == FA_BACKEND_CPU ? ctx->row.sm_count : config->threads;
 }
 
+/* The plan of a prepared call: its selection and workspace size. */
+static void fill_plan(const fa_context *ctx, const fa_selection *sel, size_t workspace_bytes,
+                      fa_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->backend = ctx->backend;
+    copy_name(plan->arch, sizeof plan->arch, ctx->row.name);
+    copy_name(plan->kernel, sizeof plan->kernel, sel->config->name);
+    plan->head_dim_instance = sel->config->head_dim;
+    plan->tile_m = sel->config->tile_m;
+    plan->tile_n = sel->config->tile_n;
+    plan->threads = plan_threads(ctx, sel->config);
+    plan->stages = sel->config->stages;
+    plan->smem_bytes = sel->config->smem_bytes;
+    plan->blocks_per_sm = sel->blocks_per_sm;
+    plan->num_splits = sel->num_splits;
+    plan->workspace_bytes = workspace_bytes;
+    copy_name(plan->reason, sizeof plan->reason, sel->reason);
+}
+
 FA_EXPORT fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                                 const fa_tensor *v, const fa_params *params, fa_plan *plan)
 {
@@ -989,23 +1009,9 @@ FA_EXPORT fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_te
     if (plan == NULL)
         return fa_fail(ctx, FA_ERR_NULL_POINTER, "plan is NULL");
     st = prepare_forward(ctx, &t, params, &p, &sel, &needed);
-    if (st != FA_OK)
-        return st;
-    memset(plan, 0, sizeof *plan);
-    plan->backend = ctx->backend;
-    copy_name(plan->arch, sizeof plan->arch, ctx->row.name);
-    copy_name(plan->kernel, sizeof plan->kernel, sel.config->name);
-    plan->head_dim_instance = sel.config->head_dim;
-    plan->tile_m = sel.config->tile_m;
-    plan->tile_n = sel.config->tile_n;
-    plan->threads = plan_threads(ctx, sel.config);
-    plan->stages = sel.config->stages;
-    plan->smem_bytes = sel.config->smem_bytes;
-    plan->blocks_per_sm = sel.blocks_per_sm;
-    plan->num_splits = sel.num_splits;
-    plan->workspace_bytes = needed;
-    copy_name(plan->reason, sizeof plan->reason, sel.reason);
-    return FA_OK;
+    if (st == FA_OK)
+        fill_plan(ctx, &sel, needed, plan);
+    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1086,6 +1092,24 @@ FA_EXPORT fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, c
     st = prepare_backward(ctx, &t, NULL, params, &p, &sel, &needed);
     if (st == FA_OK)
         *bytes = needed;
+    return st;
+}
+
+FA_EXPORT fa_status fa_plan_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                const fa_tensor *v, const fa_params *params, fa_plan *plan)
+{
+    call_tensors t = {q, k, v, NULL, NULL};
+    fa_problem p;
+    fa_selection sel;
+    size_t needed;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    if (plan == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "plan is NULL");
+    st = prepare_backward(ctx, &t, NULL, params, &p, &sel, &needed);
+    if (st == FA_OK)
+        fill_plan(ctx, &sel, needed, plan);
     return st;
 }
 

@@ -195,6 +195,27 @@ TEST_CASE("cuda backward: unsupported requests say why and write nothing", "[cud
     CHECK(!fa_oracle::all_elements_written(dv));
 }
 
+TEST_CASE("cuda plan: backward tiles and the dQ accumulator it needs unless deterministic",
+          "[cuda][backward]")
+{
+    Context ctx;
+    const int s = 4096, heads = 16, d = 128;
+    fa_tensor q = fa_tensor_bshd(reinterpret_cast<void *>(256), FA_DTYPE_BF16, 2, s, heads, d);
+    fa_params p;
+    fa_params_init(&p);
+    fa_plan atomic_plan, det_plan;
+    REQUIRE(fa_plan_bwd(ctx.ctx, &q, &q, &q, &p, &atomic_plan) == FA_OK);
+    p.deterministic = 1;
+    REQUIRE(fa_plan_bwd(ctx.ctx, &q, &q, &q, &p, &det_plan) == FA_OK);
+    INFO(atomic_plan.kernel << ": " << atomic_plan.reason);
+    CHECK(std::string(atomic_plan.kernel).find("cuda_bwd_d128_bf16_") == 0);
+    CHECK(std::string(det_plan.kernel) == std::string(atomic_plan.kernel));
+    CHECK(atomic_plan.num_splits == 1);
+    // fp32 [heads][2 s][d] for the atomic path on top of the same D and LSE rows.
+    CHECK(atomic_plan.workspace_bytes - det_plan.workspace_bytes ==
+          static_cast<size_t>(heads) * 2 * s * d * sizeof(float));
+}
+
 TEST_CASE("cuda backward: forward + backward extra device memory is O(s) at 64k", "[cuda][backward]")
 {
     const int64_t s = 65536;
