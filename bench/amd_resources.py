@@ -304,9 +304,9 @@ def write_markdown(path, archs, table, rows, not_built):
             "The dK/dV and dQ kernels of each backward instance (src/common/attn_bwd.h; tile",
             "and waves in the name and in bwd_instances.h) and the preprocess. Columns as above,",
             "except occupancy, given as waves per CU (whole workgroups, as LDS and registers",
-            "allow: the two-wave 32x32 instances fill at most half of a CU's four SIMDs per",
+            "allow: the two-wave instances fill at most half of a CU's four SIMDs per",
             "workgroup), and matrix instructions per wave per pipeline step (the main loop as",
-            "compiled) and in the whole kernel. RDNA builds the W list only (bwd_instances.h).",
+            "compiled) and in the whole kernel. RDNA builds the W list only (bwd_instances.h), empty for now: no RDNA backward.",
             "No performance prediction.", "",
             "| target | kernel | LDS | VGPR/AGPR | scratch | waves/CU | instruction | MMA/step (kernel) |",
             "|---|---|---|---|---|---|---|---|"]
