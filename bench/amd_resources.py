@@ -13,7 +13,9 @@ dispatcher's selections), so nothing here is transcribed by hand.
   --check    fail (exit 1) unless, per target and kernel built for it (wave32 targets
              build the R and W lists of fwd_/bwd_instances.h): LDS <= the row's
              smem_per_block, scratch = 0, wave size = the row's, v_mfma_* (CDNA) / v_wmma_*
-             (RDNA) present (not asked of the preprocess, which has no product); and every
+             (RDNA) present (not asked of the preprocess, which has no product), no
+             compare-and-swap atomics (the backward's dQ adds must be hardware fp32 adds,
+             not CAS loops); and every
              kernel the dispatcher selects for a built AMD row, forward and backward, is in
              that target's code object. Rows not built (gfx950 here) are reported, not
              checked.
@@ -109,7 +111,8 @@ def classify(mnemonic):
 
 
 def parse_isa(text, kernel):
-    """Matrix instructions of the kernel, and the instruction mix of its main loop."""
+    """Matrix instructions of the kernel, the instruction mix of its main loop, its first
+    matrix mnemonic, and whether it loops on compare-and-swap atomics."""
     insts, start, inside = [], None, False
     for line in text.splitlines():
         head = re.match(r"^([0-9a-f]+) <(\S+)>:", line)
@@ -139,7 +142,8 @@ def parse_isa(text, kernel):
         c = classify(mn)
         mix[c] = mix.get(c, 0) + 1
     mnemonic = next((mn for _, mn, _ in insts if classify(mn) == "mma"), "none")
-    return mma_total, mix, mnemonic
+    cas = any("atomic_cmpswap" in mn for _, mn, _ in insts)
+    return mma_total, mix, mnemonic, cas
 
 
 def waves_per_simd(meta, row, k):
@@ -222,7 +226,7 @@ def main():
                     failures.append(f"{where}: kernel missing from the code object")
                     continue
                 meta = notes[k["name"]]
-                mma, mix, mnemonic = parse_isa(isa, k["name"])
+                mma, mix, mnemonic, cas = parse_isa(isa, k["name"])
                 lds = int(meta["group_segment_fixed_size"])
                 scratch = int(meta["private_segment_fixed_size"])
                 wave = int(meta["wavefront_size"])
@@ -235,6 +239,8 @@ def main():
                     failures.append(f"{where}: wave {wave}, table says {row['wave']}")
                 if k["pass"] != "prep" and not mnemonic.startswith(want):
                     failures.append(f"{where}: no {want}_* instruction")
+                if cas:  # the dQ atomics must be the hardware fp32 add, not a CAS loop
+                    failures.append(f"{where}: compare-and-swap atomics (a CAS loop)")
                 occ = waves_per_simd(meta, row, k) if k["waves"] else None
                 table.append((arch, k, meta, mma, mix, mnemonic, occ))
         for arch, kernel in selects:

@@ -221,11 +221,13 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
     } while (0)
 
 /* dst[0] += lo, dst[FA_ACC_PAIR_STRIDE] += hi in global memory (an accumulator register
- * pair); the result is unused, so the compiler emits the no-return global atomics. */
+ * pair). unsafeAtomicAdd: plain atomicAdd on float compiles to a compare-and-swap loop
+ * on gfx90a (global_atomic_cmpswap, checked in the code object); the hardware fp32 add
+ * is exact for the coarse-grained hipMalloc memory the workspace lives in. */
 FA_DEVICE void fa_atomic_add_pair(float *dst, float lo, float hi)
 {
-    atomicAdd(dst, lo);
-    atomicAdd(dst + FA_ACC_PAIR_STRIDE, hi);
+    unsafeAtomicAdd(dst, lo);
+    unsafeAtomicAdd(dst + FA_ACC_PAIR_STRIDE, hi);
 }
 
 /* fp32 -> fp16 (round to nearest even: the conversion instruction's default). */
