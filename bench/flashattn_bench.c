@@ -1,8 +1,9 @@
 /*
- * flashattn_bench.c - the benchmark CLI: runs one forward attention shape on a backend,
- * prints the plan the dispatcher chose, the median time per iteration, GFLOP/s (with
- * FlashAttention's FLOP count), extra memory, and optionally checks sampled output rows
- * against an fp64 reference computed here and times an OpenBLAS SGEMM for comparison.
+ * flashattn_bench.c - the benchmark CLI: runs one forward (or, with --backward, backward)
+ * attention shape on a backend, prints the plan the dispatcher chose, the median time per
+ * iteration, GFLOP/s (with FlashAttention's FLOP count; 2.5x it for the backward), extra
+ * memory, and optionally checks sampled output rows (or gradient rows) against an fp64
+ * reference computed here and times an OpenBLAS SGEMM for comparison.
  * On CUDA (built with FA_BENCH_CUDA) the inputs are made on the host and copied to the
  * device, calls are timed with CUDA events, and --check copies the sampled rows back.
  *
@@ -46,6 +47,7 @@ typedef struct options {
     int alibi;
     int iters, threads;
     int check, sgemm, sgemm_n, json;
+    int backward;
 } options;
 
 static void usage(FILE *to)
@@ -58,7 +60,9 @@ static void usage(FILE *to)
             "  --dtype f32|f16|bf16          (default f32 on the CPU, bf16 on GPUs)\n"
             "  --causal  --window L,R  --softcap X  --alibi\n"
             "  --iters N --threads N         (threads 0 = all cores)\n"
-            "  --check                       compare sampled rows with an fp64 reference\n"
+            "  --backward                    time fa_bwd (dq, dk, dv) instead of fa_fwd\n"
+            "  --check                       compare sampled rows (with --backward: rows of\n"
+            "                                dq, dk and dv) with an fp64 reference\n"
             "  --sgemm [--sgemm-n N]         also time cblas_sgemm N x N x N (N = 4096)\n"
             "  --json                        print one JSON object on stdout\n");
 }
@@ -190,6 +194,8 @@ static int parse_flag(const char *arg, options *o)
         o->sgemm = 1;
     else if (strcmp(arg, "--json") == 0)
         o->json = 1;
+    else if (strcmp(arg, "--backward") == 0)
+        o->backward = 1;
     else
         return 0;
     return 1;
@@ -443,6 +449,7 @@ static void free_workspace(int on_device, void *workspace)
 typedef struct buffers {
     void *q, *k, *v, *out;
     float *lse, *slopes;
+    void *dout, *dq, *dk, *dv; /* --backward only */
 } buffers;
 
 typedef struct problem {
@@ -453,6 +460,7 @@ typedef struct problem {
     void *workspace;    /* run memory too                                              */
     size_t workspace_bytes;
     fa_tensor tq, tk, tv, tout, tlse;
+    fa_tensor tdout, tdq, tdk, tdv;
     fa_params params;
 } problem;
 
@@ -499,6 +507,15 @@ static int make_host_buffers(const options *o, buffers *h)
     fill_normal(h->q, o->dtype, q_elements(o), 1);
     fill_normal(h->k, o->dtype, kv_elements(o), 2);
     fill_normal(h->v, o->dtype, kv_elements(o), 3);
+    if (!o->backward)
+        return 1;
+    h->dout = malloc(q_elements(o) * elem);
+    h->dq = calloc(q_elements(o), elem);
+    h->dk = calloc(kv_elements(o), elem);
+    h->dv = calloc(kv_elements(o), elem);
+    if (!h->dout || !h->dq || !h->dk || !h->dv)
+        return 0;
+    fill_normal(h->dout, o->dtype, q_elements(o), 4);
     return 1;
 }
 
@@ -515,7 +532,15 @@ static int make_run_buffers(const options *o, problem *p)
     r->out = run_buffer(dev, h->out, q_elements(o) * elem);
     r->lse = (float *)run_buffer(dev, h->lse, lse_elements(o) * sizeof(float));
     r->slopes = (float *)run_buffer(dev, h->slopes, (size_t)o->heads * sizeof(float));
-    return r->q && r->k && r->v && r->out && r->lse && (h->slopes == NULL || r->slopes);
+    if (!(r->q && r->k && r->v && r->out && r->lse && (h->slopes == NULL || r->slopes)))
+        return 0;
+    if (!o->backward)
+        return 1;
+    r->dout = run_buffer(dev, h->dout, q_elements(o) * elem);
+    r->dq = run_buffer(dev, h->dq, q_elements(o) * elem);
+    r->dk = run_buffer(dev, h->dk, kv_elements(o) * elem);
+    r->dv = run_buffer(dev, h->dv, kv_elements(o) * elem);
+    return r->dout && r->dq && r->dk && r->dv;
 }
 
 static void set_params(const options *o, problem *p)
@@ -536,6 +561,10 @@ static void make_tensors(const options *o, problem *p)
     p->tv = fa_tensor_bshd(r->v, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
     p->tout = fa_tensor_bshd(r->out, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
     p->tlse = fa_tensor_lse(r->lse, o->batch, o->heads, o->seqlen_q);
+    p->tdout = fa_tensor_bshd(r->dout, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
+    p->tdq = fa_tensor_bshd(r->dq, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
+    p->tdk = fa_tensor_bshd(r->dk, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
+    p->tdv = fa_tensor_bshd(r->dv, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
 }
 
 /* 1 when every buffer exists; otherwise a message on stderr and 0 (free_problem still
@@ -570,6 +599,10 @@ static void free_buffers(buffers *b)
     free(b->out);
     free(b->lse);
     free(b->slopes);
+    free(b->dout);
+    free(b->dq);
+    free(b->dk);
+    free(b->dv);
 }
 
 static void free_problem(problem *p)
@@ -580,6 +613,10 @@ static void free_problem(problem *p)
     free_run_buffer(p->on_device, p->run.out);
     free_run_buffer(p->on_device, p->run.lse);
     free_run_buffer(p->on_device, p->run.slopes);
+    free_run_buffer(p->on_device, p->run.dout);
+    free_run_buffer(p->on_device, p->run.dq);
+    free_run_buffer(p->on_device, p->run.dk);
+    free_run_buffer(p->on_device, p->run.dv);
     free_workspace(p->on_device, p->workspace);
     free_buffers(&p->host);
 }
@@ -658,6 +695,8 @@ typedef struct results {
     long long extra_bytes;
     int checked, check_passed;
     double max_err, max_lse_err, tolerance;
+    double grad_scale;    /* --backward: max |reference gradient|, at least 1 */
+    int key_rows_checked; /* --backward: dk/dv rows compared (0: too costly)  */
     int sgemm_n;
     double sgemm_gflops;
 } results;
@@ -669,17 +708,24 @@ static int library_error(fa_context *ctx, const char *what, fa_status status)
     return EXIT_USAGE;
 }
 
-static int run_once(fa_context *ctx, problem *p)
+/* The timed call: fa_fwd, or fa_bwd from the output and LSE a forward left (--backward). */
+static int run_once(fa_context *ctx, const options *o, problem *p)
 {
-    fa_status st = fa_fwd(ctx, &p->tq, &p->tk, &p->tv, &p->params, &p->tout, &p->tlse,
-                          p->workspace, p->workspace_bytes);
+    fa_status st;
+    if (o->backward) {
+        st = fa_bwd(ctx, &p->tq, &p->tk, &p->tv, &p->tout, &p->tlse, &p->tdout, &p->params,
+                    &p->tdq, &p->tdk, &p->tdv, p->workspace, p->workspace_bytes);
+        return st == FA_OK ? 0 : library_error(ctx, "fa_bwd", st);
+    }
+    st = fa_fwd(ctx, &p->tq, &p->tk, &p->tv, &p->params, &p->tout, &p->tlse, p->workspace,
+                p->workspace_bytes);
     return st == FA_OK ? 0 : library_error(ctx, "fa_fwd", st);
 }
 
 #ifdef FA_BENCH_CUDA
 /* One call timed by events around it on the stream the library launches on (the
  * default stream: the bench sets none), so the time is the device's, not the launch's. */
-static int time_call_cuda(fa_context *ctx, problem *p, double *seconds)
+static int time_call_cuda(fa_context *ctx, const options *o, problem *p, double *seconds)
 {
     cudaEvent_t start, stop;
     float ms = 0.0f;
@@ -688,9 +734,9 @@ static int time_call_cuda(fa_context *ctx, problem *p, double *seconds)
         return EXIT_USAGE;
     if (cuda_ok(cudaEventCreate(&stop), "cudaEventCreate")) {
         if (cuda_ok(cudaEventRecord(start, 0), "cudaEventRecord"))
-            rc = run_once(ctx, p);
+            rc = run_once(ctx, o, p);
         if (rc == 0 && !(cuda_ok(cudaEventRecord(stop, 0), "cudaEventRecord") &&
-                         cuda_ok(cudaEventSynchronize(stop), "the forward on the device") &&
+                         cuda_ok(cudaEventSynchronize(stop), "the call on the device") &&
                          cuda_ok(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime")))
             rc = EXIT_USAGE;
         cudaEventDestroy(stop);
@@ -702,16 +748,16 @@ static int time_call_cuda(fa_context *ctx, problem *p, double *seconds)
 #endif
 
 /* One timed call: device events on CUDA, the monotonic clock on the CPU. */
-static int time_call(fa_context *ctx, problem *p, double *seconds)
+static int time_call(fa_context *ctx, const options *o, problem *p, double *seconds)
 {
     double start;
     int rc;
 #ifdef FA_BENCH_CUDA
     if (p->on_device)
-        return time_call_cuda(ctx, p, seconds);
+        return time_call_cuda(ctx, o, p, seconds);
 #endif
     start = now_seconds();
-    rc = run_once(ctx, p);
+    rc = run_once(ctx, o, p);
     *seconds = now_seconds() - start;
     return rc;
 }
@@ -724,9 +770,9 @@ static int time_iterations(fa_context *ctx, const options *o, problem *p, result
     int i, rc;
     if (times == NULL)
         return EXIT_USAGE;
-    rc = run_once(ctx, p);
+    rc = run_once(ctx, o, p);
     for (i = 0; rc == 0 && i < o->iters; ++i) {
-        rc = time_call(ctx, p, &times[i]);
+        rc = time_call(ctx, o, p, &times[i]);
         if (now_seconds() - last_progress > 2.0) {
             fprintf(stderr, "flashattn_bench: iteration %d/%d: %.3f ms\n", i + 1, o->iters,
                     1e3 * times[i]);
@@ -746,10 +792,19 @@ static int time_iterations(fa_context *ctx, const options *o, problem *p, result
 static int run_attention(fa_context *ctx, const options *o, problem *p, results *r)
 {
     long long rss_before = peak_rss_bytes();
-    fa_status st = fa_plan_fwd(ctx, &p->tq, &p->tk, &p->tv, &p->params, &r->plan);
+    fa_status st;
     int rc;
+    if (o->backward) {
+        /* The backward's inputs: one forward, its workspace the library's own. */
+        st = fa_fwd(ctx, &p->tq, &p->tk, &p->tv, &p->params, &p->tout, &p->tlse, NULL, 0);
+        if (st != FA_OK)
+            return library_error(ctx, "fa_fwd", st);
+        st = fa_plan_bwd(ctx, &p->tq, &p->tk, &p->tv, &p->params, &r->plan);
+    } else {
+        st = fa_plan_fwd(ctx, &p->tq, &p->tk, &p->tv, &p->params, &r->plan);
+    }
     if (st != FA_OK)
-        return library_error(ctx, "fa_plan_fwd", st);
+        return library_error(ctx, o->backward ? "fa_plan_bwd" : "fa_plan_fwd", st);
     p->workspace_bytes = r->plan.workspace_bytes;
     if (p->workspace_bytes > 0) {
         p->workspace = alloc_workspace(p->on_device, p->workspace_bytes);
@@ -761,7 +816,7 @@ static int run_attention(fa_context *ctx, const options *o, problem *p, results 
     }
     rc = time_iterations(ctx, o, p, r);
     r->extra_bytes = peak_rss_bytes() - rss_before;
-    r->flops = attention_flops(o);
+    r->flops = (o->backward ? 2.5 : 1.0) * attention_flops(o);
     return rc;
 }
 
@@ -791,8 +846,10 @@ static int key_visible(const options *o, long long i, long long j)
     return (o->window_left < 0 || j >= diag - o->window_left) && (right < 0 || j <= diag + right);
 }
 
-/* The score of (query row i, key j) exactly as the header defines it, in fp64. */
-static double reference_score(const options *o, const problem *p, const sample *s, long long j)
+/* The score of (query row i, key j) exactly as the header defines it, in fp64, and (when
+ * slope is not NULL) its derivative by q.k * scale: 1, or 1 - tanh^2 under softcap. */
+static double reference_score(const options *o, const problem *p, const sample *s, long long j,
+                              double *slope)
 {
     int kv_head = s->head / (o->heads / o->kv_heads);
     size_t qi = q_index(o, s->batch, s->row, s->head), ki = kv_index(o, s->batch, j, kv_head);
@@ -803,8 +860,14 @@ static double reference_score(const options *o, const problem *p, const sample *
         dot += load_element(p->host.q, o->dtype, qi + c) *
                load_element(p->host.k, o->dtype, ki + c);
     score = dot / sqrt((double)o->head_dim);
-    if (o->softcap > 0.0f)
-        score = o->softcap * tanh(score / o->softcap);
+    if (slope != NULL)
+        *slope = 1.0;
+    if (o->softcap > 0.0f) {
+        double t = tanh(score / o->softcap);
+        score = o->softcap * t;
+        if (slope != NULL)
+            *slope = 1.0 - t * t;
+    }
     if (p->host.slopes != NULL)
         score -= p->host.slopes[s->head] * (double)(dist < 0 ? -dist : dist);
     return score;
@@ -820,7 +883,7 @@ static double reference_row(const options *o, const problem *p, const sample *s,
     for (c = 0; c < o->head_dim; ++c)
         ref[c] = 0.0;
     for (j = 0; j < o->seqlen_k; ++j) {
-        scores[j] = key_visible(o, s->row, j) ? reference_score(o, p, s, j) : -INFINITY;
+        scores[j] = key_visible(o, s->row, j) ? reference_score(o, p, s, j, NULL) : -INFINITY;
         if (scores[j] > max)
             max = scores[j];
     }
@@ -921,6 +984,184 @@ static int check_samples(const options *o, problem *p, results *r)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* --check --backward: fp64 reference gradients of sampled rows                          */
+/* ------------------------------------------------------------------------------------ */
+
+#define CHECK_KEY_ROWS 4
+/* fp64 work allowed for the dK/dV reference (group * s_q * s_k * d multiply-adds). */
+#define CHECK_KV_WORK 4e9
+
+/* Gradient errors are judged against the gradients' own scale: a correct fp32-accumulating
+ * kernel stays within tol * max(1, max |reference|). */
+static double grad_tolerance(fa_dtype dtype)
+{
+    return dtype == FA_DTYPE_F32 ? 1e-3 : dtype == FA_DTYPE_F16 ? 1e-2 : 5e-2;
+}
+
+static double dot_rows(const options *o, const void *a, size_t ai, const void *b, size_t bi)
+{
+    double sum = 0.0;
+    int c;
+    for (c = 0; c < o->head_dim; ++c)
+        sum += load_element(a, o->dtype, ai + c) * load_element(b, o->dtype, bi + c);
+    return sum;
+}
+
+/* dS of (query row s->row, key j) given the row's LSE and D = dO . O. */
+static double reference_ds(const options *o, const problem *p, const sample *s, long long j,
+                           double lse, double delta)
+{
+    int kv_head = s->head / (o->heads / o->kv_heads);
+    double slope, prob;
+    if (lse == -INFINITY || !key_visible(o, s->row, j))
+        return 0.0;
+    prob = exp(reference_score(o, p, s, j, &slope) - lse);
+    return prob * (dot_rows(o, p->host.dout, q_index(o, s->batch, s->row, s->head), p->host.v,
+                            kv_index(o, s->batch, j, kv_head)) - delta) * slope;
+}
+
+/* LSE and D of one query row (out_row and scores are scratch of head_dim and s_k). */
+static double row_lse_delta(const options *o, const problem *p, const sample *s, double *out_row,
+                            double *scores, double *delta)
+{
+    size_t qi = q_index(o, s->batch, s->row, s->head);
+    double lse = reference_row(o, p, s, out_row, scores);
+    int c;
+    *delta = 0.0;
+    for (c = 0; c < o->head_dim; ++c)
+        *delta += load_element(p->host.dout, o->dtype, qi + c) * out_row[c];
+    return lse;
+}
+
+/* ref[head_dim] = dQ of one sampled query row. */
+static void reference_dq(const options *o, const problem *p, const sample *s, double *ref,
+                         double *out_row, double *scores)
+{
+    int kv_head = s->head / (o->heads / o->kv_heads), c;
+    double delta, lse = row_lse_delta(o, p, s, out_row, scores, &delta);
+    double scale = 1.0 / sqrt((double)o->head_dim);
+    long long j;
+    for (c = 0; c < o->head_dim; ++c)
+        ref[c] = 0.0;
+    for (j = 0; j < o->seqlen_k; ++j) {
+        double ds = reference_ds(o, p, s, j, lse, delta);
+        size_t ki = kv_index(o, s->batch, j, kv_head);
+        for (c = 0; ds != 0.0 && c < o->head_dim; ++c)
+            ref[c] += scale * ds * load_element(p->host.k, o->dtype, ki + c);
+    }
+}
+
+typedef struct grad_check {
+    double max_err, max_ref;
+} grad_check;
+
+static void compare_row(const options *o, const void *got, size_t index, const double *ref,
+                        grad_check *g)
+{
+    int c;
+    for (c = 0; c < o->head_dim; ++c) {
+        track_worst(&g->max_err, fabs(load_element(got, o->dtype, index + c) - ref[c]));
+        if (fabs(ref[c]) > g->max_ref)
+            g->max_ref = fabs(ref[c]);
+    }
+}
+
+/* dQ of the CHECK_SAMPLES sampled query rows. 0 when the check could not run. */
+static int check_dq_rows(const options *o, problem *p, grad_check *g)
+{
+    size_t elem = dtype_bytes(o->dtype);
+    double *ref = (double *)malloc((size_t)o->head_dim * sizeof(double));
+    double *out_row = (double *)malloc((size_t)o->head_dim * sizeof(double));
+    double *scores = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
+    sample samples[CHECK_SAMPLES];
+    int i, ok = ref && out_row && scores;
+    pick_samples(o, samples);
+    for (i = 0; ok && i < CHECK_SAMPLES; ++i) {
+        size_t qi = q_index(o, samples[i].batch, samples[i].row, samples[i].head);
+        reference_dq(o, p, &samples[i], ref, out_row, scores);
+        ok = fetch_back(p->on_device, p->host.dq, p->run.dq, qi * elem, (size_t)o->head_dim * elem);
+        if (ok)
+            compare_row(o, p->host.dq, qi, ref, g);
+    }
+    free(ref);
+    free(out_row);
+    free(scores);
+    return ok;
+}
+
+/* dK and dV of CHECK_KEY_ROWS key rows of the last batch and kv head: sums over every
+ * query row of the kv head's group, whose LSE and D are computed first. */
+static int check_dkdv_rows(const options *o, problem *p, grad_check *g)
+{
+    const int group = o->heads / o->kv_heads, kv_head = o->kv_heads - 1, batch = o->batch - 1;
+    const size_t rows = (size_t)group * (size_t)o->seqlen_q, elem = dtype_bytes(o->dtype);
+    const double scale = 1.0 / sqrt((double)o->head_dim);
+    double *lse = (double *)malloc(rows * sizeof(double)), *delta = (double *)malloc(rows * sizeof(double));
+    double *out_row = (double *)malloc((size_t)o->head_dim * sizeof(double));
+    double *scores = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
+    double *ref_dk = (double *)malloc((size_t)o->head_dim * sizeof(double));
+    double *ref_dv = (double *)malloc((size_t)o->head_dim * sizeof(double));
+    long long keys[CHECK_KEY_ROWS] = {0, o->seqlen_k - 1, o->seqlen_k / 3, (2 * o->seqlen_k) / 3};
+    size_t r;
+    int k, c, ok = lse && delta && out_row && scores && ref_dk && ref_dv;
+    for (r = 0; ok && r < rows; ++r) {
+        sample s = {batch, kv_head * group + (int)(r / (size_t)o->seqlen_q), (long long)(r % (size_t)o->seqlen_q)};
+        lse[r] = row_lse_delta(o, p, &s, out_row, scores, &delta[r]);
+    }
+    for (k = 0; ok && k < CHECK_KEY_ROWS; ++k) {
+        size_t ki = kv_index(o, batch, keys[k], kv_head);
+        for (c = 0; c < o->head_dim; ++c)
+            ref_dk[c] = ref_dv[c] = 0.0;
+        for (r = 0; r < rows; ++r) {
+            sample s = {batch, kv_head * group + (int)(r / (size_t)o->seqlen_q), (long long)(r % (size_t)o->seqlen_q)};
+            size_t qi = q_index(o, batch, s.row, s.head);
+            double ds = reference_ds(o, p, &s, keys[k], lse[r], delta[r]), prob = 0.0;
+            if (lse[r] != -INFINITY && key_visible(o, s.row, keys[k]))
+                prob = exp(reference_score(o, p, &s, keys[k], NULL) - lse[r]);
+            for (c = 0; c < o->head_dim; ++c) {
+                ref_dv[c] += prob * load_element(p->host.dout, o->dtype, qi + c);
+                ref_dk[c] += scale * ds * load_element(p->host.q, o->dtype, qi + c);
+            }
+        }
+        ok = fetch_back(p->on_device, p->host.dk, p->run.dk, ki * elem, (size_t)o->head_dim * elem) &&
+             fetch_back(p->on_device, p->host.dv, p->run.dv, ki * elem, (size_t)o->head_dim * elem);
+        if (ok) {
+            compare_row(o, p->host.dk, ki, ref_dk, g);
+            compare_row(o, p->host.dv, ki, ref_dv, g);
+        }
+    }
+    free(lse);
+    free(delta);
+    free(out_row);
+    free(scores);
+    free(ref_dk);
+    free(ref_dv);
+    return ok;
+}
+
+/* The forward's output and LSE (which the references recompute, and D reads) are not
+ * needed on the host; dQ rows always, dK/dV rows when the fp64 work stays bounded. */
+static int check_gradients(const options *o, problem *p, results *r)
+{
+    grad_check g = {0.0, 0.0};
+    double work = (double)(o->heads / o->kv_heads) * o->seqlen_q * (double)o->seqlen_k * o->head_dim;
+    if (!check_dq_rows(o, p, &g))
+        return 0;
+    r->key_rows_checked = work <= CHECK_KV_WORK ? CHECK_KEY_ROWS : 0;
+    if (r->key_rows_checked && !check_dkdv_rows(o, p, &g))
+        return 0;
+    if (!r->key_rows_checked)
+        fprintf(stderr, "flashattn_bench: dk/dv rows not checked: the fp64 reference would "
+                        "take %.3g multiply-adds (limit %.3g)\n", work, CHECK_KV_WORK);
+    r->checked = 1;
+    r->max_err = g.max_err;
+    r->grad_scale = g.max_ref > 1.0 ? g.max_ref : 1.0;
+    r->tolerance = grad_tolerance(o->dtype) * r->grad_scale;
+    r->check_passed = r->max_err <= r->tolerance;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* --sgemm                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
@@ -989,7 +1230,7 @@ static void print_text(const options *o, const results *r)
         printf(" window=%d,%d", o->window_left, o->window_right);
     if (o->softcap > 0.0f)
         printf(" softcap=%g", (double)o->softcap);
-    printf("%s\n", o->alibi ? " alibi" : "");
+    printf("%s%s\n", o->alibi ? " alibi" : "", o->backward ? ", backward" : "");
     printf("plan         %s: tile %dx%d, %d stage(s), %d thread(s), splits %d, d_inst %d\n",
            pl->kernel, pl->tile_m, pl->tile_n, pl->stages, pl->threads, pl->num_splits,
            pl->head_dim_instance);
@@ -1002,7 +1243,12 @@ static void print_text(const options *o, const results *r)
                (double)r->extra_bytes / 1048576.0, pl->workspace_bytes);
     else
         printf("extra memory %zu bytes of workspace\n", pl->workspace_bytes);
-    if (r->checked)
+    if (r->checked && o->backward)
+        printf("check        %s: max |err| dq/dk/dv %.3g (tolerance %.3g = %.3g x gradient "
+               "scale %.3g; %d dq rows, %d dk and dv rows)\n",
+               r->check_passed ? "PASS" : "FAIL", r->max_err, r->tolerance,
+               grad_tolerance(o->dtype), r->grad_scale, CHECK_SAMPLES, r->key_rows_checked);
+    else if (r->checked)
         printf("check        %s: max |err| out %.3g, lse %.3g (tolerance %.3g, %d rows)\n",
                r->check_passed ? "PASS" : "FAIL", r->max_err, r->max_lse_err, r->tolerance,
                CHECK_SAMPLES);
@@ -1037,10 +1283,10 @@ static void print_json(const options *o, const results *r)
     print_json_string("arch", r->info.arch);
     printf(",\"batch\":%d,\"seqlen_q\":%d,\"seqlen_k\":%d,\"heads\":%d,\"kv_heads\":%d,"
            "\"head_dim\":%d,\"dtype\":\"%s\",\"causal\":%d,\"window_left\":%d,"
-           "\"window_right\":%d,\"softcap\":%g,\"alibi\":%d,",
+           "\"window_right\":%d,\"softcap\":%g,\"alibi\":%d,\"pass\":\"%s\",",
            o->batch, o->seqlen_q, o->seqlen_k, o->heads, o->kv_heads, o->head_dim,
            fa_dtype_name(o->dtype), o->causal, o->window_left, o->window_right,
-           (double)o->softcap, o->alibi);
+           (double)o->softcap, o->alibi, o->backward ? "backward" : "forward");
     printf("\"plan\":{");
     print_json_string("kernel", pl->kernel);
     printf(",\"tile_m\":%d,\"tile_n\":%d,\"stages\":%d,\"threads\":%d,\"num_splits\":%d,"
@@ -1052,7 +1298,12 @@ static void print_json(const options *o, const results *r)
            "\"gflops\":%.4f,\"peak_extra_bytes\":%lld",
            o->iters, 1e3 * r->median_s, 1e3 * r->min_s, r->flops, gflops(r),
            r->info.backend == FA_BACKEND_CPU ? r->extra_bytes : (long long)pl->workspace_bytes);
-    if (r->checked)
+    if (r->checked && o->backward)
+        printf(",\"check\":{\"passed\":%s,\"max_abs_err\":%.6g,\"gradient_scale\":%.6g,"
+               "\"tolerance\":%g,\"dq_rows\":%d,\"dkdv_rows\":%d}",
+               r->check_passed ? "true" : "false", r->max_err, r->grad_scale, r->tolerance,
+               CHECK_SAMPLES, r->key_rows_checked);
+    else if (r->checked)
         printf(",\"check\":{\"passed\":%s,\"max_abs_err\":%.6g,\"max_lse_err\":%.6g,"
                "\"tolerance\":%g,\"rows\":%d}",
                r->check_passed ? "true" : "false", r->max_err, r->max_lse_err, r->tolerance,
@@ -1118,7 +1369,7 @@ static int run(const options *o, fa_context *ctx, results *r)
         rc = EXIT_USAGE;
     if (rc == 0)
         rc = run_attention(ctx, o, &p, r);
-    if (rc == 0 && o->check && !check_samples(o, &p, r))
+    if (rc == 0 && o->check && !(o->backward ? check_gradients(o, &p, r) : check_samples(o, &p, r)))
         rc = EXIT_USAGE;
     free_problem(&p);
     if (rc == 0 && o->sgemm)

@@ -42,6 +42,10 @@ section "Benchmark CLI smoke run with --check"
   --kv-heads 2 --head-dim 64 --causal --iters 2 --check
 "$WORK/build/bench/flashattn_bench" --backend cpu --seqlen-q 96 --seqlen-k 200 --heads 2 \
   --head-dim 40 --dtype bf16 --window 32,8 --softcap 20 --alibi --iters 1 --check --json
+"$WORK/build/bench/flashattn_bench" --backend cpu --batch 2 --seqlen 256 --heads 4 \
+  --kv-heads 2 --head-dim 64 --causal --iters 2 --backward --check
+"$WORK/build/bench/flashattn_bench" --backend cpu --seqlen-q 96 --seqlen-k 200 --heads 2 \
+  --head-dim 40 --dtype bf16 --window 32,8 --softcap 20 --alibi --iters 1 --backward --check --json
 
 section "Install into a temporary prefix"
 # A prefix chosen at install time, not at configure time: the package files must follow.
