@@ -185,7 +185,8 @@ FA_API fa_status fa_fwd_workspace_size(fa_context *ctx, const fa_tensor *q, cons
 
 /* Forward attention. lse may be NULL. workspace may be NULL (the library then allocates
  * what it needs for the call) or point to workspace_bytes >= fa_fwd_workspace_size()
- * bytes of backend memory. GPU backends run asynchronously on the context's stream. */
+ * bytes of backend memory, 16-byte aligned (else FA_ERR_UNSUPPORTED). GPU backends run
+ * asynchronously on the context's stream. */
 FA_API fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
                  const fa_params *params, fa_tensor *out, fa_tensor *lse,
                  void *workspace, size_t workspace_bytes);
@@ -202,7 +203,7 @@ FA_API fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
  *   only); accumulation is fp32.
  *   workspace: fp32 scratch and accumulation buffers, as for fa_fwd: NULL (the library
  *   allocates for the call) or workspace_bytes >= fa_bwd_workspace_size() bytes of
- *   backend memory.
+ *   16-byte aligned backend memory.
  *   params.deterministic: dq, dk and dv are bitwise identical run to run (otherwise a
  *   backend may accumulate with atomics; the CPU backend is deterministic either way,
  *   for any thread count). params.num_splits is ignored.

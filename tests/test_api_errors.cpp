@@ -879,6 +879,20 @@ TEST_CASE_METHOD(ApiFixture, "api: backward workspace smaller than the query", "
     CHECK(bwd(workspace.data(), needed) == FA_OK);
 }
 
+TEST_CASE_METHOD(ApiFixture, "api: a workspace that is not 16-byte aligned is refused",
+                 "[api][errors]")
+{
+    size_t needed = 0;
+    REQUIRE(fa_bwd_workspace_size(ctx, &q, &k, &v, &params, &needed) == FA_OK);
+    REQUIRE(needed > 0);
+    std::vector<unsigned char> workspace(needed + 16);
+    unsigned char *aligned = workspace.data() + (16 - reinterpret_cast<uintptr_t>(workspace.data()) % 16) % 16;
+    CHECK(bwd(aligned + 4, needed) == FA_ERR_UNSUPPORTED);
+    CHECK(std::string(fa_last_error(ctx)).find("16-byte aligned") != std::string::npos);
+    CHECK(grads_untouched());
+    CHECK(bwd(aligned, needed) == FA_OK);
+}
+
 TEST_CASE_METHOD(ApiFixture, "api: backward tiles are forced by their own variable", "[api]")
 {
     SECTION("a forward override does not touch the backward")

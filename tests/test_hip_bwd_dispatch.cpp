@@ -60,7 +60,7 @@ TEST_CASE("the HIP backward registry expands bwd_instances.h: wave64 all, wave32
         // attn_bwd.h's shape: 16 resident rows per wave, whole row groups per wave.
         CHECK(c.tile_n % 16 == 0);
         CHECK((16 * e.w) % c.tile_n == 0);
-        CHECK(c.smem_bytes == FA_BWD_SMEM_BYTES(e.hd, e.m, e.n, e.w, e.s));
+        CHECK(c.smem_bytes == FA_BWD_SMEM_BYTES(e.hd, e.m, e.n, e.s));
         CHECK(c.smem_bytes <= 64 * 1024); // gfx90a, gfx942 and RDNA: 64 KiB per workgroup
     }
 }

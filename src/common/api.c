@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -909,12 +910,18 @@ static fa_status prepare_forward(fa_context *ctx, const call_tensors *t, const f
 }
 
 /* A caller's workspace must hold what the query said; NULL means the backend allocates. */
+/* A caller's workspace: large enough, and 16-byte aligned (the backends read fp32
+ * sub-buffers of it with 16-byte vector accesses). */
 static fa_status check_workspace(fa_context *ctx, const void *workspace, size_t workspace_bytes,
                                  size_t needed, const char *query)
 {
     if (workspace != NULL && workspace_bytes < needed)
         return fa_fail(ctx, FA_ERR_WORKSPACE_TOO_SMALL, "workspace of %zu bytes < %zu bytes needed (%s)",
                        workspace_bytes, needed, query);
+    if (workspace != NULL && needed > 0 && (uintptr_t)workspace % 16 != 0)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "workspace %p is not 16-byte aligned (malloc, cudaMalloc and hipMalloc "
+                       "return aligned memory)", workspace);
     return FA_OK;
 }
 

@@ -81,6 +81,10 @@
 #if FA_INST_WARPS % FA_ROW_GROUPS != 0 || FA_PART_COLS % (2 * FA_MMA_N) != 0
 #error "dQ kernel: warps must cover whole 16-row groups and split the keys into n-tile pairs"
 #endif
+/* fa_bwd_load_rows: one thread per streamed row. */
+#if FA_THREADS < FA_COLS
+#error "backward instances need at least as many threads as streamed rows per step"
+#endif
 
 #define FA_CAT_(a, b) a##b
 #define FA_CAT(a, b) FA_CAT_(a, b)
@@ -196,12 +200,13 @@ FA_DEVICE void fa_bwd_accumulate(float acc[FA_BD][FA_ACC_REGS], const uint32_t p
         }
 }
 
-/* Visibility of element (query, key) of one warp's 16-row slice; rows are queries when
- * keys_are_rows is 0. */
+/* Where a warp's score tile lies, for visibility; rows are queries when keys_are_rows
+ * is 0. */
 typedef struct fa_bwd_tile {
-    int row0, col0;            /* first row / column of the slice                */
+    int row0, col0;            /* first row / column of the warp tile                     */
     int seqlen_q, seqlen_k;
-    int masked;                /* some element of the step's tile is invisible   */
+    int masked;                /* some element of the block's step is invisible, padding   */
+                               /* rows and columns past the sequence ends included          */
     int keys_are_rows;
 } fa_bwd_tile;
 
@@ -365,8 +370,7 @@ FA_DEVICE void fa_bwd_dq_atomic(float *dq_rows, int rows_valid, int head_dim, co
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     FA_CAT(FA_INST_NAME, _dkdv)(fa_bwd_args args)
 {
-    FA_DYNAMIC_SMEM(fa_smem, FA_BWD_DKDV_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_WARPS,
-                                                     FA_INST_STAGES));
+    FA_DYNAMIC_SMEM(fa_smem, FA_BWD_DKDV_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
     fa_elem *smem_k = (fa_elem *)fa_smem;
     fa_elem *smem_v = smem_k + FA_ROW_TILE;
     fa_elem *smem_q = smem_v + FA_ROW_TILE;                     /* [stages] tiles */
@@ -401,8 +405,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
                        kv_head * f->k_head;
     const fa_elem *v = (const fa_elem *)f->v + batch * f->v_batch + (seq.k_row0 + n0) * f->v_row +
                        kv_head * f->v_head;
-    fa_load_tile(smem_k, k, f->k_row, keys_valid, f->head_dim, FA_ROWS);
-    fa_load_tile(smem_v, v, f->v_row, keys_valid, f->head_dim, FA_ROWS);
+    /* A block no query sees writes zero dK/dV and loads nothing (one stage would leave
+     * the copies uncommitted at exit). */
+    if (steps > 0) {
+        fa_load_tile(smem_k, k, f->k_row, keys_valid, f->head_dim, FA_ROWS);
+        fa_load_tile(smem_v, v, f->v_row, keys_valid, f->head_dim, FA_ROWS);
+    }
 
     /* Step i covers query head kv_head * group + i / m_tiles, query tile i % m_tiles. */
 #define FA_STEP_HEAD(i) (kv_head * group + (i) / m_tiles)
@@ -451,7 +459,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 1;
-        t.masked = m0 + FA_COLS > seq.seqlen_q ||
+        /* Padding keys (rows past keys_valid) are masked too: their zero K and V rows give
+         * P = exp2(-lse) and dS = -P·D, which fp16 can overflow, and inf times their zero
+         * K row in dQ would be NaN. */
+        t.masked = m0 + FA_COLS > seq.seqlen_q || keys_valid < FA_ROWS ||
                    m0 < fa_first_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w) ||
                    m0 + FA_COLS > fa_end_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w);
         float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
@@ -531,11 +542,13 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int n_tiles = key_hi > key_lo ? (int)((key_hi + FA_COLS - 1) / FA_COLS) - tile_lo : 0;
 
     const long long q_off = batch * f->q_batch + (seq.q_row0 + m0) * f->q_row + head * f->q_head;
-    fa_load_tile(smem_q, (const fa_elem *)f->q + q_off, f->q_row, rows_valid, f->head_dim, FA_ROWS);
-    fa_load_tile(smem_do,
-                 (const fa_elem *)args.dout + batch * args.do_batch + (seq.q_row0 + m0) * args.do_row +
-                     head * args.do_head,
-                 args.do_row, rows_valid, f->head_dim, FA_ROWS);
+    if (n_tiles > 0) { /* as in the dK/dV kernel: no key, no load, dQ = 0 */
+        fa_load_tile(smem_q, (const fa_elem *)f->q + q_off, f->q_row, rows_valid, f->head_dim, FA_ROWS);
+        fa_load_tile(smem_do,
+                     (const fa_elem *)args.dout + batch * args.do_batch + (seq.q_row0 + m0) * args.do_row +
+                         head * args.do_head,
+                     args.do_row, rows_valid, f->head_dim, FA_ROWS);
+    }
     const fa_elem *k = (const fa_elem *)f->k + batch * f->k_batch + seq.k_row0 * f->k_row + kv_head * f->k_head;
     const fa_elem *v = (const fa_elem *)f->v + batch * f->v_batch + seq.k_row0 * f->v_row + kv_head * f->v_head;
 #define FA_LOAD_KV(i)                                                                            \
@@ -578,8 +591,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 0;
-        /* Keys past the end need no mask here: their K rows are zero, so dS·K adds 0. */
-        t.masked = n0 < fa_first_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w) ||
+        /* Keys past the end are masked (see the dK/dV kernel); query rows past the end need
+         * no mask: their rows of dS never mix with valid ones and are not stored. */
+        t.masked = n0 + FA_COLS > seq.seqlen_k ||
+                   n0 < fa_first_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w) ||
                    n0 + FA_COLS > fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w);
 
         float p[FA_ST][FA_ACC_REGS], dp[FA_ST][FA_ACC_REGS];

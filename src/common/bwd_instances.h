@@ -6,8 +6,8 @@
  * B(head_dim, tile_m, tile_n, warps, stages): built for fp16 and bf16; tile_n keys stay
  * resident in the dK/dV kernel (query rows in the dQ kernel), tile_m rows stream per step.
  * Shapes follow FlashAttention-2's sm80 backward (bench/NOTES.md, b2): 128 keys x 64
- * queries with 8 warps, two stages, 145 KiB of shared memory at d128 (fits sm_80 and
- * sm_90); 64x64 with 4 warps and one stage (81 KiB) where only 99 KiB exist (sm_86/89)
+ * queries with 8 warps, two stages, 161 KiB of shared memory at d128 (fits sm_80's 163
+ * KiB and sm_90); 64x64 with 4 warps and one stage (81 KiB) where only 99 KiB exist (sm_86/89)
  * at d128; d192/d256 as 64x64 with 8 warps: two stages where 161/209 KiB fit (sm_90,
  * measured 4-10% faster than one), one stage (113/145 KiB) for sm_80; sm_86/89 have no
  * d192/d256 tile and the dispatcher says so. d32 and d96 stay 64x64 with 4 warps: their
@@ -62,10 +62,10 @@
  * FA_BWD_SMEM_BYTES; compile-time-sized LDS (AMD) takes each. */
 #define FA_BWD_DQ_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
     (2 * (2 * (tile_n) + 2 * (stages) * (tile_m)) * FA_FWD_SMEM_PITCH(head_dim))
-#define FA_BWD_DKDV_SMEM_BYTES(head_dim, tile_m, tile_n, warps, stages)                  \
+#define FA_BWD_DKDV_SMEM_BYTES(head_dim, tile_m, tile_n, stages)                         \
     (FA_BWD_DQ_SMEM_BYTES(head_dim, tile_m, tile_n, stages) + 4 * 2 * (stages) * (tile_m) + \
      2 * 2 * (tile_n) * FA_FWD_SMEM_PITCH(tile_m))
-#define FA_BWD_SMEM_BYTES(head_dim, tile_m, tile_n, warps, stages) \
-    FA_BWD_DKDV_SMEM_BYTES(head_dim, tile_m, tile_n, warps, stages)
+#define FA_BWD_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
+    FA_BWD_DKDV_SMEM_BYTES(head_dim, tile_m, tile_n, stages)
 
 #endif /* FA_BWD_INSTANCES_H */

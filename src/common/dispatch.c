@@ -96,7 +96,7 @@ enum fa_cuda_bwd_kernel_id {
 
 #define FA_CUDA_BWD_CFG(hd, m, n, w, s, dt, dtname, kid)                                    \
     {"cuda_bwd_d" #hd "_" dtname "_" #m "x" #n "x" #s, FA_BACKEND_CUDA, FA_VENDOR_NVIDIA,  \
-     FA_PASS_BWD, dt, hd, m, n, (w) * 32, s, FA_BWD_SMEM_BYTES(hd, m, n, w, s), 0, 32,         \
+     FA_PASS_BWD, dt, hd, m, n, (w) * 32, s, FA_BWD_SMEM_BYTES(hd, m, n, s), 0, 32,         \
      FA_CUDA_BUILT, kid},
 #define FA_CUDA_BWD_CFG_PAIR(hd, m, n, w, s)                                                \
     FA_CUDA_BWD_CFG(hd, m, n, w, s, FA_DTYPE_F16, "fp16",                                  \
@@ -155,7 +155,7 @@ enum fa_hip_bwd_kernel_id {
 #define FA_HIP_BWD_CFG(hd, m, n, w, s, wave, dt, dtname, kid)                              \
     {"hip_bwd_d" #hd "_" dtname "_" #m "x" #n "x" #s "_w" #wave, FA_BACKEND_HIP,          \
      FA_VENDOR_AMD, FA_PASS_BWD, dt, hd, m, n, (w) * (wave), s,                            \
-     FA_BWD_SMEM_BYTES(hd, m, n, w, s), 0, wave, FA_HIP_BUILT, kid},
+     FA_BWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid},
 #define FA_HIP_BWD_CFG_WAVE(hd, m, n, w, s, wave)                                          \
     FA_HIP_BWD_CFG(hd, m, n, w, s, wave, FA_DTYPE_F16, "fp16",                            \
                    FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16)                     \
