@@ -3,7 +3,7 @@
 // product is emulated lane by lane through an instruction model written here from the
 // ISA documents (not from the header), with operands loaded and results read back through
 // the header's maps, and compared with a plain matmul; then the P -> A conversion of P·V.
-// Every primitive, fp16 and bf16.
+// Every primitive, fp16 and bf16; and the backward's score tiles through shared memory.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -168,5 +168,60 @@ TEST_CASE("AMD layouts: emulated tile products match a plain matmul", "[amd][lay
                         want += (double)round_to(s[row * 16 + k], bf16) * v[k * 16 + col];
                     REQUIRE(out[l][r] == Approx(want));
                 }
+        }
+}
+
+// The backward's shared-memory routes (attn_bwd.h): a score tile stored through the
+// accumulator maps (fa_bwd_store_scores) and read back as an A operand (fa_load_a, for
+// dV = Pᵀ·dO), and read transposed (fa_load_at, A = tileᵀ, for dQ = dS·K).
+TEST_CASE("AMD layouts: backward score tiles through shared memory, plain and transposed",
+          "[amd][layout]")
+{
+    for (int prim : kPrims)
+        for (bool bf16 : {false, true}) {
+            Hw hw{prim};
+            INFO("primitive " << prim << (bf16 ? " bf16" : " fp16"));
+            std::vector<float> a = random_tile(5u + prim, bf16), b = random_tile(55u + prim, bf16);
+            std::vector<float> k = random_tile(555u + prim, bf16);
+            std::vector<std::vector<float>> fa(hw.wave(), std::vector<float>(hw.elems()));
+            std::vector<std::vector<float>> fb = fa;
+            for (int l = 0; l < hw.wave(); l++)
+                for (int i = 0; i < hw.elems(); i++) {
+                    fa[l][i] = a[fa_amd_a_row(l) * 16 + fa_amd_frag_k(prim, l, i)];
+                    fb[l][i] = b[fa_amd_frag_k(prim, l, i) * 16 + fa_amd_b_col(l)];
+                }
+            std::vector<std::vector<float>> acc(hw.wave(), std::vector<float>(hw.regs(), 0.f));
+            hw.run(fb, fa, acc);
+
+            // Store: every lane writes its registers at (acc_row, acc_col), rounded.
+            std::vector<float> tile(256, -99.f);
+            for (int l = 0; l < hw.wave(); l++)
+                for (int r = 0; r < hw.regs(); r++)
+                    tile[fa_amd_acc_row(l) * 16 + fa_amd_acc_col(prim, l, r)] = round_to(acc[l][r], bf16);
+            for (float t : tile) REQUIRE(t != -99.f); // every element written
+
+            // Plain read (A = tile) and transposed read (A = tileᵀ), each times K as B.
+            for (bool transposed : {false, true}) {
+                INFO((transposed ? "transposed" : "plain"));
+                std::vector<std::vector<float>> ft(hw.wave(), std::vector<float>(hw.elems()));
+                std::vector<std::vector<float>> fk = ft;
+                for (int l = 0; l < hw.wave(); l++)
+                    for (int i = 0; i < hw.elems(); i++) {
+                        int row = fa_amd_a_row(l), kk = fa_amd_frag_k(prim, l, i);
+                        ft[l][i] = transposed ? tile[kk * 16 + row] : tile[row * 16 + kk];
+                        fk[l][i] = k[kk * 16 + fa_amd_b_col(l)];
+                    }
+                std::vector<std::vector<float>> out(hw.wave(), std::vector<float>(hw.regs(), 0.f));
+                hw.run(fk, ft, out);
+                for (int l = 0; l < hw.wave(); l++)
+                    for (int r = 0; r < hw.regs(); r++) {
+                        int row = fa_amd_acc_row(l), col = fa_amd_acc_col(prim, l, r);
+                        double want = 0;
+                        for (int kk = 0; kk < 16; kk++)
+                            want += (double)(transposed ? tile[kk * 16 + row] : tile[row * 16 + kk]) *
+                                    k[kk * 16 + col];
+                        REQUIRE(out[l][r] == Approx(want));
+                    }
+            }
         }
 }
