@@ -121,6 +121,12 @@ FA_DEVICE int fa_score_offset(int row, int chunk)
     return row * FA_SCORE_PITCH + ((FA_SCORE_CHUNKS % 8) == 0 ? (chunk ^ (row & 7)) : chunk) * 8;
 }
 
+/* Operand registers the two product helpers keep per k-step, sized for their largest
+ * caller: B of every n-tile (scores in the dK/dV kernel, or the dQ kernel's S and dP),
+ * A of every m-tile (dK/dV or dQ in the dK/dV kernel). */
+#define FA_NT_MAX_NF (FA_P1_NF > FA_ST ? FA_P1_NF : FA_ST)
+#define FA_NN_MAX_MF (FA_P3_MF > FA_P2_MF ? FA_P3_MF : FA_P2_MF)
+
 FA_DEVICE void fa_bwd_zero(float (*acc)[FA_ACC_REGS], int tiles)
 {
 #pragma unroll
@@ -139,7 +145,7 @@ FA_DEVICE void fa_bwd_product_nt(float (*acc)[FA_ACC_REGS], int mf_count, int nf
     fa_bwd_zero(acc, mf_count * nf_count);
 #pragma unroll
     for (int k0 = 0; k0 < FA_INST_D; k0 += FA_MMA_K) {
-        uint32_t b[FA_P1_NF > FA_ST ? FA_P1_NF : FA_ST][FA_B_REGS];
+        uint32_t b[FA_NT_MAX_NF][FA_B_REGS];
 #pragma unroll
         for (int nf = 0; nf < nf_count; nf += 2)
             fa_load_bt_pair(&b[nf], b_tile, fa_smem_offset, b_row0 + nf * FA_MMA_N, k0);
@@ -163,7 +169,7 @@ FA_DEVICE void fa_bwd_product_nn(float (*acc)[FA_ACC_REGS], int mf_count, int nf
 {
 #pragma unroll
     for (int k0 = 0; k0 < k_count; k0 += FA_MMA_K) {
-        uint32_t a[FA_P3_MF > FA_P2_MF ? FA_P3_MF : FA_P2_MF][FA_A_REGS];
+        uint32_t a[FA_NN_MAX_MF][FA_A_REGS];
 #pragma unroll
         for (int mf = 0; mf < mf_count; ++mf) {
             if (a_transposed)
