@@ -15,7 +15,8 @@ dispatcher's selections), so nothing here is transcribed by hand.
              smem_per_block, scratch = 0, wave size = the row's, v_mfma_* (CDNA) / v_wmma_*
              (RDNA) present (not asked of the preprocess, which has no product), no
              compare-and-swap atomics (the backward's dQ adds must be hardware fp32 adds,
-             not CAS loops); and every
+             not CAS loops), dK/dV kernels with global atomics exactly at wave64 (the
+             registry's atomic_dq); and every
              kernel the dispatcher selects for a built AMD row, forward and backward, is in
              that target's code object. Rows not built (gfx950 here) are reported, not
              checked.
@@ -67,17 +68,19 @@ def read_manifest(path):
 
 
 def read_facts(exe):
-    rows, selects, unsupported = {}, [], []
+    rows, selects, unsupported, atomic_dq = {}, [], [], {}
     for line in run([exe]).splitlines():
         f = line.split()
-        if f[0] == "row":
+        if f[0] == "config":  # name, kernel base, wave, threads, smem, atomic dQ
+            atomic_dq[(f[2], int(f[3]))] = f[6] == "1"
+        elif f[0] == "row":
             rows[f[1]] = {"wave": int(f[2]), "smem_per_block": int(f[3]), "smem_per_cu": int(f[4]),
                           "cus": int(f[5]), "unit": f[6]}
         elif f[0] == "select":
             selects.append((f[1], f[2]))
         elif f[0] == "unsupported":
             unsupported.append((f[1], f[2], int(f[3]), " ".join(f[5:])))
-    return rows, selects, unsupported
+    return rows, selects, unsupported, atomic_dq
 
 
 def parse_notes(text):
@@ -112,7 +115,7 @@ def classify(mnemonic):
 
 def parse_isa(text, kernel):
     """Matrix instructions of the kernel, the instruction mix of its main loop, its first
-    matrix mnemonic, and whether it loops on compare-and-swap atomics."""
+    matrix mnemonic, and its global atomic mnemonics."""
     insts, start, inside = [], None, False
     for line in text.splitlines():
         head = re.match(r"^([0-9a-f]+) <(\S+)>:", line)
@@ -142,8 +145,8 @@ def parse_isa(text, kernel):
         c = classify(mn)
         mix[c] = mix.get(c, 0) + 1
     mnemonic = next((mn for _, mn, _ in insts if classify(mn) == "mma"), "none")
-    cas = any("atomic_cmpswap" in mn for _, mn, _ in insts)
-    return mma_total, mix, mnemonic, cas
+    atomics = {mn for _, mn, _ in insts if "atomic" in mn}
+    return mma_total, mix, mnemonic, atomics
 
 
 def waves_per_simd(meta, row, k):
@@ -195,7 +198,7 @@ def main():
     args = ap.parse_args()
 
     archs, kernels = read_manifest(os.path.join(args.build, "hip", "manifest.txt"))
-    rows, selects, unsupported = read_facts(args.facts)
+    rows, selects, unsupported, atomic_dq = read_facts(args.facts)
     sfx, bin_dir = args.tool_suffix, args.llvm_bin
     objcopy, bundler = tool("llvm-objcopy", sfx, bin_dir), tool("clang-offload-bundler", sfx, bin_dir)
     readelf, objdump = tool("llvm-readelf", sfx, bin_dir), tool("llvm-objdump", sfx, bin_dir)
@@ -226,7 +229,7 @@ def main():
                     failures.append(f"{where}: kernel missing from the code object")
                     continue
                 meta = notes[k["name"]]
-                mma, mix, mnemonic, cas = parse_isa(isa, k["name"])
+                mma, mix, mnemonic, atomics = parse_isa(isa, k["name"])
                 lds = int(meta["group_segment_fixed_size"])
                 scratch = int(meta["private_segment_fixed_size"])
                 wave = int(meta["wavefront_size"])
@@ -239,8 +242,17 @@ def main():
                     failures.append(f"{where}: wave {wave}, table says {row['wave']}")
                 if k["pass"] != "prep" and not mnemonic.startswith(want):
                     failures.append(f"{where}: no {want}_* instruction")
-                if cas:  # the dQ atomics must be the hardware fp32 add, not a CAS loop
+                if any("cmpswap" in a for a in atomics):  # dQ adds: hardware fp32, no CAS loop
                     failures.append(f"{where}: compare-and-swap atomics (a CAS loop)")
+                # The registry's atomic_dq must match the dK/dV code object: the host sizes
+                # and passes the dQ accumulator by it.
+                if k["name"].endswith("_dkdv"):
+                    want_atomics = atomic_dq.get((k["name"][:-len("_dkdv")], wave))
+                    if want_atomics is None:
+                        failures.append(f"{where}: no registry config for this kernel")
+                    elif bool(atomics) != want_atomics:
+                        failures.append(f"{where}: atomics {sorted(atomics) or 'none'} but the "
+                                        f"registry says atomic dQ {'on' if want_atomics else 'off'}")
                 occ = waves_per_simd(meta, row, k) if k["waves"] else None
                 table.append((arch, k, meta, mma, mix, mnemonic, occ))
         for arch, kernel in selects:
@@ -312,7 +324,7 @@ def write_markdown(path, archs, table, rows, not_built):
             "except occupancy, given as waves per CU (whole workgroups, as LDS and registers",
             "allow: the two-wave instances fill at most half of a CU's four SIMDs per",
             "workgroup), and matrix instructions per wave per pipeline step (the main loop as",
-            "compiled) and in the whole kernel. RDNA builds the W list only (bwd_instances.h), empty for now: no RDNA backward.",
+            "compiled) and in the whole kernel. RDNA builds the W list only (bwd_instances.h): d32, whose dK/dV kernel has no atomic dQ phase there.",
             "No performance prediction.", "",
             "| target | kernel | LDS | VGPR/AGPR | scratch | waves/CU | instruction | MMA/step (kernel) |",
             "|---|---|---|---|---|---|---|---|"]

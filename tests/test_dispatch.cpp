@@ -422,7 +422,10 @@ TEST_CASE("unsupported requests say why", "[dispatch]")
     int bwd_count = 0;
     const fa_kernel_config *bwd_configs = fa_registry_bwd(FA_BACKEND_CUDA, &bwd_count);
     std::vector<fa_kernel_config> bwd_reg(bwd_configs, bwd_configs + bwd_count);
-    for (fa_kernel_config &c : bwd_reg) c.compiled = 1;
+    for (fa_kernel_config &c : bwd_reg) {
+        CHECK(c.atomic_dq == 1); // every CUDA dK/dV kernel has the atomic dQ phase
+        c.compiled = 1;
+    }
     fa_problem_shape bwd = make_shape(FA_DTYPE_BF16, 1, 8, 256, 128, 128);
     bwd.pass = FA_PASS_BWD;
     REQUIRE(select(sm90, bwd_reg, bwd, &sel) == FA_OK);

@@ -1,5 +1,6 @@
 // test_gpu_args.cpp - the host logic both GPU backends share (src/common/gpu_args.c):
-// launch geometry and the pre-launch checks, exercised on the CPU.
+// launch geometry, the pre-launch checks and the backward workspace layout, exercised on
+// the CPU.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -94,4 +95,28 @@ TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the rea
     capped.softcap = 30.f;
     CHECK(fa_gpu_check_fwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_OK);
     CHECK(fa_gpu_check_bwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_OK);
+}
+
+TEST_CASE("gpu backward workspace: the dQ accumulator exactly when the config adds dQ with "
+          "atomics and the call is not deterministic", "[gpu_args]")
+{
+    fa_problem p = aligned_problem();
+    fa_kernel_config cfg;
+    std::memset(&cfg, 0, sizeof cfg);
+    alignas(256) static unsigned char workspace[1 << 20];
+    const size_t rows = fa_align256(static_cast<size_t>(6) * 600 * sizeof(float)); // heads x total_q
+    const size_t accum = fa_align256(static_cast<size_t>(6) * 600 * 64 * sizeof(float));
+    for (int atomic : {0, 1})
+        for (int deterministic : {0, 1}) {
+            cfg.atomic_dq = atomic;
+            p.deterministic = deterministic;
+            const bool with_accum = atomic && !deterministic;
+            INFO("atomic_dq " << atomic << ", deterministic " << deterministic);
+            CHECK(fa_bwd_workspace_bytes(&p, &cfg) == 2 * rows + (with_accum ? accum : 0));
+            REQUIRE(fa_bwd_workspace_bytes(&p, &cfg) <= sizeof workspace);
+            fa_bwd_args a = fa_make_bwd_args(&p, &cfg, workspace);
+            CHECK(a.delta == reinterpret_cast<float *>(workspace));
+            CHECK(a.lse_log2 == reinterpret_cast<float *>(workspace + rows));
+            CHECK(a.dq_accum == (with_accum ? reinterpret_cast<float *>(workspace + 2 * rows) : nullptr));
+        }
 }

@@ -56,6 +56,8 @@ TEST_CASE("the HIP backward registry expands bwd_instances.h: wave64 all, wave32
         CHECK(c.backend == FA_BACKEND_HIP);
         CHECK(c.vendor == FA_VENDOR_AMD);
         CHECK(c.min_wave_size == (w64 ? 64 : 32));
+        // Only wave64 dK/dV kernels add dQ with atomics (src/hip/fa_device.h).
+        CHECK(c.atomic_dq == (w64 ? 1 : 0));
         CHECK(c.threads == e.w * c.min_wave_size);
         // attn_bwd.h's shape: 16 resident rows per wave, whole row groups per wave.
         CHECK(c.tile_n % 16 == 0);

@@ -14,7 +14,8 @@
  *          and written once;
  *       3. unless the caller asked for determinism, dQ += dS·K for the step's query rows,
  *          added to an fp32 buffer with atomics (FlashAttention-2's five products), which
- *          a small kernel converts afterwards.
+ *          a small kernel converts afterwards. Vocabularies that cannot afford it
+ *          (FA_BWD_ATOMIC_DQ 0) always leave dQ to the dQ kernel.
  *     Every phase spreads its output tile over the warps as a 2-D grid of warp tiles of
  *     32 rows where the shapes allow (FA_WARP_GRID_ROWS): a 16-row warp tile re-reads its
  *     whole B operand from shared memory for every 16 rows, and shared-memory bandwidth,
@@ -491,10 +492,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         /* Phase 2: dV += Pᵀ·dO, dK += dSᵀ·Q. */
         fa_bwd_product_nn(acc_dv, FA_P2_MF, FA_P2_NF, smem_p, 0, kv_row0, do_tile, kv_col0, FA_COLS);
         fa_bwd_product_nn(acc_dk, FA_P2_MF, FA_P2_NF, smem_ds, 0, kv_row0, q_tile, kv_col0, FA_COLS);
-        /* Phase 3: dQ += dS·K, by atomics. */
+        /* Phase 3: dQ += dS·K, by atomics (where the vocabulary affords it). */
+#if FA_BWD_ATOMIC_DQ
         if (args.dq_accum)
             fa_bwd_dq_atomic(args.dq_accum + ((long long)head * f->total_q + q_base + m0) * f->head_dim,
                              seq.seqlen_q - m0, f->head_dim, smem_ds, smem_k);
+#endif
     }
 #undef FA_STEP_HEAD
 #undef FA_STEP_M0

@@ -36,21 +36,22 @@
  * (src/hip/fa_device.h), so a second buffer would overlap nothing and only cost LDS. Sized
  * for the 64 KiB of LDS per workgroup of gfx90a, gfx942 and RDNA: 64x64 with 4 waves at
  * d32 and d64 (37 and 49 KiB); d96 keeps 32 keys with 2 waves (64x64 would need 69 KiB);
- * d128 runs 32x32 with two waves. Chosen by these rules, not measured: no AMD GPU was
- * available. */
+ * d128 runs 32x32 with two waves; d32 also has 32x32 with two waves for RDNA (below).
+ * Chosen by these rules, not measured: no AMD GPU was available. */
 #define FA_HIP_BWD_INSTANCES(A) \
     A(32, 64, 64, 4, 1)         \
+    A(32, 32, 32, 2, 1)         \
     A(64, 64, 64, 4, 1)         \
     A(96, 64, 32, 2, 1)         \
     A(128, 32, 32, 2, 1)
 
 /* W(...): the entries wave32 (RDNA) targets build and may run, a subset of the A list.
- * None since the dK/dV kernel computes dQ too (phase 3 of attn_bwd.h): a wave32 lane holds
- * twice a wave64 lane's share of each accumulator tile and gathers its transposed dS
- * operand element by element, and even d32 at 32x32 needs more than RDNA's 256 VGPRs
- * (clang 19: 256 VGPRs + 560 bytes of scratch on gfx1100). RDNA backward calls return
- * FA_ERR_UNSUPPORTED with that reason until an RDNA-shaped instance exists. */
-#define FA_HIP_WAVE32_BWD_INSTANCES(W)
+ * Their dK/dV kernels have no atomic dQ phase (FA_BWD_ATOMIC_DQ in src/hip/fa_device.h):
+ * dQ always has its own pass there. A wave32 lane holds twice a wave64 lane's share of
+ * each accumulator tile and 16-element fragments; even without the phase, only d32 at
+ * 32x32 stays within RDNA's 256 VGPRs (64x64 d32 and every d64+ entry spill: clang 19,
+ * bench/AMD_RESOURCES.md). Larger RDNA backward calls return FA_ERR_UNSUPPORTED. */
+#define FA_HIP_WAVE32_BWD_INSTANCES(W) W(32, 32, 32, 2, 1)
 
 /* Warps that share one 16-row group of the dQ kernel's resident tile (attn_bwd.h). */
 #define FA_BWD_SPLIT(warps, tile_n) ((warps) * 16 / (tile_n))

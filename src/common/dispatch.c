@@ -74,7 +74,7 @@ enum fa_cuda_fwd_kernel_id {
 #define FA_CUDA_CFG(hd, m, n, w, s, dt, dtname, kid)                                        \
     {"cuda_fwd_d" #hd "_" dtname "_" #m "x" #n "x" #s, FA_BACKEND_CUDA, FA_VENDOR_NVIDIA,  \
      FA_PASS_FWD, dt, hd, m, n, (w) * 32, s, FA_FWD_SMEM_BYTES(hd, m, n, s), 0, 32,         \
-     FA_CUDA_BUILT, kid},
+     FA_CUDA_BUILT, kid, 0},
 #define FA_CUDA_CFG_PAIR(hd, m, n, w, s)                                                    \
     FA_CUDA_CFG(hd, m, n, w, s, FA_DTYPE_F16, "fp16",                                      \
                 FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_F16)                            \
@@ -97,7 +97,7 @@ enum fa_cuda_bwd_kernel_id {
 #define FA_CUDA_BWD_CFG(hd, m, n, w, s, dt, dtname, kid)                                    \
     {"cuda_bwd_d" #hd "_" dtname "_" #m "x" #n "x" #s, FA_BACKEND_CUDA, FA_VENDOR_NVIDIA,  \
      FA_PASS_BWD, dt, hd, m, n, (w) * 32, s, FA_BWD_SMEM_BYTES(hd, m, n, s), 0, 32,         \
-     FA_CUDA_BUILT, kid},
+     FA_CUDA_BUILT, kid, 1},
 #define FA_CUDA_BWD_CFG_PAIR(hd, m, n, w, s)                                                \
     FA_CUDA_BWD_CFG(hd, m, n, w, s, FA_DTYPE_F16, "fp16",                                  \
                     FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16)                    \
@@ -128,7 +128,7 @@ enum fa_hip_fwd_kernel_id {
 #define FA_HIP_CFG(hd, m, n, w, s, wave, dt, dtname, kid)                                  \
     {"hip_fwd_d" #hd "_" dtname "_" #m "x" #n "x" #s "_w" #wave, FA_BACKEND_HIP,          \
      FA_VENDOR_AMD, FA_PASS_FWD, dt, hd, m, n, (w) * (wave), s,                            \
-     FA_FWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid},
+     FA_FWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid, 0},
 #define FA_HIP_CFG_WAVE(hd, m, n, w, s, wave)                                              \
     FA_HIP_CFG(hd, m, n, w, s, wave, FA_DTYPE_F16, "fp16",                                \
                FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_F16)                             \
@@ -152,10 +152,13 @@ enum fa_hip_bwd_kernel_id {
 #undef FA_HIP_BWD_KID
 };
 
+/* Wave32 (RDNA) dK/dV kernels have no atomic dQ phase (FA_BWD_ATOMIC_DQ in
+ * src/hip/fa_device.h); bench/amd_resources.py checks the code objects agree. */
+#define FA_HIP_BWD_ATOMIC_DQ(wave) ((wave) == 64)
 #define FA_HIP_BWD_CFG(hd, m, n, w, s, wave, dt, dtname, kid)                              \
     {"hip_bwd_d" #hd "_" dtname "_" #m "x" #n "x" #s "_w" #wave, FA_BACKEND_HIP,          \
      FA_VENDOR_AMD, FA_PASS_BWD, dt, hd, m, n, (w) * (wave), s,                            \
-     FA_BWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid},
+     FA_BWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid, FA_HIP_BWD_ATOMIC_DQ(wave)},
 #define FA_HIP_BWD_CFG_WAVE(hd, m, n, w, s, wave)                                          \
     FA_HIP_BWD_CFG(hd, m, n, w, s, wave, FA_DTYPE_F16, "fp16",                            \
                    FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16)                     \
@@ -176,7 +179,7 @@ static const fa_kernel_config k_hip_bwd_configs[] = {
 #define CPU_TILE_BYTES(d, m, n) (4 * (2 * (m) * (d) + 2 * (n) * (d) + (m) * (n)))
 #define FA_CPU_CFG(dt, dtname, m, n, kid)                                                   \
     {"cpu_fwd_d256_" dtname "_" #m "x" #n, FA_BACKEND_CPU, FA_VENDOR_CPU, FA_PASS_FWD, dt,  \
-     256, m, n, 1, 1, CPU_TILE_BYTES(256, m, n), 0, 0, 1, kid}
+     256, m, n, 1, 1, CPU_TILE_BYTES(256, m, n), 0, 0, 1, kid, 0}
 
 static const fa_kernel_config k_cpu_configs[] = {
     FA_CPU_CFG(FA_DTYPE_F32, "f32", 64, 256, 0),   FA_CPU_CFG(FA_DTYPE_F32, "f32", 128, 256, 1),
@@ -195,7 +198,7 @@ static const fa_kernel_config k_cpu_configs[] = {
 #define CPU_BWD_TILE_BYTES(d, m, n) (4 * (4 * ((m) + (n)) * (d) + 2 * (m) * (n)))
 #define FA_CPU_BWD_CFG(d, dt, dtname, m, n, kid)                                            \
     {"cpu_bwd_d" #d "_" dtname "_" #m "x" #n, FA_BACKEND_CPU, FA_VENDOR_CPU, FA_PASS_BWD,   \
-     dt, d, m, n, 1, 1, CPU_BWD_TILE_BYTES(d, m, n), 0, 0, 1, kid}
+     dt, d, m, n, 1, 1, CPU_BWD_TILE_BYTES(d, m, n), 0, 0, 1, kid, 0}
 #define FA_CPU_BWD_DTYPE(dt, dtname, kid)                                                   \
     FA_CPU_BWD_CFG(128, dt, dtname, 64, 128, kid),                                         \
     FA_CPU_BWD_CFG(128, dt, dtname, 128, 128, kid + 1),                                    \

@@ -31,6 +31,8 @@ typedef struct fa_kernel_config {
     int min_wave_size;       /* wave size the instance was written for (0: any)         */
     int compiled;            /* 1: built into this library; 0: planned, never selected  */
     int kernel_id;           /* backend's own index of the launchable function          */
+    int atomic_dq;           /* backward: the dK/dV kernel adds dQ with atomics (unless */
+                             /* the call is deterministic); 0: dQ has its own pass      */
 } fa_kernel_config;
 
 /* What the selection needs to know about a problem. */

@@ -69,20 +69,27 @@ static size_t fa_bwd_rows_bytes(const fa_problem *p)
     return fa_align256((size_t)p->heads * (size_t)p->total_q * sizeof(float));
 }
 
-/* The fp32 dQ accumulator of the atomic (non-deterministic) path. */
-static size_t fa_bwd_dq_accum_bytes(const fa_problem *p)
+/* 1 when dQ is summed by the dK/dV kernel's atomics: the config has the phase and the
+ * caller did not ask for determinism. */
+static int fa_bwd_uses_atomics(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    if (p->deterministic)
+    return cfg->atomic_dq && !p->deterministic;
+}
+
+/* The fp32 dQ accumulator of the atomic path. */
+static size_t fa_bwd_dq_accum_bytes(const fa_problem *p, const fa_kernel_config *cfg)
+{
+    if (!fa_bwd_uses_atomics(p, cfg))
         return 0;
     return fa_align256((size_t)p->heads * (size_t)p->total_q * (size_t)p->head_dim * sizeof(float));
 }
 
-size_t fa_bwd_workspace_bytes(const fa_problem *p)
+size_t fa_bwd_workspace_bytes(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    return 2 * fa_bwd_rows_bytes(p) + fa_bwd_dq_accum_bytes(p);
+    return 2 * fa_bwd_rows_bytes(p) + fa_bwd_dq_accum_bytes(p, cfg);
 }
 
-fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace)
+fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, void *workspace)
 {
     fa_bwd_args a;
     memset(&a, 0, sizeof a);
@@ -95,7 +102,7 @@ fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace)
     a.dv_batch = p->dv_stride.batch; a.dv_row = p->dv_stride.row; a.dv_head = p->dv_stride.head;
     a.delta = (float *)workspace;
     a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
-    if (!p->deterministic)
+    if (fa_bwd_uses_atomics(p, cfg))
         a.dq_accum = (float *)((char *)workspace + 2 * fa_bwd_rows_bytes(p));
     a.scale = p->softmax_scale;
     a.out_bf16 = p->dtype == FA_DTYPE_BF16;
@@ -185,7 +192,6 @@ fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
                                size_t *bytes)
 {
     (void)ctx;
-    (void)sel;
-    *bytes = fa_bwd_workspace_bytes(p);
+    *bytes = fa_bwd_workspace_bytes(p, sel->config);
     return FA_OK;
 }

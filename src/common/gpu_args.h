@@ -30,12 +30,14 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace);
 int fa_bwd_rows_aligned(const fa_problem *p);
 
 /* Bytes of the backward workspace: D = rowsum(dO * O) and the log2 LSE, fp32
- * [heads][total_q] each, filled by the preprocess kernel, and unless deterministic the
- * fp32 dQ accumulator [heads][total_q][head_dim] it zeroes. */
-size_t fa_bwd_workspace_bytes(const fa_problem *p);
+ * [heads][total_q] each, filled by the preprocess kernel, and when the config adds dQ
+ * with atomics (cfg->atomic_dq) and the call is not deterministic, the fp32 dQ
+ * accumulator [heads][total_q][head_dim] it zeroes. */
+size_t fa_bwd_workspace_bytes(const fa_problem *p, const fa_kernel_config *cfg);
 
-/* The backward kernels' arguments; workspace holds fa_bwd_workspace_bytes(p) bytes. */
-fa_bwd_args fa_make_bwd_args(const fa_problem *p, void *workspace);
+/* The backward kernels' arguments; workspace holds fa_bwd_workspace_bytes(p, cfg) bytes.
+ * dq_accum is set exactly when that includes the accumulator. */
+fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, void *workspace);
 
 /* Backend operations that are the same for every GPU vendor (fa_backend_ops entries):
  * the stream is only recorded, and workspaces are the split-KV partials (forward) or

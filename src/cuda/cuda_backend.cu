@@ -206,7 +206,7 @@ static fa_status fa_cuda_bwd(fa_context *ctx, const fa_problem *p, const fa_sele
     cudaError_t err = cudaSetDevice(ctx->device);
     if (err != cudaSuccess)
         return fa_cuda_error(ctx, err, "cudaSetDevice");
-    size_t need = fa_bwd_workspace_bytes(p);
+    size_t need = fa_bwd_workspace_bytes(p, sel->config);
     void *owned = NULL;
     if (workspace == NULL) {
         err = cudaMallocAsync(&owned, need, (cudaStream_t)ctx->stream);
@@ -216,7 +216,7 @@ static fa_status fa_cuda_bwd(fa_context *ctx, const fa_problem *p, const fa_sele
         workspace = owned;
     }
     (void)workspace_bytes; /* api.c has checked it against fa_gpu_bwd_workspace */
-    fa_bwd_args args = fa_make_bwd_args(p, workspace);
+    fa_bwd_args args = fa_make_bwd_args(p, sel->config, workspace);
     fa_status st = fa_cuda_bwd_launch(ctx, sel, p, &args);
     if (owned)
         cudaFreeAsync(owned, (cudaStream_t)ctx->stream);

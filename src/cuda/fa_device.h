@@ -149,6 +149,9 @@ FA_DEVICE void fa_ldmatrix_x4_trans(uint32_t r[4], const void *smem_row)
                                                   ((row0) >> 3) + ((l_ >> 3) & 1)));  \
     } while (0)
 
+/* The backward's dK/dV kernel adds dQ with atomics (attn_bwd.h phase 3). */
+#define FA_BWD_ATOMIC_DQ 1
+
 /* dst[0] += lo, dst[1] += hi in global memory, no result returned (dst 8-byte aligned).
  * sm_90 adds both with one vector reduction (PTX ISA, red: .v2.f32 needs sm_90). */
 FA_DEVICE void fa_atomic_add_pair(float *dst, float lo, float hi)

@@ -220,6 +220,12 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
         }                                                                                 \
     } while (0)
 
+/* Whether the backward's dK/dV kernel also adds dQ with atomics (attn_bwd.h phase 3).
+ * Not at wave32: a wave32 lane holds 16-element fragments, gathered element by element
+ * for the transposed dS operand, and with the phase even d32 needs more than RDNA's 256
+ * VGPRs (gfx1100: 560 bytes of scratch). dispatch.c's HIP configs say the same. */
+#define FA_BWD_ATOMIC_DQ (FA_WARP_SIZE == 64)
+
 /* dst[0] += lo, dst[FA_ACC_PAIR_STRIDE] += hi in global memory (an accumulator register
  * pair). unsafeAtomicAdd: plain atomicAdd on float compiles to a compare-and-swap loop
  * on gfx90a (global_atomic_cmpswap, checked in the code object); the hardware fp32 add

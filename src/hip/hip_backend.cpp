@@ -205,7 +205,7 @@ static fa_status fa_hip_bwd(fa_context *ctx, const fa_problem *p, const fa_selec
     hipError_t err = hipSetDevice(ctx->device);
     if (err != hipSuccess)
         return fa_hip_error(ctx, err, "hipSetDevice");
-    size_t need = fa_bwd_workspace_bytes(p);
+    size_t need = fa_bwd_workspace_bytes(p, sel->config);
     void *owned = NULL;
     if (workspace == NULL) {
         err = hipMalloc(&owned, need);
@@ -215,7 +215,7 @@ static fa_status fa_hip_bwd(fa_context *ctx, const fa_problem *p, const fa_selec
         workspace = owned;
     }
     (void)workspace_bytes; /* api.c has checked it against fa_gpu_bwd_workspace */
-    fa_bwd_args args = fa_make_bwd_args(p, workspace);
+    fa_bwd_args args = fa_make_bwd_args(p, sel->config, workspace);
     fa_status st = fa_hip_bwd_launch(ctx, sel, p, &args);
     if (owned) {
         /* As in fa_hip_fwd: hipFree waits for the device. */

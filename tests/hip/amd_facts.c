@@ -6,7 +6,8 @@
  * AMD_RESOURCES.md).
  *
  * Lines: row NAME WAVE SMEM_PER_BLOCK SMEM_PER_CU SM_COUNT MATRIX_UNIT
- *        config NAME KERNEL WAVE THREADS SMEM_BYTES
+ *        config NAME KERNEL WAVE THREADS SMEM_BYTES ATOMIC_DQ (backward: 1 when the dK/dV
+ *                          kernel adds dQ with atomics)
  *        select ROW KERNEL (one per distinct selection; a backward config selects its
  *                          _dkdv and _dq kernels)
  *        unsupported ROW PASS D DTYPE REASON (a problem no AMD config covers)
@@ -74,7 +75,8 @@ int main(void)
         const fa_kernel_config *c = i < count ? &reg[i] : &bwd[i - count];
         char name[48];
         kernel_name(c, "", name, sizeof name);
-        printf("config %s %s %d %d %d\n", c->name, name, c->min_wave_size, c->threads, c->smem_bytes);
+        printf("config %s %s %d %d %d %d\n", c->name, name, c->min_wave_size, c->threads, c->smem_bytes,
+               c->atomic_dq);
     }
     for (int r = 0; r < fa_arch_count(); r++) {
         const fa_arch_row *row = fa_arch_at(r);
