@@ -1,11 +1,11 @@
 /*
  * hip_backend.cpp - the HIP runtime mapping, mirroring src/cuda/cuda_backend.cu: device
- * discovery and the arch-table row, stream, device->host copies, workspace, and the
- * launch of the forward instance the dispatcher selected (plus the split-KV combine) and
- * of the backward (preprocess, then the dK/dV and dQ kernels of the selected instance).
- * Without an AMD GPU, fa_create(FA_BACKEND_HIP) fails with FA_ERR_NO_DEVICE and says so.
- * No attention logic lives here; the kernels' LDS is static (src/hip/fa_device.h), so
- * launches pass 0 dynamic bytes.
+ * discovery and the arch-table row, device->host copies, and the runtime vocabulary
+ * (device, memory, kernel launch) through which src/common/gpu_launch.h runs the
+ * forward and backward kernels the dispatcher selected. Without an AMD GPU,
+ * fa_create(FA_BACKEND_HIP) fails with FA_ERR_NO_DEVICE and says so. No attention logic
+ * lives here; the kernels' LDS is static (src/hip/fa_device.h), so launches pass 0
+ * dynamic bytes.
  */
 #include <hip/hip_runtime.h>
 #include <stdio.h>
@@ -31,10 +31,49 @@ static const void *const fa_bwd_kernels[][2] = {FA_HIP_BWD_INSTANCES(FA_BWD_KERN
 #error "FA_HIP_ARCH_LIST must name the built AMD targets"
 #endif
 
+#define FA_GPU_BACKEND_NAME "HIP"
+
 static fa_status fa_hip_error(fa_context *ctx, hipError_t err, const char *what)
 {
     return fa_fail(ctx, FA_ERR_DEVICE_RUNTIME, "%s: %s", what, hipGetErrorString(err));
 }
+
+/* The runtime vocabulary of src/common/gpu_launch.h. */
+static fa_status fa_rt_set_device(fa_context *ctx)
+{
+    hipError_t err = hipSetDevice(ctx->device);
+    return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, "hipSetDevice");
+}
+
+static fa_status fa_rt_alloc(fa_context *ctx, size_t bytes, void **ptr, const char *what)
+{
+    hipError_t err = hipMalloc(ptr, bytes);
+    if (err == hipSuccess)
+        return FA_OK;
+    *ptr = NULL;
+    return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "%s of %zu bytes: %s", what, bytes, hipGetErrorString(err));
+}
+
+/* hipFree waits for the device; ROCm 5.2 has no stream-ordered free to rely on, so the
+ * stream is drained first. */
+static void fa_rt_release(fa_context *ctx, void *ptr)
+{
+    (void)hipStreamSynchronize((hipStream_t)ctx->stream);
+    (void)hipFree(ptr);
+}
+
+/* The kernels' LDS is static (src/hip/fa_device.h): nothing to prepare, 0 dynamic bytes. */
+static fa_status fa_rt_launch(fa_context *ctx, const void *kernel, fa_grid grid, unsigned threads,
+                              void **args, int smem_bytes, int *prepared, const char *what)
+{
+    (void)smem_bytes;
+    *prepared = 1;
+    hipError_t err = hipLaunchKernel(kernel, dim3(grid.x, grid.y, grid.z), dim3(threads), args, 0,
+                                     (hipStream_t)ctx->stream);
+    return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, what);
+}
+
+#include "gpu_launch.h"
 
 /* 1 when `arch` ("gfx942", target features already dropped) is in the ',' list. */
 static int fa_arch_built(const char *arch)
@@ -104,10 +143,10 @@ static fa_status fa_hip_init(fa_context *ctx, char *why, size_t why_len)
     snprintf(info->matrix_unit, sizeof info->matrix_unit, "%s",
              ctx->row.matrix_unit == FA_MATRIX_MFMA ? "mfma"
              : ctx->row.matrix_unit == FA_MATRIX_WMMA ? "wmma" : "none");
-    return FA_OK;
+    return fa_gpu_state_create(ctx, why, why_len);
 }
 
-static void fa_hip_destroy(fa_context *ctx) { (void)ctx; }
+static void fa_hip_destroy(fa_context *ctx) { fa_gpu_state_destroy(ctx); }
 
 static fa_status fa_hip_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
 {
@@ -119,113 +158,7 @@ static fa_status fa_hip_copy_to_host(fa_context *ctx, void *dst, const void *src
     return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, "reading cu_seqlens/seqused_k");
 }
 
-static fa_status fa_hip_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
-                               fa_fwd_args *args)
-{
-    const fa_kernel_config *cfg = sel->config;
-    hipStream_t stream = (hipStream_t)ctx->stream;
-    const fa_grid g = fa_fwd_grid(p, sel);
-    dim3 grid(g.x, g.y, g.z);
-    void *kernel_args[] = {args};
-    hipError_t err = hipLaunchKernel(fa_fwd_kernels[cfg->kernel_id], grid, dim3((unsigned)cfg->threads),
-                                     kernel_args, 0, stream);
-    if (err != hipSuccess)
-        return fa_hip_error(ctx, err, "launching the forward kernel");
-    if (sel->num_splits > 1) {
-        int out_bf16 = p->dtype == FA_DTYPE_BF16;
-        void *combine_args[] = {args, &out_bf16};
-        const fa_grid c = fa_combine_grid(p);
-        dim3 cgrid(c.x, c.y, c.z);
-        err = hipLaunchKernel((const void *)fa_fwd_combine, cgrid, dim3(FA_COMBINE_THREADS), combine_args, 0, stream);
-        if (err != hipSuccess)
-            return fa_hip_error(ctx, err, "launching the split-KV combine");
-    }
-    return FA_OK;
-}
-
-static fa_status fa_hip_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                            void *workspace, size_t workspace_bytes)
-{
-    fa_status checked = fa_gpu_check_fwd(ctx, p, sel, FA_KERNEL_COUNT, "HIP");
-    if (checked != FA_OK)
-        return checked;
-    hipError_t err = hipSetDevice(ctx->device);
-    if (err != hipSuccess)
-        return fa_hip_error(ctx, err, "hipSetDevice");
-    size_t need = fa_split_bytes(p, sel->num_splits);
-    void *owned = NULL;
-    if (need > 0 && workspace == NULL) {
-        err = hipMalloc(&owned, need);
-        if (err != hipSuccess)
-            return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "split-KV workspace of %zu bytes: %s", need,
-                           hipGetErrorString(err));
-        workspace = owned;
-    }
-    (void)workspace_bytes; /* api.c has checked it against fa_gpu_fwd_workspace */
-    fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
-    fa_status st = fa_hip_launch(ctx, sel, p, &args);
-    if (owned) {
-        /* hipFree waits for the device; ROCm 5.2 has no stream-ordered free to rely on. */
-        (void)hipStreamSynchronize((hipStream_t)ctx->stream);
-        (void)hipFree(owned);
-    }
-    return st;
-}
-
-/* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key tiles, then dQ (its
- * conversion, or its own pass over query tiles), all in stream order. */
-static fa_status fa_hip_bwd_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
-                                   fa_bwd_args *args)
-{
-    const fa_kernel_config *cfg = sel->config;
-    hipStream_t stream = (hipStream_t)ctx->stream;
-    const void *const *pair = fa_bwd_kernels[cfg->kernel_id];
-    void *kernel_args[] = {args};
-    const fa_grid prep = fa_bwd_prep_grid(p), dkdv = fa_bwd_dkdv_grid(p, cfg), dq = fa_bwd_dq_grid(p, cfg);
-    const dim3 block((unsigned)cfg->threads);
-    hipError_t err = hipLaunchKernel((const void *)fa_bwd_preprocess, dim3(prep.x, prep.y, prep.z), dim3(FA_PREP_ROWS),
-                           kernel_args, 0, stream);
-    if (err == hipSuccess)
-        err = hipLaunchKernel(pair[0], dim3(dkdv.x, dkdv.y, dkdv.z), block, kernel_args, 0, stream);
-    /* dQ: summed by the dK/dV pass's atomics and converted, or its own pass. */
-    if (err == hipSuccess && args->dq_accum)
-        err = hipLaunchKernel((const void *)fa_bwd_convert_dq, dim3(prep.x, prep.y, prep.z), dim3(FA_PREP_ROWS),
-                               kernel_args, 0, stream);
-    else if (err == hipSuccess)
-        err = hipLaunchKernel(pair[1], dim3(dq.x, dq.y, dq.z), block, kernel_args, 0, stream);
-    return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, "launching the backward kernels");
-}
-
-static fa_status fa_hip_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                            void *workspace, size_t workspace_bytes)
-{
-    fa_status checked = fa_gpu_check_bwd(ctx, p, sel, FA_BWD_KERNEL_COUNT, "HIP");
-    if (checked != FA_OK)
-        return checked;
-    hipError_t err = hipSetDevice(ctx->device);
-    if (err != hipSuccess)
-        return fa_hip_error(ctx, err, "hipSetDevice");
-    size_t need = fa_bwd_workspace_bytes(p, sel->config);
-    void *owned = NULL;
-    if (workspace == NULL) {
-        err = hipMalloc(&owned, need);
-        if (err != hipSuccess)
-            return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "backward workspace of %zu bytes: %s", need,
-                           hipGetErrorString(err));
-        workspace = owned;
-    }
-    (void)workspace_bytes; /* api.c has checked it against fa_gpu_bwd_workspace */
-    fa_bwd_args args = fa_make_bwd_args(p, sel->config, workspace);
-    fa_status st = fa_hip_bwd_launch(ctx, sel, p, &args);
-    if (owned) {
-        /* As in fa_hip_fwd: hipFree waits for the device. */
-        (void)hipStreamSynchronize((hipStream_t)ctx->stream);
-        (void)hipFree(owned);
-    }
-    return st;
-}
-
 extern "C" const fa_backend_ops fa_hip_ops = {
     fa_hip_init, fa_hip_destroy, fa_gpu_set_stream, fa_hip_copy_to_host,
-    fa_gpu_fwd_workspace, fa_hip_fwd, NULL, fa_gpu_bwd_workspace, fa_hip_bwd,
+    fa_gpu_fwd_workspace, fa_gpu_run_fwd, NULL, fa_gpu_bwd_workspace, fa_gpu_run_bwd,
 };
