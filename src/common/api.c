@@ -934,25 +934,6 @@ static fa_status begin_call(fa_context *ctx)
     return FA_OK;
 }
 
-FA_EXPORT fa_status fa_fwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
-                                          const fa_tensor *v, const fa_params *params,
-                                          size_t *bytes)
-{
-    call_tensors t = {q, k, v, NULL, NULL};
-    fa_problem p;
-    fa_selection sel;
-    size_t needed;
-    fa_status st = begin_call(ctx);
-    if (st != FA_OK)
-        return st;
-    if (bytes == NULL)
-        return fa_fail(ctx, FA_ERR_NULL_POINTER, "bytes is NULL");
-    st = prepare_forward(ctx, &t, params, &p, &sel, &needed);
-    if (st == FA_OK)
-        *bytes = needed;
-    return st;
-}
-
 FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                            const fa_tensor *v, const fa_params *params, fa_tensor *out,
                            fa_tensor *lse, void *workspace, size_t workspace_bytes)
@@ -974,51 +955,6 @@ FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
         return st;
     st = ctx->ops->fwd(ctx, &p, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
     return backend_failed(ctx, st, "forward");
-}
-
-/* CPU plans report worker threads (the backend keeps them as the row's "SMs"); GPU
- * plans report threads per block. */
-static int plan_threads(const fa_context *ctx, const fa_kernel_config *config)
-{
-    return ctx->backend == FA_BACKEND_CPU ? ctx->row.sm_count : config->threads;
-}
-
-/* The plan of a prepared call: its selection and workspace size. */
-static void fill_plan(const fa_context *ctx, const fa_selection *sel, size_t workspace_bytes,
-                      fa_plan *plan)
-{
-    memset(plan, 0, sizeof *plan);
-    plan->backend = ctx->backend;
-    copy_name(plan->arch, sizeof plan->arch, ctx->row.name);
-    copy_name(plan->kernel, sizeof plan->kernel, sel->config->name);
-    plan->head_dim_instance = sel->config->head_dim;
-    plan->tile_m = sel->config->tile_m;
-    plan->tile_n = sel->config->tile_n;
-    plan->threads = plan_threads(ctx, sel->config);
-    plan->stages = sel->config->stages;
-    plan->smem_bytes = sel->config->smem_bytes;
-    plan->blocks_per_sm = sel->blocks_per_sm;
-    plan->num_splits = sel->num_splits;
-    plan->workspace_bytes = workspace_bytes;
-    copy_name(plan->reason, sizeof plan->reason, sel->reason);
-}
-
-FA_EXPORT fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
-                                const fa_tensor *v, const fa_params *params, fa_plan *plan)
-{
-    call_tensors t = {q, k, v, NULL, NULL};
-    fa_problem p;
-    fa_selection sel;
-    size_t needed;
-    fa_status st = begin_call(ctx);
-    if (st != FA_OK)
-        return st;
-    if (plan == NULL)
-        return fa_fail(ctx, FA_ERR_NULL_POINTER, "plan is NULL");
-    st = prepare_forward(ctx, &t, params, &p, &sel, &needed);
-    if (st == FA_OK)
-        fill_plan(ctx, &sel, needed, plan);
-    return st;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1083,43 +1019,6 @@ static fa_status prepare_backward(fa_context *ctx, const call_tensors *t, const 
     return backend_failed(ctx, st, "backward workspace query");
 }
 
-FA_EXPORT fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
-                                          const fa_tensor *v, const fa_params *params,
-                                          size_t *bytes)
-{
-    call_tensors t = {q, k, v, NULL, NULL};
-    fa_problem p;
-    fa_selection sel;
-    size_t needed;
-    fa_status st = begin_call(ctx);
-    if (st != FA_OK)
-        return st;
-    if (bytes == NULL)
-        return fa_fail(ctx, FA_ERR_NULL_POINTER, "bytes is NULL");
-    st = prepare_backward(ctx, &t, NULL, params, &p, &sel, &needed);
-    if (st == FA_OK)
-        *bytes = needed;
-    return st;
-}
-
-FA_EXPORT fa_status fa_plan_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
-                                const fa_tensor *v, const fa_params *params, fa_plan *plan)
-{
-    call_tensors t = {q, k, v, NULL, NULL};
-    fa_problem p;
-    fa_selection sel;
-    size_t needed;
-    fa_status st = begin_call(ctx);
-    if (st != FA_OK)
-        return st;
-    if (plan == NULL)
-        return fa_fail(ctx, FA_ERR_NULL_POINTER, "plan is NULL");
-    st = prepare_backward(ctx, &t, NULL, params, &p, &sel, &needed);
-    if (st == FA_OK)
-        fill_plan(ctx, &sel, needed, plan);
-    return st;
-}
-
 FA_EXPORT fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                            const fa_tensor *v, const fa_tensor *out, const fa_tensor *lse,
                            const fa_tensor *dout, const fa_params *params, fa_tensor *dq,
@@ -1145,4 +1044,102 @@ FA_EXPORT fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
         return st;
     st = ctx->ops->bwd(ctx, &p, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
     return backend_failed(ctx, st, "backward");
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Queries: workspace sizes and plans                                                   */
+/* ------------------------------------------------------------------------------------ */
+
+/* The checks and selection a forward (or backward) call with these inputs would make;
+ * `result` is the query's output pointer, named `result_name` when it is NULL. */
+static fa_status prepare_query(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                               const fa_tensor *v, const fa_params *params, fa_pass pass,
+                               const void *result, const char *result_name, fa_selection *sel,
+                               size_t *needed)
+{
+    call_tensors t = {q, k, v, NULL, NULL};
+    fa_problem p;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    if (result == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s is NULL", result_name);
+    return pass == FA_PASS_BWD ? prepare_backward(ctx, &t, NULL, params, &p, sel, needed)
+                               : prepare_forward(ctx, &t, params, &p, sel, needed);
+}
+
+static fa_status workspace_query(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                 const fa_tensor *v, const fa_params *params, fa_pass pass,
+                                 size_t *bytes)
+{
+    fa_selection sel;
+    size_t needed;
+    fa_status st = prepare_query(ctx, q, k, v, params, pass, bytes, "bytes", &sel, &needed);
+    if (st == FA_OK)
+        *bytes = needed;
+    return st;
+}
+
+/* CPU plans report worker threads (the backend keeps them as the row's "SMs"); GPU
+ * plans report threads per block. */
+static int plan_threads(const fa_context *ctx, const fa_kernel_config *config)
+{
+    return ctx->backend == FA_BACKEND_CPU ? ctx->row.sm_count : config->threads;
+}
+
+/* The plan of a prepared call: its selection and workspace size. */
+static void fill_plan(const fa_context *ctx, const fa_selection *sel, size_t workspace_bytes,
+                      fa_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->backend = ctx->backend;
+    copy_name(plan->arch, sizeof plan->arch, ctx->row.name);
+    copy_name(plan->kernel, sizeof plan->kernel, sel->config->name);
+    plan->head_dim_instance = sel->config->head_dim;
+    plan->tile_m = sel->config->tile_m;
+    plan->tile_n = sel->config->tile_n;
+    plan->threads = plan_threads(ctx, sel->config);
+    plan->stages = sel->config->stages;
+    plan->smem_bytes = sel->config->smem_bytes;
+    plan->blocks_per_sm = sel->blocks_per_sm;
+    plan->num_splits = sel->num_splits;
+    plan->workspace_bytes = workspace_bytes;
+    copy_name(plan->reason, sizeof plan->reason, sel->reason);
+}
+
+static fa_status plan_query(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                            const fa_tensor *v, const fa_params *params, fa_pass pass, fa_plan *plan)
+{
+    fa_selection sel;
+    size_t needed;
+    fa_status st = prepare_query(ctx, q, k, v, params, pass, plan, "plan", &sel, &needed);
+    if (st == FA_OK)
+        fill_plan(ctx, &sel, needed, plan);
+    return st;
+}
+
+FA_EXPORT fa_status fa_fwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                          const fa_tensor *v, const fa_params *params,
+                                          size_t *bytes)
+{
+    return workspace_query(ctx, q, k, v, params, FA_PASS_FWD, bytes);
+}
+
+FA_EXPORT fa_status fa_bwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                          const fa_tensor *v, const fa_params *params,
+                                          size_t *bytes)
+{
+    return workspace_query(ctx, q, k, v, params, FA_PASS_BWD, bytes);
+}
+
+FA_EXPORT fa_status fa_plan_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                const fa_tensor *v, const fa_params *params, fa_plan *plan)
+{
+    return plan_query(ctx, q, k, v, params, FA_PASS_FWD, plan);
+}
+
+FA_EXPORT fa_status fa_plan_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
+                                const fa_tensor *v, const fa_params *params, fa_plan *plan)
+{
+    return plan_query(ctx, q, k, v, params, FA_PASS_BWD, plan);
 }
