@@ -120,3 +120,33 @@ TEST_CASE("gpu backward workspace: the dQ accumulator exactly when the config ad
             CHECK(a.dq_accum == (with_accum ? reinterpret_cast<float *>(workspace + 2 * rows) : nullptr));
         }
 }
+
+TEST_CASE("gpu device description: table row with the reported SM count and smaller limits, "
+          "else the reported row", "[gpu_args]")
+{
+    CpuContext cx;
+    const fa_arch_row *sm90 = fa_arch_find("sm_90");
+    REQUIRE(sm90 != nullptr);
+    // A cut-down part: fewer SMs and less shared memory per block than the table's row.
+    fa_arch_row reported = fa_arch_from_device("sm_90", FA_VENDOR_NVIDIA, 32, sm90->smem_per_block - 1024,
+                                               sm90->smem_per_sm, sm90->regs_per_sm, 1024, 2048, 114, 1);
+    fa_gpu_describe_device(cx.ctx, FA_BACKEND_CUDA, "test H100 PCIe", &reported);
+    CHECK(std::string(cx.ctx->row.name) == "sm_90");
+    CHECK(cx.ctx->row.sm_count == 114);
+    CHECK(cx.ctx->row.smem_per_block == sm90->smem_per_block - 1024);
+    CHECK(cx.ctx->row.matrix_unit == sm90->matrix_unit);
+    CHECK(cx.ctx->info.backend == FA_BACKEND_CUDA);
+    CHECK(cx.ctx->info.row_from_table == 1);
+    CHECK(std::string(cx.ctx->info.device_name) == "test H100 PCIe");
+    CHECK(std::string(cx.ctx->info.matrix_unit) == "mma.sync");
+    CHECK(cx.ctx->info.sm_count == 114);
+
+    // An architecture the table lacks: the reported row as it is.
+    fa_arch_row unknown = fa_arch_from_device("gfx1151", FA_VENDOR_AMD, 32, 65536, 65536, 65536, 1024,
+                                              2048, 20, 1);
+    fa_gpu_describe_device(cx.ctx, FA_BACKEND_HIP, "test APU", &unknown);
+    CHECK(std::string(cx.ctx->info.arch) == "gfx1151");
+    CHECK(cx.ctx->info.row_from_table == 0);
+    CHECK(cx.ctx->info.sm_count == 20);
+    CHECK(cx.ctx->info.backend == FA_BACKEND_HIP);
+}

@@ -3,6 +3,7 @@
  */
 #include "gpu_args.h"
 
+#include <stdio.h>
 #include <string.h>
 
 size_t fa_align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
@@ -139,6 +140,42 @@ fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_select
     if (!fa_bwd_rows_aligned(p))
         return fa_unaligned(ctx, backend);
     return fa_check_kernel(ctx, sel, kernel_count, backend);
+}
+
+static const char *fa_matrix_unit_name(fa_matrix_unit unit)
+{
+    switch (unit) {
+    case FA_MATRIX_MMA_SYNC: return "mma.sync";
+    case FA_MATRIX_MFMA: return "mfma";
+    case FA_MATRIX_WMMA: return "wmma";
+    default: return "none";
+    }
+}
+
+void fa_gpu_describe_device(fa_context *ctx, fa_backend backend, const char *device_name,
+                            const fa_arch_row *reported)
+{
+    const fa_arch_row *row = fa_arch_find(reported->name);
+    fa_device_info *info = &ctx->info;
+    ctx->row = *reported;
+    if (row) {
+        ctx->row = *row;
+        ctx->row.sm_count = reported->sm_count;
+        if (reported->smem_per_block < ctx->row.smem_per_block)
+            ctx->row.smem_per_block = reported->smem_per_block;
+    }
+    memset(info, 0, sizeof *info);
+    info->backend = backend;
+    snprintf(info->device_name, sizeof info->device_name, "%s", device_name);
+    snprintf(info->arch, sizeof info->arch, "%s", ctx->row.name);
+    info->row_from_table = row != NULL;
+    info->wave_size = ctx->row.wave_size;
+    info->smem_per_block = ctx->row.smem_per_block;
+    info->smem_per_sm = ctx->row.smem_per_sm;
+    info->regs_per_sm = ctx->row.regs_per_sm;
+    info->max_threads_per_block = ctx->row.max_threads_per_block;
+    info->sm_count = ctx->row.sm_count;
+    snprintf(info->matrix_unit, sizeof info->matrix_unit, "%s", fa_matrix_unit_name(ctx->row.matrix_unit));
 }
 
 static unsigned fa_blocks(int64_t rows, int tile) { return (unsigned)((rows + tile - 1) / tile); }

@@ -55,6 +55,13 @@ fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_select
 fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            int kernel_count, const char *backend);
 
+/* The context's arch row and device info from what the runtime reports (`reported`,
+ * built by fa_arch_from_device): the table's row of that name when there is one, with
+ * the reported SM count and, when smaller, the reported shared memory per block (a
+ * cut-down part or a future driver may differ); else the reported row itself. */
+void fa_gpu_describe_device(fa_context *ctx, fa_backend backend, const char *device_name,
+                            const fa_arch_row *reported);
+
 /* Launch geometry, the same for every vendor (blocks per grid dimension). */
 typedef struct fa_grid {
     unsigned x, y, z;

@@ -88,33 +88,11 @@ static fa_status fa_cuda_init(fa_context *ctx, char *why, size_t why_len)
     }
     char name[16];
     snprintf(name, sizeof name, "sm_%d%d", prop.major, prop.minor);
-    const fa_arch_row *row = fa_arch_find(name);
-    /* Reported limits always win: a cut-down part or a future driver may differ. */
-    ctx->row = fa_arch_from_device(name, FA_VENDOR_NVIDIA, prop.warpSize,
-                                   (int)prop.sharedMemPerBlockOptin,
-                                   (int)prop.sharedMemPerMultiprocessor, prop.regsPerMultiprocessor,
-                                   prop.maxThreadsPerBlock, prop.maxThreadsPerMultiProcessor,
-                                   prop.multiProcessorCount, prop.major >= 8);
-    if (row) {
-        ctx->row = *row;
-        ctx->row.sm_count = prop.multiProcessorCount;
-        if ((int)prop.sharedMemPerBlockOptin < ctx->row.smem_per_block)
-            ctx->row.smem_per_block = (int)prop.sharedMemPerBlockOptin;
-    }
-    fa_device_info *info = &ctx->info;
-    memset(info, 0, sizeof *info);
-    info->backend = FA_BACKEND_CUDA;
-    snprintf(info->device_name, sizeof info->device_name, "%s", prop.name);
-    snprintf(info->arch, sizeof info->arch, "%s", ctx->row.name);
-    info->row_from_table = row != NULL;
-    info->wave_size = ctx->row.wave_size;
-    info->smem_per_block = ctx->row.smem_per_block;
-    info->smem_per_sm = ctx->row.smem_per_sm;
-    info->regs_per_sm = ctx->row.regs_per_sm;
-    info->max_threads_per_block = ctx->row.max_threads_per_block;
-    info->sm_count = ctx->row.sm_count;
-    snprintf(info->matrix_unit, sizeof info->matrix_unit, "%s",
-             ctx->row.matrix_unit == FA_MATRIX_MMA_SYNC ? "mma.sync" : "none");
+    const fa_arch_row reported = fa_arch_from_device(
+        name, FA_VENDOR_NVIDIA, prop.warpSize, (int)prop.sharedMemPerBlockOptin,
+        (int)prop.sharedMemPerMultiprocessor, prop.regsPerMultiprocessor, prop.maxThreadsPerBlock,
+        prop.maxThreadsPerMultiProcessor, prop.multiProcessorCount, prop.major >= 8);
+    fa_gpu_describe_device(ctx, FA_BACKEND_CUDA, prop.name, &reported);
     return fa_gpu_state_create(ctx, why, why_len);
 }
 

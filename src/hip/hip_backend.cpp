@@ -116,33 +116,11 @@ static fa_status fa_hip_init(fa_context *ctx, char *why, size_t why_len)
                  FA_HIP_ARCH_LIST);
         return FA_ERR_UNSUPPORTED;
     }
-    const fa_arch_row *row = fa_arch_find(name);
-    /* Reported limits always win: a cut-down part or a future driver may differ. */
-    ctx->row = fa_arch_from_device(name, FA_VENDOR_AMD, prop.warpSize, (int)prop.sharedMemPerBlock,
-                                   (int)prop.maxSharedMemoryPerMultiProcessor, prop.regsPerBlock,
-                                   prop.maxThreadsPerBlock, prop.maxThreadsPerMultiProcessor,
-                                   prop.multiProcessorCount, 1);
-    if (row) {
-        ctx->row = *row;
-        ctx->row.sm_count = prop.multiProcessorCount;
-        if ((int)prop.sharedMemPerBlock < ctx->row.smem_per_block)
-            ctx->row.smem_per_block = (int)prop.sharedMemPerBlock;
-    }
-    fa_device_info *info = &ctx->info;
-    memset(info, 0, sizeof *info);
-    info->backend = FA_BACKEND_HIP;
-    snprintf(info->device_name, sizeof info->device_name, "%s", prop.name);
-    snprintf(info->arch, sizeof info->arch, "%s", ctx->row.name);
-    info->row_from_table = row != NULL;
-    info->wave_size = ctx->row.wave_size;
-    info->smem_per_block = ctx->row.smem_per_block;
-    info->smem_per_sm = ctx->row.smem_per_sm;
-    info->regs_per_sm = ctx->row.regs_per_sm;
-    info->max_threads_per_block = ctx->row.max_threads_per_block;
-    info->sm_count = ctx->row.sm_count;
-    snprintf(info->matrix_unit, sizeof info->matrix_unit, "%s",
-             ctx->row.matrix_unit == FA_MATRIX_MFMA ? "mfma"
-             : ctx->row.matrix_unit == FA_MATRIX_WMMA ? "wmma" : "none");
+    const fa_arch_row reported = fa_arch_from_device(
+        name, FA_VENDOR_AMD, prop.warpSize, (int)prop.sharedMemPerBlock,
+        (int)prop.maxSharedMemoryPerMultiProcessor, prop.regsPerBlock, prop.maxThreadsPerBlock,
+        prop.maxThreadsPerMultiProcessor, prop.multiProcessorCount, 1);
+    fa_gpu_describe_device(ctx, FA_BACKEND_HIP, prop.name, &reported);
     return fa_gpu_state_create(ctx, why, why_len);
 }
 
