@@ -77,6 +77,24 @@ std::vector<float> random_tile(uint32_t seed, bool bf16)
     return t;
 }
 
+// acc = A·B for row-major 16x16 tiles, the operands loaded through the kernel's maps
+// (fa_load_a: A[row][k]; fa_load_bt_pair / fa_load_b_pair: B[k][col]) and issued swapped
+// like fa_mma: src1 = b, src2 = a.
+std::vector<std::vector<float>> product_through_maps(const Hw &hw, const std::vector<float> &a,
+                                                     const std::vector<float> &b)
+{
+    std::vector<std::vector<float>> fa(hw.wave(), std::vector<float>(hw.elems()));
+    std::vector<std::vector<float>> fb = fa;
+    for (int l = 0; l < hw.wave(); l++)
+        for (int i = 0; i < hw.elems(); i++) {
+            fa[l][i] = a[fa_amd_a_row(l) * 16 + fa_amd_frag_k(hw.prim, l, i)];
+            fb[l][i] = b[fa_amd_frag_k(hw.prim, l, i) * 16 + fa_amd_b_col(l)];
+        }
+    std::vector<std::vector<float>> acc(hw.wave(), std::vector<float>(hw.regs(), 0.f));
+    hw.run(fb, fa, acc);
+    return acc;
+}
+
 } // namespace
 
 TEST_CASE("AMD layouts: compile-time facts agree with the maps", "[amd][layout]")
@@ -130,17 +148,8 @@ TEST_CASE("AMD layouts: emulated tile products match a plain matmul", "[amd][lay
             INFO("primitive " << prim << (bf16 ? " bf16" : " fp16"));
             std::vector<float> a = random_tile(1u + prim, bf16), b = random_tile(77u + prim, bf16);
             std::vector<float> v = random_tile(123u + prim, bf16);
-            // S = A·B, operands loaded through the kernel's maps (fa_load_a: A[row][k];
-            // fa_load_bt_pair: B[k][col]), issued swapped like fa_mma: src1 = b, src2 = a.
-            std::vector<std::vector<float>> fa(hw.wave(), std::vector<float>(hw.elems()));
-            std::vector<std::vector<float>> fb = fa;
-            for (int l = 0; l < hw.wave(); l++)
-                for (int i = 0; i < hw.elems(); i++) {
-                    fa[l][i] = a[fa_amd_a_row(l) * 16 + fa_amd_frag_k(prim, l, i)];
-                    fb[l][i] = b[fa_amd_frag_k(prim, l, i) * 16 + fa_amd_b_col(l)];
-                }
-            std::vector<std::vector<float>> acc(hw.wave(), std::vector<float>(hw.regs(), 0.f));
-            hw.run(fb, fa, acc);
+            // S = A·B through the kernel's operand maps.
+            std::vector<std::vector<float>> acc = product_through_maps(hw, a, b);
             std::vector<float> s(256, 0.f);
             for (int row = 0; row < 16; row++)
                 for (int col = 0; col < 16; col++)
@@ -183,15 +192,7 @@ TEST_CASE("AMD layouts: backward score tiles through shared memory, plain and tr
             INFO("primitive " << prim << (bf16 ? " bf16" : " fp16"));
             std::vector<float> a = random_tile(5u + prim, bf16), b = random_tile(55u + prim, bf16);
             std::vector<float> k = random_tile(555u + prim, bf16);
-            std::vector<std::vector<float>> fa(hw.wave(), std::vector<float>(hw.elems()));
-            std::vector<std::vector<float>> fb = fa;
-            for (int l = 0; l < hw.wave(); l++)
-                for (int i = 0; i < hw.elems(); i++) {
-                    fa[l][i] = a[fa_amd_a_row(l) * 16 + fa_amd_frag_k(prim, l, i)];
-                    fb[l][i] = b[fa_amd_frag_k(prim, l, i) * 16 + fa_amd_b_col(l)];
-                }
-            std::vector<std::vector<float>> acc(hw.wave(), std::vector<float>(hw.regs(), 0.f));
-            hw.run(fb, fa, acc);
+            std::vector<std::vector<float>> acc = product_through_maps(hw, a, b);
 
             // Store: every lane writes its registers at (acc_row, acc_col), rounded.
             std::vector<float> tile(256, -99.f);
@@ -200,26 +201,21 @@ TEST_CASE("AMD layouts: backward score tiles through shared memory, plain and tr
                     tile[fa_amd_acc_row(l) * 16 + fa_amd_acc_col(prim, l, r)] = round_to(acc[l][r], bf16);
             for (float t : tile) REQUIRE(t != -99.f); // every element written
 
-            // Plain read (A = tile) and transposed read (A = tileᵀ), each times K as B.
+            // Plain read (A = tile, fa_load_a) and transposed read (A = tileᵀ: fa_load_at
+            // gathers A[row][k] = tile[k][row]), each times K as B.
             for (bool transposed : {false, true}) {
                 INFO((transposed ? "transposed" : "plain"));
-                std::vector<std::vector<float>> ft(hw.wave(), std::vector<float>(hw.elems()));
-                std::vector<std::vector<float>> fk = ft;
-                for (int l = 0; l < hw.wave(); l++)
-                    for (int i = 0; i < hw.elems(); i++) {
-                        int row = fa_amd_a_row(l), kk = fa_amd_frag_k(prim, l, i);
-                        ft[l][i] = transposed ? tile[kk * 16 + row] : tile[row * 16 + kk];
-                        fk[l][i] = k[kk * 16 + fa_amd_b_col(l)];
-                    }
-                std::vector<std::vector<float>> out(hw.wave(), std::vector<float>(hw.regs(), 0.f));
-                hw.run(fk, ft, out);
+                std::vector<float> op(256);
+                for (int row = 0; row < 16; row++)
+                    for (int kk = 0; kk < 16; kk++)
+                        op[row * 16 + kk] = transposed ? tile[kk * 16 + row] : tile[row * 16 + kk];
+                std::vector<std::vector<float>> out = product_through_maps(hw, op, k);
                 for (int l = 0; l < hw.wave(); l++)
                     for (int r = 0; r < hw.regs(); r++) {
                         int row = fa_amd_acc_row(l), col = fa_amd_acc_col(prim, l, r);
                         double want = 0;
                         for (int kk = 0; kk < 16; kk++)
-                            want += (double)(transposed ? tile[kk * 16 + row] : tile[row * 16 + kk]) *
-                                    k[kk * 16 + col];
+                            want += (double)op[row * 16 + kk] * k[kk * 16 + col];
                         REQUIRE(out[l][r] == Approx(want));
                     }
             }
