@@ -117,10 +117,7 @@
 #endif
 
 /* Layout of the [N][M] tiles of Pᵀ and dSᵀ: the head-dim tiles' rule. */
-FA_DEVICE int fa_score_offset(int row, int chunk)
-{
-    return row * FA_SCORE_PITCH + ((FA_SCORE_CHUNKS % 8) == 0 ? (chunk ^ (row & 7)) : chunk) * 8;
-}
+FA_DEVICE int fa_score_offset(int row, int chunk) { return fa_tile_offset(FA_SCORE_PITCH, row, chunk); }
 
 /* Operand registers the two product helpers keep per k-step, sized for their largest
  * caller: B of every n-tile (scores in the dK/dV kernel, or the dQ kernel's S and dP),
@@ -149,11 +146,11 @@ FA_DEVICE void fa_bwd_product_nt(float (*acc)[FA_ACC_REGS], int mf_count, int nf
         uint32_t b[FA_NT_MAX_NF][FA_B_REGS];
 #pragma unroll
         for (int nf = 0; nf < nf_count; nf += 2)
-            fa_load_bt_pair(&b[nf], b_tile, fa_smem_offset, b_row0 + nf * FA_MMA_N, k0);
+            fa_load_bt_pair(&b[nf], b_tile, FA_PITCH, b_row0 + nf * FA_MMA_N, k0);
 #pragma unroll
         for (int mf = 0; mf < mf_count; ++mf) {
             uint32_t a[FA_A_REGS];
-            fa_load_a(a, a_tile, fa_smem_offset, a_row0 + mf * FA_MMA_M, k0);
+            fa_load_a(a, a_tile, FA_PITCH, a_row0 + mf * FA_MMA_M, k0);
 #pragma unroll
             for (int nf = 0; nf < nf_count; ++nf)
                 fa_mma(acc[mf * nf_count + nf], a, b[nf]);
@@ -174,14 +171,14 @@ FA_DEVICE void fa_bwd_product_nn(float (*acc)[FA_ACC_REGS], int mf_count, int nf
 #pragma unroll
         for (int mf = 0; mf < mf_count; ++mf) {
             if (a_transposed)
-                fa_load_at(a[mf], a_tile, fa_score_offset, a_row0 + mf * FA_MMA_M, k0);
+                fa_load_at(a[mf], a_tile, FA_SCORE_PITCH, a_row0 + mf * FA_MMA_M, k0);
             else
-                fa_load_a(a[mf], a_tile, fa_score_offset, a_row0 + mf * FA_MMA_M, k0);
+                fa_load_a(a[mf], a_tile, FA_SCORE_PITCH, a_row0 + mf * FA_MMA_M, k0);
         }
 #pragma unroll
         for (int nf = 0; nf < nf_count; nf += 2) {
             uint32_t b[2][FA_B_REGS];
-            fa_load_b_pair(b, b_tile, fa_smem_offset, k0, b_col0 + nf * FA_MMA_N);
+            fa_load_b_pair(b, b_tile, FA_PITCH, k0, b_col0 + nf * FA_MMA_N);
 #pragma unroll
             for (int mf = 0; mf < mf_count; ++mf) {
                 fa_mma(acc[mf * nf_count + nf], a[mf], b[0]);
@@ -201,10 +198,24 @@ FA_DEVICE void fa_bwd_accumulate(float acc[FA_BD][FA_ACC_REGS], const uint32_t p
 #pragma unroll
         for (int df = 0; df < FA_BD; df += 2) {
             uint32_t b[2][FA_B_REGS];
-            fa_load_b_pair(b, b_tile, fa_smem_offset, k_row0 + ks * FA_MMA_K, df * FA_MMA_N);
+            fa_load_b_pair(b, b_tile, FA_PITCH, k_row0 + ks * FA_MMA_K, df * FA_MMA_N);
             fa_mma(acc[df], p[ks], b[0]);
             fa_mma(acc[df + 1], p[ks], b[1]);
         }
+}
+
+/* A (query head, query tile) position in the dK/dV kernel's walk over its steps: the tiles
+ * of a head, then the next head. */
+typedef struct fa_bwd_cursor {
+    int head, tile;
+} fa_bwd_cursor;
+
+FA_DEVICE void fa_bwd_cursor_next(fa_bwd_cursor *c, int tile_first, int tile_end)
+{
+    if (++c->tile == tile_end) {
+        c->tile = tile_first;
+        ++c->head;
+    }
 }
 
 /* Where a warp's score tile lies, for visibility; rows are queries when keys_are_rows
@@ -343,13 +354,35 @@ FA_DEVICE void fa_bwd_load_rows(float *smem, const float *gmem, int rows_valid)
     }
 }
 
+/* Adds a warp's tile of dQ (FA_P3_MF x FA_P3_NF MMA tiles at rows row0.., columns d0..)
+ * to fp32 rows of `stride` floats with atomics; when `checked`, elements at or past
+ * rows_valid / head_dim are skipped. */
+FA_DEVICE void fa_bwd_dq_add(float *dq_rows, int stride, int row0, int d0, int checked, int rows_valid,
+                             int head_dim, const float (*acc)[FA_ACC_REGS])
+{
+    const int lane = fa_lane();
+#pragma unroll
+    for (int mf = 0; mf < FA_P3_MF; ++mf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; r += 2)
+#pragma unroll
+            for (int nf = 0; nf < FA_P3_NF; ++nf) {
+                const int row = row0 + mf * FA_MMA_M + fa_acc_row(lane, r);
+                const int col = d0 + nf * FA_MMA_N + fa_acc_col(lane, r);
+                if (!checked || (row < rows_valid && col < head_dim))
+                    fa_atomic_add_pair(dq_rows + (long long)row * stride + col, acc[mf * FA_P3_NF + nf][r],
+                                       acc[mf * FA_P3_NF + nf][r + 1]);
+            }
+}
+
 /* Phase 3: dQ[m0 + ..] += dS · K for this warp's tile of the step's M x D block, dS read
  * transposed from the dSᵀ tile, K the resident tile; added to the fp32 rows dq_rows (row
- * stride head_dim) with atomics. */
+ * stride head_dim) with atomics. A whole tile (the common case) takes constant offsets
+ * and no bounds checks: the checks and 64-bit address arithmetic per element otherwise
+ * cost a third of the step's integer instructions. */
 FA_DEVICE void fa_bwd_dq_atomic(float *dq_rows, int rows_valid, int head_dim, const fa_elem *ds_tile,
                                 const fa_elem *k_tile)
 {
-    const int lane = fa_lane();
     const int row0 = (fa_warp() % FA_P3_WR) * FA_P3_MF * FA_MMA_M;
     const int d0 = (fa_warp() / FA_P3_WR) * FA_P3_NF * FA_MMA_N;
     if (row0 >= rows_valid || d0 >= head_dim)
@@ -357,21 +390,10 @@ FA_DEVICE void fa_bwd_dq_atomic(float *dq_rows, int rows_valid, int head_dim, co
     float acc[FA_P3_MF * FA_P3_NF][FA_ACC_REGS];
     fa_bwd_zero(acc, FA_P3_MF * FA_P3_NF);
     fa_bwd_product_nn(acc, FA_P3_MF, FA_P3_NF, ds_tile, 1, row0, k_tile, d0, FA_ROWS);
-#pragma unroll
-    for (int mf = 0; mf < FA_P3_MF; ++mf)
-#pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; r += 2) {
-            int row = row0 + mf * FA_MMA_M + fa_acc_row(lane, r);
-            if (row >= rows_valid)
-                continue;
-#pragma unroll
-            for (int nf = 0; nf < FA_P3_NF; ++nf) {
-                int col = d0 + nf * FA_MMA_N + fa_acc_col(lane, r);
-                if (col < head_dim)
-                    fa_atomic_add_pair(dq_rows + (long long)row * head_dim + col,
-                                       acc[mf * FA_P3_NF + nf][r], acc[mf * FA_P3_NF + nf][r + 1]);
-            }
-        }
+    if (rows_valid >= FA_COLS && head_dim == FA_INST_D)
+        fa_bwd_dq_add(dq_rows, FA_INST_D, row0, d0, 0, rows_valid, head_dim, acc);
+    else
+        fa_bwd_dq_add(dq_rows, head_dim, row0, d0, 1, rows_valid, head_dim, acc);
 }
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
@@ -407,6 +429,15 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int m_first = (int)(q_lo / FA_COLS);
     const int m_tiles = q_hi > q_lo ? (int)((q_hi + FA_COLS - 1) / FA_COLS) - m_first : 0;
     const int steps = group * m_tiles;
+    /* Query tiles within [full_lo, full_hi) see every key of the block and need no mask.
+     * Padding keys (rows past keys_valid) are masked too: their zero K and V rows give
+     * P = exp2(-lse) and dS = -P·D, which fp16 can overflow, and inf times their zero K
+     * row in dQ would be NaN. */
+    const int full_lo = (int)min(fa_first_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w),
+                                 (long long)seq.seqlen_q);
+    const int full_hi = keys_valid < FA_ROWS
+                            ? 0
+                            : (int)max(fa_end_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w), 0ll);
 
     const fa_elem *k = (const fa_elem *)f->k + batch * f->k_batch + (seq.k_row0 + n0) * f->k_row +
                        kv_head * f->k_head;
@@ -419,12 +450,13 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         fa_load_tile(smem_v, v, f->v_row, keys_valid, f->head_dim, FA_ROWS);
     }
 
-    /* Step i covers query head kv_head * group + i / m_tiles, query tile i % m_tiles. */
-#define FA_STEP_HEAD(i) (kv_head * group + (i) / m_tiles)
-#define FA_STEP_M0(i) ((m_first + (i) % m_tiles) * FA_COLS)
+    /* Step i covers query head kv_head * group + i / m_tiles, query tile m_first + i %
+     * m_tiles. Two cursors walk that order without divisions: one for the loads (running
+     * stages - 1 steps ahead), one for the computation. */
+    fa_bwd_cursor load_at = {kv_head * group, m_first}, step_at = load_at;
 #define FA_LOAD_STEP(i)                                                                         \
     do {                                                                                        \
-        const int h_ = FA_STEP_HEAD(i), m0_ = FA_STEP_M0(i), buf_ = (i) % FA_INST_STAGES;       \
+        const int h_ = load_at.head, m0_ = load_at.tile * FA_COLS, buf_ = (i) % FA_INST_STAGES; \
         const int rows_ = seq.seqlen_q - m0_;                                                   \
         fa_load_tile(smem_q + buf_ * FA_COL_TILE,                                               \
                      (const fa_elem *)f->q + batch * f->q_batch + (seq.q_row0 + m0_) * f->q_row + \
@@ -438,6 +470,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
                          args.lse_log2 + (long long)h_ * f->total_q + q_base + m0_, rows_);     \
         fa_bwd_load_rows(smem_delta + buf_ * FA_COLS,                                           \
                          args.delta + (long long)h_ * f->total_q + q_base + m0_, rows_);        \
+        fa_bwd_cursor_next(&load_at, m_first, m_first + m_tiles);                               \
     } while (0)
 
     /* Copies complete in commit order: K, V and step 0 form the first group (committed in
@@ -456,7 +489,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     for (int i = 0; i < steps; ++i) {
         FA_BWD_ADVANCE(FA_LOAD_STEP, i, steps);
 
-        const int buf = i % FA_INST_STAGES, head = FA_STEP_HEAD(i), m0 = FA_STEP_M0(i);
+        const int buf = i % FA_INST_STAGES, head = step_at.head, m0 = step_at.tile * FA_COLS;
+        fa_bwd_cursor_next(&step_at, m_first, m_first + m_tiles);
         const fa_elem *q_tile = smem_q + buf * FA_COL_TILE;
         const fa_elem *do_tile = smem_do + buf * FA_COL_TILE;
         const float *lse_cols = smem_lse + buf * FA_COLS + s_col0;
@@ -466,12 +500,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 1;
-        /* Padding keys (rows past keys_valid) are masked too: their zero K and V rows give
-         * P = exp2(-lse) and dS = -P·D, which fp16 can overflow, and inf times their zero
-         * K row in dQ would be NaN. */
-        t.masked = m0 + FA_COLS > seq.seqlen_q || keys_valid < FA_ROWS ||
-                   m0 < fa_first_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w) ||
-                   m0 + FA_COLS > fa_end_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w);
+        t.masked = m0 < full_lo || m0 + FA_COLS > full_hi;
         float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
         /* Phase 1: Pᵀ and dSᵀ of this warp's tile, to shared memory. */
@@ -492,15 +521,14 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         /* Phase 2: dV += Pᵀ·dO, dK += dSᵀ·Q. */
         fa_bwd_product_nn(acc_dv, FA_P2_MF, FA_P2_NF, smem_p, 0, kv_row0, do_tile, kv_col0, FA_COLS);
         fa_bwd_product_nn(acc_dk, FA_P2_MF, FA_P2_NF, smem_ds, 0, kv_row0, q_tile, kv_col0, FA_COLS);
-        /* Phase 3: dQ += dS·K, by atomics (where the vocabulary affords it). */
+        /* Phase 3: dQ += dS·K, by atomics (where the vocabulary affords it). Issued between
+         * the dV and dK products instead, the atomics measured slower (bench/NOTES.md, b3). */
 #if FA_BWD_ATOMIC_DQ
         if (args.dq_accum)
             fa_bwd_dq_atomic(args.dq_accum + ((long long)head * f->total_q + q_base + m0) * f->head_dim,
                              seq.seqlen_q - m0, f->head_dim, smem_ds, smem_k);
 #endif
     }
-#undef FA_STEP_HEAD
-#undef FA_STEP_M0
 #undef FA_LOAD_STEP
     fa_async_wait(0);
 
@@ -549,6 +577,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const long long key_hi = fa_end_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w);
     const int tile_lo = (int)(key_lo / FA_COLS);
     const int n_tiles = key_hi > key_lo ? (int)((key_hi + FA_COLS - 1) / FA_COLS) - tile_lo : 0;
+    /* Key tiles within [full_lo, full_hi) are visible to every query row of the block and
+     * need no mask. Keys past the end are masked (see the dK/dV kernel); query rows past
+     * the end need none: their rows of dS never mix with valid ones and are not stored. */
+    const int full_lo = (int)min(fa_first_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w),
+                                 (long long)seq.seqlen_k);
+    const int full_hi = (int)max(fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w), 0ll);
 
     const long long q_off = batch * f->q_batch + (seq.q_row0 + m0) * f->q_row + head * f->q_head;
     if (n_tiles > 0) { /* as in the dK/dV kernel: no key, no load, dQ = 0 */
@@ -600,12 +634,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 0;
-        /* Keys past the end are masked (see the dK/dV kernel); query rows past the end need
-         * no mask: their rows of dS never mix with valid ones and are not stored. */
-        t.masked = n0 + FA_COLS > seq.seqlen_k ||
-                   n0 < fa_first_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w) ||
-                   n0 + FA_COLS > fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w);
-
+        t.masked = n0 < full_lo || n0 + FA_COLS > full_hi;
         float p[FA_ST][FA_ACC_REGS], dp[FA_ST][FA_ACC_REGS];
         uint32_t packed[FA_SK][FA_A_REGS];
         fa_bwd_product_nt(p, 1, FA_ST, smem_q, warp_row0, k_tile, col0);   /* S          */

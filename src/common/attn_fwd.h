@@ -223,11 +223,11 @@ FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem
         uint32_t a[FA_MF][FA_A_REGS];
 #pragma unroll
         for (int mf = 0; mf < FA_MF; ++mf)
-            fa_load_a(a[mf], smem_q, fa_smem_offset, warp_row0 + mf * FA_MMA_M, k0);
+            fa_load_a(a[mf], smem_q, FA_PITCH, warp_row0 + mf * FA_MMA_M, k0);
 #pragma unroll
         for (int nf = 0; nf < FA_NF; nf += 2) {
             uint32_t b[2][FA_B_REGS];
-            fa_load_bt_pair(b, smem_k, fa_smem_offset, nf * FA_MMA_N, k0);
+            fa_load_bt_pair(b, smem_k, FA_PITCH, nf * FA_MMA_N, k0);
 #pragma unroll
             for (int mf = 0; mf < FA_MF; ++mf) {
                 fa_mma(acc_s[mf][nf], a[mf], b[0]);
@@ -258,7 +258,7 @@ FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], uint32_t p[FA_MF][F
 #pragma unroll
         for (int df = 0; df < FA_DF; df += 2) {
             uint32_t b[2][FA_B_REGS];
-            fa_load_b_pair(b, smem_v, fa_smem_offset, ks * FA_MMA_K, df * FA_MMA_N);
+            fa_load_b_pair(b, smem_v, FA_PITCH, ks * FA_MMA_K, df * FA_MMA_N);
 #pragma unroll
             for (int mf = 0; mf < FA_MF; ++mf) {
                 fa_mma(acc_o[mf][df], p[mf][ks], b[0]);

@@ -10,10 +10,7 @@
 #include "fwd_instances.h"
 
 #define FA_CHUNKS (FA_INST_D / 8)            /* 16-byte chunks per row                  */
-#define FA_SWIZZLED ((FA_CHUNKS % 8) == 0)
-/* Rows with a multiple of 8 chunks are XOR-swizzled; others get one chunk of padding,
- * which makes the row pitch an odd number of chunks. Either way the 8 rows one ldmatrix
- * phase reads fall in 8 distinct 16-byte bank groups. */
+/* Rows of head-dim tiles; the layout rule is fa_tile_offset's. */
 #define FA_PITCH FA_FWD_SMEM_PITCH(FA_INST_D)
 #define FA_THREADS (FA_INST_WARPS * FA_WARP_SIZE)
 /* A lane's accumulator registers form FA_ACC_ROWS row groups of FA_ACC_COLS registers,
@@ -24,36 +21,58 @@
 
 typedef unsigned short fa_elem; /* fp16 / bf16 storage */
 
-FA_DEVICE int fa_smem_offset(int row, int chunk)
+/* Element offset of chunk `chunk` (8 elements, 16 bytes) of row `row` in a shared tile of
+ * `pitch` elements per row. Pitches of a multiple of 64 elements (whole groups of 8
+ * chunks, 128 bytes) are XOR-swizzled: chunk c of row r sits at c ^ (r & 7) in its group.
+ * Other pitches (multiples of 16 elements in every instance) carry one chunk of padding
+ * (FA_FWD_SMEM_PITCH), which makes them an odd number of chunks. Either way the 8 rows one ldmatrix phase reads fall in 8 distinct
+ * 16-byte bank groups. */
+#define FA_TILE_SWIZZLED(pitch) ((pitch) % 64 == 0)
+FA_DEVICE int fa_tile_offset(int pitch, int row, int chunk)
 {
-    return row * FA_PITCH + (FA_SWIZZLED ? (chunk ^ (row & 7)) : chunk) * 8;
+    return row * pitch + (FA_TILE_SWIZZLED(pitch) ? (chunk ^ (row & 7)) : chunk) * 8;
+}
+FA_DEVICE int fa_smem_offset(int row, int chunk) { return fa_tile_offset(FA_PITCH, row, chunk); }
+
+/* This thread's copies of fa_load_tile: chunk `chunk` of rows row0, row0 + step, ... from
+ * src onwards. When `checked`, rows >= rows_valid and chunks past the head dim
+ * (col_valid 0) are zero-filled from the always valid address gmem instead. */
+FA_DEVICE void fa_load_tile_rows(fa_elem *smem, const fa_elem *src, const fa_elem *gmem, long long row_stride,
+                                 int row0, int chunk, int step, int tile_rows, int checked, int rows_valid,
+                                 int col_valid)
+{
+#pragma unroll
+    for (int i = 0; i < (tile_rows + step - 1) / step; ++i) {
+        int row = row0 + i * step;
+        if (tile_rows % step != 0 && row >= tile_rows)
+            break;
+        int valid = !checked || (col_valid && row < rows_valid);
+        fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : gmem, valid);
+        src += step * row_stride;
+    }
 }
 
 /* Copy tile_rows x FA_INST_D elements to shared memory; rows >= rows_valid and columns
  * >= head_dim become zeros, so padded rows and columns contribute nothing (and no stale
  * shared memory can turn into 0 * NaN). Each thread keeps one chunk column and steps
  * down by a fixed row count: one pointer and (mostly) compile-time shared offsets
- * instead of a live address per copy (registers are the scarce resource here). */
+ * instead of a live address per copy (registers are the scarce resource here). A whole
+ * tile, the bulk of any long sequence, skips the per-row checks. */
 FA_DEVICE void fa_load_tile(fa_elem *smem, const fa_elem *gmem, long long row_stride,
                             int rows_valid, int head_dim, int tile_rows)
 {
     const int step = FA_THREADS / FA_CHUNKS;
     const int row0 = threadIdx.x / FA_CHUNKS;
     const int chunk = threadIdx.x % FA_CHUNKS;
-    const int col_valid = chunk * 8 < head_dim;
     const fa_elem *src = gmem + row0 * row_stride + chunk * 8;
     /* Head dims whose chunk count does not divide the block leave a few threads idle. */
     if (threadIdx.x >= step * FA_CHUNKS)
         return;
-#pragma unroll
-    for (int i = 0; i < (tile_rows + step - 1) / step; ++i) {
-        int row = row0 + i * step;
-        if (tile_rows % step != 0 && row >= tile_rows)
-            break;
-        int valid = col_valid && row < rows_valid;
-        fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : gmem, valid);
-        src += step * row_stride;
-    }
+    if (rows_valid >= tile_rows && head_dim == FA_INST_D)
+        fa_load_tile_rows(smem, src, gmem, row_stride, row0, chunk, step, tile_rows, 0, rows_valid, 1);
+    else
+        fa_load_tile_rows(smem, src, gmem, row_stride, row0, chunk, step, tile_rows, 1, rows_valid,
+                          chunk * 8 < head_dim);
 }
 
 #endif /* FA_ATTN_TILE_H */

@@ -93,60 +93,80 @@ FA_DEVICE void fa_async_commit(void) { asm volatile("cp.async.commit_group;\n" :
 /* Wait until at most n committed groups are pending (n is a compile-time constant). */
 #define fa_async_wait(n) asm volatile("cp.async.wait_group %0;\n" ::"n"(n))
 
-/* ldmatrix x4: lane l supplies the address of row (l % 8) of matrix (l / 8). */
-FA_DEVICE void fa_ldmatrix_x4(uint32_t r[4], const void *smem_row)
+/* ldmatrix x4: lane l supplies the shared address of row (l % 8) of matrix (l / 8). */
+FA_DEVICE void fa_ldmatrix_x4(uint32_t r[4], uint32_t smem_row)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(smem_row)));
+                 : "r"(smem_row));
 }
-FA_DEVICE void fa_ldmatrix_x4_trans(uint32_t r[4], const void *smem_row)
+FA_DEVICE void fa_ldmatrix_x4_trans(uint32_t r[4], uint32_t smem_row)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(fa_smem_addr(smem_row)));
+                 : "r"(smem_row));
 }
 
-/* Fragment loads from a shared tile of 16-bit elements. `offset(row, col8)` is the
- * common layout function (element offset of the 8-element chunk col8 of a row). */
+/* Fragment loads from a shared tile of 16-bit elements with `pitch` elements per row,
+ * laid out by the common fa_tile_offset. */
+
+/* The shared address lane hands to ldmatrix: chunk kc + lane_chunk of row row0 + lane_row,
+ * with row0 a multiple of 8 (a whole swizzle period), kc even and lane_chunk 0 or 1. The
+ * lane's part is then the same at every call of a kernel, and the call's part is cheap:
+ * in a swizzled tile (128-byte aligned rows of whole 128-byte groups) moving to chunk kc
+ * flips the address's chunk bits by kc & 7 and adds whole groups; a padded tile just adds
+ * kc chunks. Recomputing row * pitch and the XOR per load instead cost as many integer
+ * instructions per step as the MMAs (bench/NOTES.md, b3). */
+FA_DEVICE uint32_t fa_frag_addr(const void *tile, int lane_offset, int pitch, int swizzled, int row0, int kc)
+{
+    const uint32_t row = fa_smem_addr(tile) + 2u * (uint32_t)(lane_offset + row0 * pitch);
+    if (!swizzled)
+        return row + 16u * (uint32_t)kc;
+    return (row ^ ((uint32_t)(kc & 7) << 4)) + ((uint32_t)(kc >> 3) << 7);
+}
+/* The same for a lane's row and chunk within the 16 x 2-chunk block. */
+#define fa_lane_frag_addr(tile, pitch, lane_row, lane_chunk, row0, kc)                      \
+    fa_frag_addr((tile), fa_tile_offset((pitch), (lane_row), (lane_chunk)), (pitch),        \
+                 FA_TILE_SWIZZLED(pitch), (row0), (kc))
 
 /* A operand (16x16, row-major tile[row][k]) at (row0, k0). */
-#define fa_load_a(a, tile, offset, row0, k0)                                              \
-    do {                                                                                  \
-        int l_ = fa_lane();                                                               \
-        fa_ldmatrix_x4((a), (tile) + offset((row0) + (l_ & 15), ((k0) >> 3) + (l_ >> 4))); \
+#define fa_load_a(a, tile, pitch, row0, k0)                                                 \
+    do {                                                                                    \
+        int l_ = fa_lane();                                                                 \
+        fa_ldmatrix_x4((a), fa_lane_frag_addr((tile), (pitch), l_ & 15, l_ >> 4, (row0), (k0) >> 3)); \
     } while (0)
 
 /* B operands of two adjacent n-tiles for B = tileᵀ (K stored [n][k]): b[0] covers rows
  * n0..n0+7 of the tile, b[1] rows n0+8..n0+15, both over k0..k0+15. */
-#define fa_load_bt_pair(b, tile, offset, n0, k0)                                      \
-    do {                                                                              \
-        int l_ = fa_lane();                                                           \
-        uint32_t r_[4];                                                               \
-        fa_ldmatrix_x4(r_, (tile) + offset((n0) + (l_ & 7) + ((l_ >> 4) << 3),        \
-                                           ((k0) >> 3) + ((l_ >> 3) & 1)));           \
-        (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];   \
+#define fa_load_bt_pair(b, tile, pitch, n0, k0)                                             \
+    do {                                                                                    \
+        int l_ = fa_lane();                                                                 \
+        uint32_t r_[4];                                                                     \
+        fa_ldmatrix_x4(r_, fa_lane_frag_addr((tile), (pitch), (l_ & 7) + ((l_ >> 4) << 3),  \
+                                             (l_ >> 3) & 1, (n0), (k0) >> 3));              \
+        (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];         \
     } while (0)
 
 /* B operands of two adjacent n-tiles for B = tile (V stored [k][n]): b[0] covers columns
  * n0..n0+7, b[1] columns n0+8..n0+15, both over rows k0..k0+15. */
-#define fa_load_b_pair(b, tile, offset, k0, n0)                                       \
-    do {                                                                              \
-        int l_ = fa_lane();                                                           \
-        uint32_t r_[4];                                                               \
-        fa_ldmatrix_x4_trans(r_, (tile) + offset((k0) + (l_ & 7) + (((l_ >> 3) & 1) << 3), \
-                                                 ((n0) >> 3) + (l_ >> 4)));           \
-        (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];   \
+#define fa_load_b_pair(b, tile, pitch, k0, n0)                                              \
+    do {                                                                                    \
+        int l_ = fa_lane();                                                                 \
+        uint32_t r_[4];                                                                     \
+        fa_ldmatrix_x4_trans(r_, fa_lane_frag_addr((tile), (pitch),                         \
+                                                   (l_ & 7) + (((l_ >> 3) & 1) << 3), l_ >> 4, \
+                                                   (k0), (n0) >> 3));                       \
+        (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];         \
     } while (0)
 
 /* A operand (16x16) at (row0, k0) of A = tileᵀ, the tile stored [k][row]: the four
  * 8x8 pieces a0..a3 (rows 0-7 / 8-15 x k 0-7 / 8-15) come transposed from stored rows
  * k0 + 0..7 (a0, a1) and k0 + 8..15 (a2, a3). */
-#define fa_load_at(a, tile, offset, row0, k0)                                         \
-    do {                                                                              \
-        int l_ = fa_lane();                                                           \
-        fa_ldmatrix_x4_trans((a), (tile) + offset((k0) + (l_ & 7) + ((l_ >> 4) << 3), \
-                                                  ((row0) >> 3) + ((l_ >> 3) & 1)));  \
+#define fa_load_at(a, tile, pitch, row0, k0)                                                \
+    do {                                                                                    \
+        int l_ = fa_lane();                                                                 \
+        fa_ldmatrix_x4_trans((a), fa_lane_frag_addr((tile), (pitch), (l_ & 7) + ((l_ >> 4) << 3), \
+                                                    (l_ >> 3) & 1, (k0), (row0) >> 3));     \
     } while (0)
 
 /* The backward's dK/dV kernel adds dQ with atomics (attn_bwd.h phase 3). */
@@ -192,10 +212,11 @@ FA_DEVICE float2 fa_unpack2_f16(uint32_t v) { return __half22float2(*(__half2 *)
 #define FA_MMA_TYPE "f16"
 #endif
 
-/* Dynamic shared memory of a kernel, 16-byte aligned for the async copies. The size is
+/* Dynamic shared memory of a kernel, 128-byte aligned: the async copies need 16 bytes and
+ * fa_frag_addr's swizzled tiles whole 128-byte groups. The size is
  * the launch's (cudaLaunchKernel), so the kernel's statement of it (for vendors whose LDS
  * is sized at compile time) is not needed here. */
-#define FA_DYNAMIC_SMEM(name, bytes) extern __shared__ __align__(16) unsigned char name[]
+#define FA_DYNAMIC_SMEM(name, bytes) extern __shared__ __align__(128) unsigned char name[]
 
 /* c += a * b on one 16x8x16 tile. */
 FA_DEVICE void fa_mma(float c[4], const uint32_t a[4], const uint32_t b[2])

@@ -166,56 +166,56 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
 #endif
 }
 
-/* Fragment loads from a shared tile of 16-bit elements. `offset(row, col8)` is the
- * common layout function (element offset of the 8-element chunk col8 of a row). */
+/* Fragment loads from a shared tile of 16-bit elements. The tile has `pitch`
+ * elements per row, laid out by the common fa_tile_offset. */
 
 /* The fragment of one lane from tile row `row`, elements k .. k + FA_FRAG_ELEMS - 1. */
-#define fa_load_row_frag(regs, tile, offset, row, k)                                      \
+#define fa_load_row_frag(regs, tile, pitch, row, k)                                      \
     do {                                                                                  \
         _Pragma("unroll") for (int p_ = 0; p_ < FA_FRAG_ELEMS; p_ += FA_FRAG_PIECE)         \
-            fa_read_piece(&(regs)[p_ / 2],                                                \
-                          (tile) + offset((row), ((k) + p_) >> 3) + (((k) + p_) & 7));    \
+            fa_read_piece(&(regs)[p_ / 2], (tile) + fa_tile_offset((pitch), (row), ((k) + p_) >> 3) + \
+                                               (((k) + p_) & 7));                         \
     } while (0)
 
 /* A operand (16x16, row-major tile[row][k]) at (row0, k0). */
-#define fa_load_a(a, tile, offset, row0, k0)                                              \
-    fa_load_row_frag((a), (tile), offset, (row0) + fa_amd_a_row(fa_lane()),               \
+#define fa_load_a(a, tile, pitch, row0, k0)                                              \
+    fa_load_row_frag((a), (tile), pitch, (row0) + fa_amd_a_row(fa_lane()),               \
                      (k0) + fa_amd_frag_k(FA_AMD_PRIM, fa_lane(), 0))
 
 /* B operands of two adjacent n-tiles for B = tileᵀ (K stored [n][k]). */
-#define fa_load_bt_pair(b, tile, offset, n0, k0)                                          \
+#define fa_load_bt_pair(b, tile, pitch, n0, k0)                                          \
     do {                                                                                  \
         const int k_ = (k0) + fa_amd_frag_k(FA_AMD_PRIM, fa_lane(), 0);                   \
-        fa_load_row_frag((b)[0], (tile), offset, (n0) + fa_amd_b_col(fa_lane()), k_);      \
-        fa_load_row_frag((b)[1], (tile), offset, (n0) + 16 + fa_amd_b_col(fa_lane()), k_); \
+        fa_load_row_frag((b)[0], (tile), pitch, (n0) + fa_amd_b_col(fa_lane()), k_);      \
+        fa_load_row_frag((b)[1], (tile), pitch, (n0) + 16 + fa_amd_b_col(fa_lane()), k_); \
     } while (0)
 
 /* One element of a tile stored [k][n]. */
-#define fa_tile_elem(tile, offset, k, n) (tile)[offset((k), (n) >> 3) + ((n) & 7)]
+#define fa_tile_elem(tile, pitch, k, n) (tile)[fa_tile_offset((pitch), (k), (n) >> 3) + ((n) & 7)]
 
 /* B operands of two adjacent n-tiles for B = tile (V stored [k][n]): a column per lane,
  * gathered element by element. */
-#define fa_load_b_pair(b, tile, offset, k0, n0)                                           \
+#define fa_load_b_pair(b, tile, pitch, k0, n0)                                           \
     do {                                                                                  \
         const int l_ = fa_lane();                                                         \
         _Pragma("unroll") for (int j_ = 0; j_ < 2; ++j_)                                  \
             _Pragma("unroll") for (int i_ = 0; i_ < FA_FRAG_ELEMS; i_ += 2) {             \
                 int n_ = (n0) + 16 * j_ + fa_amd_b_col(l_);                               \
-                uint32_t lo_ = fa_tile_elem((tile), offset, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_), n_); \
-                uint32_t hi_ = fa_tile_elem((tile), offset, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_ + 1), n_); \
+                uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_), n_); \
+                uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_ + 1), n_); \
                 (b)[j_][i_ / 2] = lo_ | (hi_ << 16);                                      \
             }                                                                             \
     } while (0)
 
 /* A operand (16x16) at (row0, k0) of A = tileᵀ, the tile stored [k][row]: a row of A per
  * lane, gathered element by element as fa_load_b_pair does. */
-#define fa_load_at(a, tile, offset, row0, k0)                                             \
+#define fa_load_at(a, tile, pitch, row0, k0)                                             \
     do {                                                                                  \
         const int l_ = fa_lane();                                                         \
         const int m_ = (row0) + fa_amd_a_row(l_);                                         \
         _Pragma("unroll") for (int i_ = 0; i_ < FA_FRAG_ELEMS; i_ += 2) {                 \
-            uint32_t lo_ = fa_tile_elem((tile), offset, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_), m_); \
-            uint32_t hi_ = fa_tile_elem((tile), offset, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_ + 1), m_); \
+            uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_), m_); \
+            uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_ + 1), m_); \
             (a)[i_ / 2] = lo_ | (hi_ << 16);                                              \
         }                                                                                 \
     } while (0)
