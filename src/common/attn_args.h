@@ -47,7 +47,7 @@ typedef struct fa_bwd_args {
     long long dv_batch, dv_row, dv_head;
     float *delta;      /* [heads][total_q]: rowsum(dO * O)                            */
     float *lse_log2;   /* [heads][total_q]: LSE in log2 units, +inf for empty rows     */
-    float *dq_accum;   /* [heads][total_q][head_dim] fp32, zeroed by the preprocess:   */
+    float *dq_accum;   /* [heads][total_q][head_dim] fp32 (dq_accum.h), zeroed first:  */
                        /* dQ by atomics from the dK/dV pass; NULL: deterministic dQ pass */
     float scale;       /* softmax_scale: dS -> dQ, dK                                  */
     int out_bf16;      /* element type, for the dtype-agnostic preprocess kernel      */

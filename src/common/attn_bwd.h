@@ -36,6 +36,7 @@
 #include "attn_sequence.h"
 #include "attn_tile.h"
 #include "bwd_instances.h"
+#include "dq_accum.h"
 #include "mask.h"
 
 #define FA_ROWS FA_INST_N /* resident rows per block */
@@ -354,46 +355,55 @@ FA_DEVICE void fa_bwd_load_rows(float *smem, const float *gmem, int rows_valid)
     }
 }
 
-/* Adds a warp's tile of dQ (FA_P3_MF x FA_P3_NF MMA tiles at rows row0.., columns d0..)
- * to fp32 rows of `stride` floats with atomics; when `checked`, elements at or past
- * rows_valid / head_dim are skipped. */
-FA_DEVICE void fa_bwd_dq_add(float *dq_rows, int stride, int row0, int d0, int checked, int rows_valid,
-                             int head_dim, const float (*acc)[FA_ACC_REGS])
+/* Adds a warp's tile of dQ (FA_P3_MF x FA_P3_NF MMA tiles at step rows row0..,
+ * columns d0..) into the head's accumulator (dq_accum.h's layout); the step's first row
+ * is sequence row m0, the sequence's first row seq_row0. When `whole`, every tile is in
+ * the sequence and fragment-ordered: constant offsets, one vector atomic per tile and no
+ * checks; otherwise each tile is checked, and those past the ends go element by element. */
+FA_DEVICE void fa_bwd_dq_add(float *dq_head, long long seq_row0, int m0, int row0, int d0, int whole,
+                             int seqlen_q, int head_dim, const float (*acc)[FA_ACC_REGS])
 {
     const int lane = fa_lane();
+    const int stride = whole ? FA_INST_D : head_dim;
 #pragma unroll
     for (int mf = 0; mf < FA_P3_MF; ++mf)
 #pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; r += 2)
-#pragma unroll
-            for (int nf = 0; nf < FA_P3_NF; ++nf) {
-                const int row = row0 + mf * FA_MMA_M + fa_acc_row(lane, r);
-                const int col = d0 + nf * FA_MMA_N + fa_acc_col(lane, r);
-                if (!checked || (row < rows_valid && col < head_dim))
-                    fa_atomic_add_pair(dq_rows + (long long)row * stride + col, acc[mf * FA_P3_NF + nf][r],
-                                       acc[mf * FA_P3_NF + nf][r + 1]);
+        for (int nf = 0; nf < FA_P3_NF; ++nf) {
+            const int row_block = m0 + row0 + mf * FA_MMA_M, col_block = d0 + nf * FA_MMA_N;
+            const float *tile = acc[mf * FA_P3_NF + nf];
+            if (whole || fa_dq_accum_fragment_order(row_block, seqlen_q, head_dim)) {
+                if (whole || col_block < head_dim)
+                    fa_atomic_add_acc(dq_head + fa_dq_accum_tile(seq_row0, row_block, col_block, stride) +
+                                          lane * FA_ACC_REGS,
+                                      tile);
+                continue;
             }
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r) {
+                const int row = row_block + fa_acc_row(lane, r), col = col_block + fa_acc_col(lane, r);
+                if (row < seqlen_q && col < head_dim)
+                    fa_atomic_add(dq_head + (seq_row0 + row) * head_dim + col, tile[r]);
+            }
+        }
 }
 
 /* Phase 3: dQ[m0 + ..] += dS · K for this warp's tile of the step's M x D block, dS read
- * transposed from the dSᵀ tile, K the resident tile; added to the fp32 rows dq_rows (row
- * stride head_dim) with atomics. A whole tile (the common case) takes constant offsets
- * and no bounds checks: the checks and 64-bit address arithmetic per element otherwise
- * cost a third of the step's integer instructions. */
-FA_DEVICE void fa_bwd_dq_atomic(float *dq_rows, int rows_valid, int head_dim, const fa_elem *ds_tile,
-                                const fa_elem *k_tile)
+ * transposed from the dSᵀ tile, K the resident tile; added to the head's fp32
+ * accumulator with atomics. */
+FA_DEVICE void fa_bwd_dq_atomic(float *dq_head, long long seq_row0, int m0, int seqlen_q, int head_dim,
+                                const fa_elem *ds_tile, const fa_elem *k_tile)
 {
     const int row0 = (fa_warp() % FA_P3_WR) * FA_P3_MF * FA_MMA_M;
     const int d0 = (fa_warp() / FA_P3_WR) * FA_P3_NF * FA_MMA_N;
-    if (row0 >= rows_valid || d0 >= head_dim)
+    if (m0 + row0 >= seqlen_q || d0 >= head_dim)
         return;
     float acc[FA_P3_MF * FA_P3_NF][FA_ACC_REGS];
     fa_bwd_zero(acc, FA_P3_MF * FA_P3_NF);
     fa_bwd_product_nn(acc, FA_P3_MF, FA_P3_NF, ds_tile, 1, row0, k_tile, d0, FA_ROWS);
-    if (rows_valid >= FA_COLS && head_dim == FA_INST_D)
-        fa_bwd_dq_add(dq_rows, FA_INST_D, row0, d0, 0, rows_valid, head_dim, acc);
+    if (m0 + FA_COLS <= seqlen_q && head_dim == FA_INST_D)
+        fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 1, seqlen_q, head_dim, acc);
     else
-        fa_bwd_dq_add(dq_rows, head_dim, row0, d0, 1, rows_valid, head_dim, acc);
+        fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 0, seqlen_q, head_dim, acc);
 }
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
@@ -525,8 +535,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
          * the dV and dK products instead, the atomics measured slower (bench/NOTES.md, b3). */
 #if FA_BWD_ATOMIC_DQ
         if (args.dq_accum)
-            fa_bwd_dq_atomic(args.dq_accum + ((long long)head * f->total_q + q_base + m0) * f->head_dim,
-                             seq.seqlen_q - m0, f->head_dim, smem_ds, smem_k);
+            fa_bwd_dq_atomic(args.dq_accum + (long long)head * f->total_q * f->head_dim, q_base, m0,
+                             seq.seqlen_q, f->head_dim, smem_ds, smem_k);
 #endif
     }
 #undef FA_LOAD_STEP

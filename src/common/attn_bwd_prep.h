@@ -3,7 +3,7 @@
  * per query row and head, D = rowsum(dO ∘ O) and the LSE in log2 units (+inf for rows
  * that saw no key, so their recomputed P is exactly 0), both fp32 in [heads][total_q],
  * and the row of the fp32 dQ accumulator zeroed when dQ is summed by atomics; and the
- * step after the dK/dV pass that turns that accumulator into dQ. One thread per row; the
+ * step after the dK/dV pass that turns that accumulator (dq_accum.h's layout) into dQ. One thread per row; the
  * element type is a run-time flag (one instance serves both). Included once by the
  * vendor translation unit after fa_device.h.
  */
@@ -12,6 +12,11 @@
 
 #include "attn_args.h"
 #include "attn_sequence.h"
+#include "dq_accum.h"
+
+#if FA_PREP_ROWS % FA_MMA_M != 0
+#error "a preprocess block must hold whole row blocks of the dQ accumulator"
+#endif
 
 FA_DEVICE float fa_dot_row(const unsigned short *a, const unsigned short *b, int head_dim, int bf16)
 {
@@ -33,6 +38,7 @@ FA_DEVICE float fa_dot_row(const unsigned short *a, const unsigned short *b, int
  * they start in the [heads][total_q] row arrays. */
 typedef struct fa_prep_rows {
     int row0, count;
+    long long seq_row0; /* the sequence's first row in [total_q] */
     long long slot0;
 } fa_prep_rows;
 
@@ -42,6 +48,7 @@ FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f, const fa_sequence *se
     const long long q_base = f->cu_seqlens_q ? seq->q_row0 : (long long)blockIdx.z * f->seqlen_q;
     r.row0 = blockIdx.x * FA_PREP_ROWS;
     r.count = min(FA_PREP_ROWS, seq->seqlen_q - r.row0);
+    r.seq_row0 = q_base;
     r.slot0 = (long long)blockIdx.y * f->total_q + q_base + r.row0;
     return r;
 }
@@ -72,30 +79,72 @@ extern "C" FA_GLOBAL void fa_bwd_preprocess(fa_bwd_args args)
     args.lse_log2[rows.slot0 + threadIdx.x] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
 }
 
-/* dQ = scale · accumulator, as fp16/bf16 rows (same grid as the preprocess). A thread
- * converts 8 consecutive elements; consecutive threads take consecutive chunks of a row,
- * then the next row, so reads and writes are coalesced. */
+FA_DEVICE uint32_t fa_pack2_dq(float lo, float hi, int bf16)
+{
+    return bf16 ? fa_pack2_bf16(lo, hi) : fa_pack2_f16(lo, hi);
+}
+
+/* Rows [row0, row0 + count) of a row-major part of the accumulator (acc_rows: the
+ * first one) -> dQ rows (dq_rows: the first one). A thread converts 8 consecutive
+ * elements; consecutive threads take consecutive chunks of a row, then the next row, so
+ * reads and writes are coalesced. */
+FA_DEVICE void fa_convert_rows(unsigned short *dq_rows, long long dq_row, const float *acc_rows, int count,
+                               int head_dim, float s, int bf16)
+{
+    const int chunks = head_dim / 8;
+    for (int i = threadIdx.x; i < count * chunks; i += FA_PREP_ROWS) {
+        const int r = i / chunks, c = i % chunks;
+        const float4 *acc = (const float4 *)(acc_rows + (long long)r * head_dim) + 2 * c;
+        const float4 lo = acc[0], hi = acc[1];
+        uint4 packed;
+        packed.x = fa_pack2_dq(lo.x * s, lo.y * s, bf16);
+        packed.y = fa_pack2_dq(lo.z * s, lo.w * s, bf16);
+        packed.z = fa_pack2_dq(hi.x * s, hi.y * s, bf16);
+        packed.w = fa_pack2_dq(hi.z * s, hi.w * s, bf16);
+        *((uint4 *)(dq_rows + r * dq_row) + c) = packed;
+    }
+}
+
+/* A fragment-ordered row block (dq_accum.h) -> its FA_MMA_M dQ rows: a thread takes one
+ * lane's registers of one MMA tile (contiguous, so reads are coalesced) and stores them
+ * where fa_acc_row / fa_acc_col put them, register pairs together. */
+FA_DEVICE void fa_convert_fragments(unsigned short *dq_rows, long long dq_row, const float *block, int head_dim,
+                                    float s, int bf16)
+{
+    for (int i = threadIdx.x; i < head_dim / FA_MMA_N * FA_WARP_SIZE; i += FA_PREP_ROWS) {
+        const int tile = i / FA_WARP_SIZE, lane = i % FA_WARP_SIZE;
+        const float *v = block + (long long)tile * FA_MMA_M * FA_MMA_N + lane * FA_ACC_REGS;
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; r += 2) {
+            unsigned short *dst = dq_rows + fa_acc_row(lane, r) * dq_row + tile * FA_MMA_N + fa_acc_col(lane, r);
+            const uint32_t pair = fa_pack2_dq(v[r] * s, v[r + 1] * s, bf16);
+#if FA_ACC_PAIR_STRIDE == 1
+            *(uint32_t *)dst = pair;
+#else
+            dst[0] = (unsigned short)pair;
+            dst[FA_ACC_PAIR_STRIDE] = (unsigned short)(pair >> 16);
+#endif
+        }
+    }
+}
+
+/* dQ = scale · accumulator, as fp16/bf16 rows (same grid as the preprocess), row block
+ * by row block in the accumulator's layout. */
 extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
 {
     const fa_fwd_args *f = &args.fwd;
     const fa_sequence seq = fa_find_sequence(f, blockIdx.z);
     const fa_prep_rows rows = fa_block_rows(f, &seq);
-    const int chunks = f->head_dim / 8;
-    const float s = args.scale;
-    for (int i = threadIdx.x; i < rows.count * chunks; i += FA_PREP_ROWS) {
-        const int r = i / chunks, c = i % chunks;
-        const float4 *acc = (const float4 *)(args.dq_accum + (rows.slot0 + r) * f->head_dim) + 2 * c;
-        const float4 lo = acc[0], hi = acc[1];
-        uint4 packed;
-        if (args.out_bf16) {
-            packed.x = fa_pack2_bf16(lo.x * s, lo.y * s); packed.y = fa_pack2_bf16(lo.z * s, lo.w * s);
-            packed.z = fa_pack2_bf16(hi.x * s, hi.y * s); packed.w = fa_pack2_bf16(hi.z * s, hi.w * s);
-        } else {
-            packed.x = fa_pack2_f16(lo.x * s, lo.y * s); packed.y = fa_pack2_f16(lo.z * s, lo.w * s);
-            packed.z = fa_pack2_f16(hi.x * s, hi.y * s); packed.w = fa_pack2_f16(hi.z * s, hi.w * s);
-        }
-        *((uint4 *)((unsigned short *)args.dq + blockIdx.z * args.dq_batch +
-                    (seq.q_row0 + rows.row0 + r) * args.dq_row + blockIdx.y * args.dq_head) + c) = packed;
+    const float *head_acc = args.dq_accum + (long long)blockIdx.y * f->total_q * f->head_dim;
+    unsigned short *dq = (unsigned short *)args.dq + blockIdx.z * args.dq_batch + seq.q_row0 * args.dq_row +
+                         blockIdx.y * args.dq_head;
+    for (int rb = rows.row0; rb < rows.row0 + rows.count; rb += FA_MMA_M) {
+        const float *acc = head_acc + (rows.seq_row0 + rb) * f->head_dim;
+        if (fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim))
+            fa_convert_fragments(dq + rb * args.dq_row, args.dq_row, acc, f->head_dim, args.scale, args.out_bf16);
+        else
+            fa_convert_rows(dq + rb * args.dq_row, args.dq_row, acc, min(FA_MMA_M, seq.seqlen_q - rb), f->head_dim,
+                            args.scale, args.out_bf16);
     }
 }
 

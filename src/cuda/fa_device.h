@@ -15,7 +15,8 @@
  *   - fa_acc_to_a(a, acc_row, ks) builds the A operand of k-step ks of the next product
  *     from one m-tile's accumulators (here two adjacent n-tiles, 16x16 of P), without
  *     going through shared memory.
- *   - fa_atomic_add_pair adds an accumulator register pair (r, r + 1) to global fp32.
+ *   - fa_atomic_add_acc adds a lane's accumulator registers to consecutive global fp32
+ *     values, fa_atomic_add one value.
  */
 #ifndef FA_DEVICE_CUDA_H
 #define FA_DEVICE_CUDA_H
@@ -172,17 +173,23 @@ FA_DEVICE uint32_t fa_frag_addr(const void *tile, int lane_offset, int pitch, in
 /* The backward's dK/dV kernel adds dQ with atomics (attn_bwd.h phase 3). */
 #define FA_BWD_ATOMIC_DQ 1
 
-/* dst[0] += lo, dst[1] += hi in global memory, no result returned (dst 8-byte aligned).
- * sm_90 adds both with one vector reduction (PTX ISA, red: .v2.f32 needs sm_90). */
-FA_DEVICE void fa_atomic_add_pair(float *dst, float lo, float hi)
+/* dst[r] += acc[r] for one lane's accumulator registers in global memory, no result
+ * returned (dst 16-byte aligned). sm_90 adds all four with one vector reduction (PTX
+ * ISA, red: vector types need sm_90). */
+FA_DEVICE void fa_atomic_add_acc(float *dst, const float acc[FA_ACC_REGS])
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(lo), "f"(hi) : "memory");
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(acc[0]), "f"(acc[1]),
+                 "f"(acc[2]), "f"(acc[3])
+                 : "memory");
 #else
-    atomicAdd(dst, lo);
-    atomicAdd(dst + 1, hi);
+#pragma unroll
+    for (int r = 0; r < FA_ACC_REGS; ++r)
+        atomicAdd(dst + r, acc[r]);
 #endif
 }
+/* *dst += x in global memory, no result returned. */
+FA_DEVICE void fa_atomic_add(float *dst, float x) { atomicAdd(dst, x); }
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

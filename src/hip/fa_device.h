@@ -226,14 +226,16 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
  * VGPRs (gfx1100: 560 bytes of scratch). dispatch.c's HIP configs say the same. */
 #define FA_BWD_ATOMIC_DQ (FA_WARP_SIZE == 64)
 
-/* dst[0] += lo, dst[FA_ACC_PAIR_STRIDE] += hi in global memory (an accumulator register
- * pair). unsafeAtomicAdd: plain atomicAdd on float compiles to a compare-and-swap loop
+/* *dst += x, and dst[r] += acc[r] for one lane's accumulator registers, in global memory.
+ * unsafeAtomicAdd: plain atomicAdd on float compiles to a compare-and-swap loop
  * on gfx90a (global_atomic_cmpswap, checked in the code object); the hardware fp32 add
  * is exact for the coarse-grained hipMalloc memory the workspace lives in. */
-FA_DEVICE void fa_atomic_add_pair(float *dst, float lo, float hi)
+FA_DEVICE void fa_atomic_add(float *dst, float x) { unsafeAtomicAdd(dst, x); }
+FA_DEVICE void fa_atomic_add_acc(float *dst, const float acc[FA_ACC_REGS])
 {
-    unsafeAtomicAdd(dst, lo);
-    unsafeAtomicAdd(dst + FA_ACC_PAIR_STRIDE, hi);
+#pragma unroll
+    for (int r = 0; r < FA_ACC_REGS; ++r)
+        unsafeAtomicAdd(dst + r, acc[r]);
 }
 
 /* fp32 -> fp16 (round to nearest even: the conversion instruction's default). */
