@@ -10,7 +10,10 @@
  * KiB and sm_90); 64x64 with 4 warps and one stage (81 KiB) where only 99 KiB exist (sm_86/89)
  * at d128; d192/d256 as 64x64 with 8 warps: two stages where 161/209 KiB fit (sm_90,
  * measured 4-10% faster than one), one stage (113/145 KiB) for sm_80; sm_86/89 have no
- * d192/d256 tile and the dispatcher says so. d32 and d96 stay 64x64 with 4 warps: their
+ * d192/d256 tile and the dispatcher says so. d64 also has 128x128 (FlashAttention-2's
+ * d64 shape; 162 KiB, so sm_80 and sm_90), measured 4-6% faster than 64x128 (10-15% in
+ * deterministic mode) on the H200 although its dK/dV kernel spills 212 bytes (b3); 64x128
+ * stays for sm_86/89. d32 and d96 stay 64x64 with 4 warps: their
  * warp grids must split the head dim into n-tile pairs (attn_bwd.h's FA_GRID_FITS).
  * Measured on the H200 in bench/NOTES.md; among tiles that fit, the dispatcher's rules
  * prefer the larger (64x128 measured faster at d64 and d128).
@@ -23,6 +26,7 @@
 #define FA_CUDA_BWD_INSTANCES(B) \
     B(32, 64, 64, 4, 2)          \
     B(64, 64, 128, 8, 2)         \
+    B(64, 128, 128, 8, 2)        \
     B(96, 64, 64, 4, 2)          \
     B(128, 64, 64, 4, 1)         \
     B(128, 64, 128, 8, 2)        \
