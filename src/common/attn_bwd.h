@@ -44,9 +44,14 @@
 #define FA_BD (FA_INST_D / FA_MMA_N) /* n-tiles across the head dim */
 #define FA_ROW_TILE (FA_ROWS * FA_PITCH)
 #define FA_COL_TILE (FA_COLS * FA_PITCH)
-#define FA_SCORE_CHUNKS (FA_COLS / 8)
 #define FA_SCORE_PITCH FA_FWD_SMEM_PITCH(FA_COLS)
 #define FA_SCORE_TILE (FA_ROWS * FA_SCORE_PITCH)
+
+/* Every 16-bit tile of both kernels starts 128-byte aligned (the fp32 rows come last). */
+#if !FA_TILE_KEEPS_ALIGNMENT(FA_ROWS, FA_PITCH) || !FA_TILE_KEEPS_ALIGNMENT(FA_COLS, FA_PITCH) || \
+    !FA_TILE_KEEPS_ALIGNMENT(FA_ROWS, FA_SCORE_PITCH)
+#error "backward shared tiles must keep 128-byte alignment"
+#endif
 
 /* Warp grids of the dK/dV kernel's phases: `wr` warps along the rows of a rows x cols
  * output, FA_INST_WARPS / wr along the columns. A grid fits when the warp tile has whole

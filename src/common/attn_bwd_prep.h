@@ -3,9 +3,9 @@
  * per query row and head, D = rowsum(dO ∘ O) and the LSE in log2 units (+inf for rows
  * that saw no key, so their recomputed P is exactly 0), both fp32 in [heads][total_q],
  * and the row of the fp32 dQ accumulator zeroed when dQ is summed by atomics; and the
- * step after the dK/dV pass that turns that accumulator (dq_accum.h's layout) into dQ. One thread per row; the
- * element type is a run-time flag (one instance serves both). Included once by the
- * vendor translation unit after fa_device.h.
+ * step after the dK/dV pass that turns that accumulator (dq_accum.h's layout) into dQ.
+ * The preprocess takes one thread per row; the element type is a run-time flag (one
+ * instance serves both). Included once by the vendor translation unit after fa_device.h.
  */
 #ifndef FA_ATTN_BWD_PREP_H
 #define FA_ATTN_BWD_PREP_H
@@ -84,8 +84,8 @@ FA_DEVICE uint32_t fa_pack2_dq(float lo, float hi, int bf16)
     return bf16 ? fa_pack2_bf16(lo, hi) : fa_pack2_f16(lo, hi);
 }
 
-/* Rows [row0, row0 + count) of a row-major part of the accumulator (acc_rows: the
- * first one) -> dQ rows (dq_rows: the first one). A thread converts 8 consecutive
+/* `count` rows of a row-major part of the accumulator (acc_rows: the first one) -> dQ
+ * rows (dq_rows: the first one). A thread converts 8 consecutive
  * elements; consecutive threads take consecutive chunks of a row, then the next row, so
  * reads and writes are coalesced. */
 FA_DEVICE void fa_convert_rows(unsigned short *dq_rows, long long dq_row, const float *acc_rows, int count,

@@ -39,6 +39,11 @@
 #error "instance tile does not divide into matrix-unit tiles"
 #endif
 
+/* Every shared tile starts 128-byte aligned. */
+#if !FA_TILE_KEEPS_ALIGNMENT(FA_INST_M, FA_PITCH) || !FA_TILE_KEEPS_ALIGNMENT(FA_INST_N, FA_PITCH)
+#error "forward shared tiles must keep 128-byte alignment"
+#endif
+
 /* Where one block works: its sequence, rows, and the range of key tiles it visits. */
 typedef struct fa_block_span {
     int batch, head, split;

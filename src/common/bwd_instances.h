@@ -11,12 +11,13 @@
  * at d128; d192/d256 as 64x64 with 8 warps: two stages where 161/209 KiB fit (sm_90,
  * measured 4-10% faster than one), one stage (113/145 KiB) for sm_80; sm_86/89 have no
  * d192/d256 tile and the dispatcher says so. d64 also has 128x128 (FlashAttention-2's
- * d64 shape; 162 KiB, so sm_80 and sm_90), measured 4-6% faster than 64x128 (10-15% in
- * deterministic mode) on the H200 although its dK/dV kernel spills 212 bytes (b3); 64x128
- * stays for sm_86/89. d32 and d96 stay 64x64 with 4 warps: their
+ * d64 shape; 162 KiB fits sm_80 and sm_90), measured 4-6% faster than 64x128 (10-15% in
+ * deterministic mode) on the H200 although both its kernels spill (sm_90: 212 and 60
+ * bytes; b3); sm_80 takes it by the same rule, unmeasured there. 64x128 stays for
+ * sm_86/89. d32 and d96 stay 64x64 with 4 warps: their
  * warp grids must split the head dim into n-tile pairs (attn_bwd.h's FA_GRID_FITS).
  * Measured on the H200 in bench/NOTES.md; among tiles that fit, the dispatcher's rules
- * prefer the larger (64x128 measured faster at d64 and d128).
+ * prefer the larger (the larger measured faster at d64 and d128).
  */
 #ifndef FA_BWD_INSTANCES_H
 #define FA_BWD_INSTANCES_H
