@@ -1,13 +1,14 @@
 /*
  * attn_tile.h - shared-memory tiles for the GPU kernels (forward and backward), written
- * once for every vendor: the row layout (swizzle or padding) and the asynchronous
- * global->shared tile copy. Included by attn_fwd.h and attn_bwd.h after the instance
- * macros (FA_INST_D, FA_INST_WARPS) and fa_device.h.
+ * once for every vendor: the head-dim tiles' pitch (laid out by tile_layout.h) and the
+ * asynchronous global->shared tile copy. Included by attn_fwd.h and attn_bwd.h after the
+ * instance macros (FA_INST_D, FA_INST_WARPS) and fa_device.h.
  */
 #ifndef FA_ATTN_TILE_H
 #define FA_ATTN_TILE_H
 
 #include "fwd_instances.h"
+#include "tile_layout.h"
 
 #define FA_CHUNKS (FA_INST_D / 8)            /* 16-byte chunks per row                  */
 /* Rows of head-dim tiles; the layout rule is fa_tile_offset's. */
@@ -21,20 +22,6 @@
 
 typedef unsigned short fa_elem; /* fp16 / bf16 storage */
 
-/* Element offset of chunk `chunk` (8 elements, 16 bytes) of row `row` in a shared tile of
- * `pitch` elements per row. Pitches of a multiple of 64 elements (whole groups of 8
- * chunks, 128 bytes) are XOR-swizzled: chunk c of row r sits at c ^ (r & 7) in its group.
- * Other rows (their widths are multiples of 16 elements in every instance) carry one chunk
- * of padding (FA_FWD_SMEM_PITCH), which makes the pitch an odd number of chunks. Either
- * way the 8 rows one ldmatrix phase reads fall in 8 distinct 16-byte bank groups. */
-#define FA_TILE_SWIZZLED(pitch) ((pitch) % 64 == 0)
-/* A tile of `rows` rows keeps the next one 128-byte aligned, which the vendors' fragment
- * address arithmetic may rely on (src/cuda/fa_device.h, fa_frag_addr). */
-#define FA_TILE_KEEPS_ALIGNMENT(rows, pitch) (((rows) * (pitch) * 2) % 128 == 0)
-FA_DEVICE int fa_tile_offset(int pitch, int row, int chunk)
-{
-    return row * pitch + (FA_TILE_SWIZZLED(pitch) ? (chunk ^ (row & 7)) : chunk) * 8;
-}
 FA_DEVICE int fa_smem_offset(int row, int chunk) { return fa_tile_offset(FA_PITCH, row, chunk); }
 
 /* This thread's copies of fa_load_tile: chunk `chunk` of rows row0, row0 + step, ... from

@@ -6,11 +6,7 @@
 #ifndef FA_MASK_H
 #define FA_MASK_H
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define FA_HD __host__ __device__ __forceinline__
-#else
-#define FA_HD static inline
-#endif
+#include "fa_hd.h"
 
 /* Window bounds after resolving causal: -1 means unbounded on that side. */
 typedef struct fa_window {

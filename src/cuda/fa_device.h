@@ -23,6 +23,8 @@
 
 #include <stdint.h>
 
+#include "fa_nv_layouts.h"
+
 #define FA_WARP_SIZE 32
 #define FA_MMA_M 16
 #define FA_MMA_N 8
@@ -40,10 +42,9 @@ FA_DEVICE int fa_lane(void) { return (int)(threadIdx.x & (FA_WARP_SIZE - 1)); }
 FA_DEVICE int fa_warp(void) { return (int)(threadIdx.x / FA_WARP_SIZE); }
 FA_DEVICE void fa_barrier(void) { __syncthreads(); }
 
-/* Accumulator ownership of mma.sync m16n8k16 (PTX ISA, "Matrix Fragments for
- * mma.m16n8k16", f32 accumulators): c0,c1 in row lane/4, c2,c3 in row lane/4 + 8. */
-FA_DEVICE int fa_acc_row(int lane, int reg) { return (lane >> 2) + 8 * (reg >> 1); }
-FA_DEVICE int fa_acc_col(int lane, int reg) { return 2 * (lane & 3) + (reg & 1); }
+/* Accumulator ownership of mma.sync m16n8k16 (fa_nv_layouts.h). */
+FA_DEVICE int fa_acc_row(int lane, int reg) { return fa_nv_acc_row(lane, reg); }
+FA_DEVICE int fa_acc_col(int lane, int reg) { return fa_nv_acc_col(lane, reg); }
 FA_DEVICE int fa_row_leader(int lane) { return (lane & 3) == 0; }
 
 /* Warp-uniform "does any lane say yes". */
@@ -109,32 +110,20 @@ FA_DEVICE void fa_ldmatrix_x4_trans(uint32_t r[4], uint32_t smem_row)
 }
 
 /* Fragment loads from a shared tile of 16-bit elements with `pitch` elements per row,
- * laid out by the common fa_tile_offset. */
-
-/* The shared address lane hands to ldmatrix: chunk kc + lane_chunk of row row0 + lane_row,
- * with row0 a multiple of 8 (a whole swizzle period), kc even and lane_chunk 0 or 1. The
- * lane's part is then the same at every call of a kernel, and the call's part is cheap:
- * in a swizzled tile (128-byte aligned rows of whole 128-byte groups) moving to chunk kc
- * flips the address's chunk bits by kc & 7 and adds whole groups; a padded tile just adds
- * kc chunks. Recomputing row * pitch and the XOR per load instead cost as many integer
- * instructions per step as the MMAs (bench/NOTES.md, b3). */
-FA_DEVICE uint32_t fa_frag_addr(const void *tile, int lane_offset, int pitch, int swizzled, int row0, int kc)
+ * laid out by tile_layout.h; each lane's role and address come from fa_nv_layouts.h. */
+FA_DEVICE uint32_t fa_frag_addr(const void *tile, int lane_offset, int pitch, int row0, int kc)
 {
-    const uint32_t row = fa_smem_addr(tile) + 2u * (uint32_t)(lane_offset + row0 * pitch);
-    if (!swizzled)
-        return row + 16u * (uint32_t)kc;
-    return (row ^ ((uint32_t)(kc & 7) << 4)) + ((uint32_t)(kc >> 3) << 7);
+    return fa_nv_frag_addr(fa_smem_addr(tile), lane_offset, pitch, row0, kc);
 }
-/* The same for a lane's row and chunk within the 16 x 2-chunk block. */
-#define fa_lane_frag_addr(tile, pitch, lane_row, lane_chunk, row0, kc)                      \
-    fa_frag_addr((tile), fa_tile_offset((pitch), (lane_row), (lane_chunk)), (pitch),        \
-                 FA_TILE_SWIZZLED(pitch), (row0), (kc))
+#define fa_lane_frag_addr(tile, pitch, role, lane, row0, kc)                                \
+    fa_frag_addr((tile), fa_tile_offset((pitch), fa_nv_##role##_row(lane), fa_nv_##role##_chunk(lane)), \
+                 (pitch), (row0), (kc))
 
 /* A operand (16x16, row-major tile[row][k]) at (row0, k0). */
 #define fa_load_a(a, tile, pitch, row0, k0)                                                 \
     do {                                                                                    \
         int l_ = fa_lane();                                                                 \
-        fa_ldmatrix_x4((a), fa_lane_frag_addr((tile), (pitch), l_ & 15, l_ >> 4, (row0), (k0) >> 3)); \
+        fa_ldmatrix_x4((a), fa_lane_frag_addr((tile), (pitch), lda, l_, (row0), (k0) >> 3)); \
     } while (0)
 
 /* B operands of two adjacent n-tiles for B = tileᵀ (K stored [n][k]): b[0] covers rows
@@ -143,8 +132,7 @@ FA_DEVICE uint32_t fa_frag_addr(const void *tile, int lane_offset, int pitch, in
     do {                                                                                    \
         int l_ = fa_lane();                                                                 \
         uint32_t r_[4];                                                                     \
-        fa_ldmatrix_x4(r_, fa_lane_frag_addr((tile), (pitch), (l_ & 7) + ((l_ >> 4) << 3),  \
-                                             (l_ >> 3) & 1, (n0), (k0) >> 3));              \
+        fa_ldmatrix_x4(r_, fa_lane_frag_addr((tile), (pitch), ldbt, l_, (n0), (k0) >> 3));  \
         (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];         \
     } while (0)
 
@@ -154,9 +142,7 @@ FA_DEVICE uint32_t fa_frag_addr(const void *tile, int lane_offset, int pitch, in
     do {                                                                                    \
         int l_ = fa_lane();                                                                 \
         uint32_t r_[4];                                                                     \
-        fa_ldmatrix_x4_trans(r_, fa_lane_frag_addr((tile), (pitch),                         \
-                                                   (l_ & 7) + (((l_ >> 3) & 1) << 3), l_ >> 4, \
-                                                   (k0), (n0) >> 3));                       \
+        fa_ldmatrix_x4_trans(r_, fa_lane_frag_addr((tile), (pitch), ldb, l_, (k0), (n0) >> 3)); \
         (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];         \
     } while (0)
 
@@ -166,8 +152,7 @@ FA_DEVICE uint32_t fa_frag_addr(const void *tile, int lane_offset, int pitch, in
 #define fa_load_at(a, tile, pitch, row0, k0)                                                \
     do {                                                                                    \
         int l_ = fa_lane();                                                                 \
-        fa_ldmatrix_x4_trans((a), fa_lane_frag_addr((tile), (pitch), (l_ & 7) + ((l_ >> 4) << 3), \
-                                                    (l_ >> 3) & 1, (k0), (row0) >> 3));     \
+        fa_ldmatrix_x4_trans((a), fa_lane_frag_addr((tile), (pitch), ldbt, l_, (k0), (row0) >> 3)); \
     } while (0)
 
 /* The backward's dK/dV kernel adds dQ with atomics (attn_bwd.h phase 3). */
@@ -220,7 +205,7 @@ FA_DEVICE float2 fa_unpack2_f16(uint32_t v) { return __half22float2(*(__half2 *)
 #endif
 
 /* Dynamic shared memory of a kernel, 128-byte aligned: the async copies need 16 bytes and
- * fa_frag_addr's swizzled tiles whole 128-byte groups. The size is
+ * fa_nv_frag_addr's swizzled tiles whole 128-byte groups. The size is
  * the launch's (cudaLaunchKernel), so the kernel's statement of it (for vendors whose LDS
  * is sized at compile time) is not needed here. */
 #define FA_DYNAMIC_SMEM(name, bytes) extern __shared__ __align__(128) unsigned char name[]
