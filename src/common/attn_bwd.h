@@ -376,9 +376,10 @@ FA_DEVICE void fa_bwd_dq_add(float *dq_head, long long seq_row0, int m0, int row
         for (int nf = 0; nf < FA_P3_NF; ++nf) {
             const int row_block = m0 + row0 + mf * FA_MMA_M, col_block = d0 + nf * FA_MMA_N;
             const float *tile = acc[mf * FA_P3_NF + nf];
-            if (whole || fa_dq_accum_fragment_order(row_block, seqlen_q, head_dim)) {
+            if (whole || fa_dq_accum_fragment_order(row_block, seqlen_q, head_dim, FA_MMA_M, FA_MMA_N)) {
                 if (whole || col_block < head_dim)
-                    fa_atomic_add_acc(dq_head + fa_dq_accum_tile(seq_row0, row_block, col_block, stride) +
+                    fa_atomic_add_acc(dq_head + fa_dq_accum_tile(seq_row0, row_block, col_block, stride,
+                                                                 FA_MMA_M) +
                                           lane * FA_ACC_REGS,
                                       tile);
                 continue;

@@ -140,7 +140,7 @@ extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
                          blockIdx.y * args.dq_head;
     for (int rb = rows.row0; rb < rows.row0 + rows.count; rb += FA_MMA_M) {
         const float *acc = head_acc + (rows.seq_row0 + rb) * f->head_dim;
-        if (fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim))
+        if (fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim, FA_MMA_M, FA_MMA_N))
             fa_convert_fragments(dq + rb * args.dq_row, args.dq_row, acc, f->head_dim, args.scale, args.out_bf16);
         else
             fa_convert_rows(dq + rb * args.dq_row, args.dq_row, acc, min(FA_MMA_M, seq.seqlen_q - rb), f->head_dim,

@@ -1,7 +1,7 @@
 /*
  * dq_accum.h - where the fp32 dQ accumulator of the atomic backward path keeps element
  * (row, col) of a head, written once for the dK/dV kernel that adds into it and the
- * kernel that converts it. Included after fa_device.h.
+ * kernel that converts it.
  *
  * The accumulator is [heads][total_q][head_dim]. Each block of FA_MMA_M whole rows of a
  * sequence (rows row_block .. row_block + FA_MMA_M - 1, row_block a multiple of
@@ -13,22 +13,26 @@
  * FA_MMA_M rows of it: the row-major layout made every atomic touch eight cache lines,
  * and the global-memory queue set the pace (bench/NOTES.md, b3). A sequence's last,
  * partial row block, and every block of a head dim that is not a multiple of FA_MMA_N,
- * stay row-major.
+ * stay row-major. Plain C, host and device, with the MMA tile shape as arguments so that
+ * tests/test_dq_accum.cpp can replay both kernels' use of it on the CPU for every vendor.
  */
 #ifndef FA_DQ_ACCUM_H
 #define FA_DQ_ACCUM_H
 
-/* Whether the row block starting at sequence row row_block is in fragment order. */
-FA_DEVICE int fa_dq_accum_fragment_order(int row_block, int seqlen_q, int head_dim)
+#include "fa_hd.h"
+
+/* Whether the row block starting at sequence row row_block is in fragment order, for
+ * MMA tiles of tile_m x tile_n (FA_MMA_M x FA_MMA_N). */
+FA_HD int fa_dq_accum_fragment_order(int row_block, int seqlen_q, int head_dim, int tile_m, int tile_n)
 {
-    return row_block + FA_MMA_M <= seqlen_q && head_dim % FA_MMA_N == 0;
+    return row_block + tile_m <= seqlen_q && head_dim % tile_n == 0;
 }
 
 /* Offset of the MMA tile (row_block, col_block) of a fragment-ordered block from the
  * head's start, with seq_row0 the sequence's first row in the [total_q] rows. */
-FA_DEVICE long long fa_dq_accum_tile(long long seq_row0, int row_block, int col_block, int head_dim)
+FA_HD long long fa_dq_accum_tile(long long seq_row0, int row_block, int col_block, int head_dim, int tile_m)
 {
-    return (seq_row0 + row_block) * head_dim + (long long)col_block * FA_MMA_M;
+    return (seq_row0 + row_block) * head_dim + (long long)col_block * tile_m;
 }
 
 #endif /* FA_DQ_ACCUM_H */

@@ -1,0 +1,121 @@
+// test_dq_accum.cpp - the fp32 dQ accumulator's layout (src/common/dq_accum.h) replayed on
+// the CPU for the NVIDIA and AMD (MFMA16) accumulator maps: the dK/dV kernel's adds
+// (attn_bwd.h, fa_bwd_dq_add: a vector per lane and MMA tile for fragment-ordered row
+// blocks, element by element otherwise) and the convert kernel's reads
+// (attn_bwd_prep.h, fa_bwd_convert_dq) must give back every element of every sequence,
+// write nowhere twice and nowhere outside the sequence's own rows, and keep each lane's
+// vector 16-byte aligned, for varlen batches whose sequences start anywhere and end
+// mid-block, and head dims narrower than the instance.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "../src/cuda/fa_nv_layouts.h"
+#include "../src/hip/fa_amd_layouts.h"
+#include "dq_accum.h"
+
+namespace {
+
+struct Vocabulary {
+    const char *name;
+    int tile_m, tile_n, lanes, regs;
+    int (*acc_row)(int lane, int reg);
+    int (*acc_col)(int lane, int reg);
+};
+int amd_row(int lane, int reg) { return (void)reg, fa_amd_acc_row(lane); }
+int amd_col(int lane, int reg) { return fa_amd_acc_col(FA_AMD_MFMA16, lane, reg); }
+const Vocabulary kVocabularies[] = {
+    {"NVIDIA mma.m16n8k16", 16, 8, 32, 4, fa_nv_acc_row, fa_nv_acc_col},
+    {"AMD v_mfma_f32_16x16x16", 16, 16, 64, 4, amd_row, amd_col},
+};
+
+long long tag(int seq, int row, int col) { return 1 + (long long)seq * 1000000 + row * 1000 + col; }
+
+// One head of a varlen batch: the dK/dV kernel's adds (each MMA tile of each step that the
+// kernel runs: rows up to the sequence's end rounded to tile_m, columns up to d_inst),
+// then the convert kernel's reads, for head dim hd of an instance of d_inst columns.
+void replay(const Vocabulary &v, const std::vector<int> &lengths, int hd, int d_inst)
+{
+    std::vector<int> row0(lengths.size() + 1, 0);
+    for (size_t b = 0; b < lengths.size(); ++b) row0[b + 1] = row0[b] + lengths[b];
+    std::vector<long long> mem((size_t)row0.back() * hd, 0);
+    auto add = [&](int seq, long long at, long long value) {
+        INFO(v.name << " hd " << hd << " sequence " << seq << " offset " << at);
+        REQUIRE(at >= (long long)row0[seq] * hd);          // inside its own rows
+        REQUIRE(at < (long long)row0[seq + 1] * hd);
+        REQUIRE(mem[(size_t)at] == 0);                      // nowhere twice
+        mem[(size_t)at] = value;
+    };
+    for (size_t s = 0; s < lengths.size(); ++s) {
+        const int len = lengths[s];
+        for (int rb = 0; rb < len; rb += v.tile_m)
+            for (int cb = 0; cb < d_inst; cb += v.tile_n) {
+                if (fa_dq_accum_fragment_order(rb, len, hd, v.tile_m, v.tile_n)) {
+                    if (cb >= hd) continue;
+                    const long long at = fa_dq_accum_tile(row0[s], rb, cb, hd, v.tile_m);
+                    for (int lane = 0; lane < v.lanes; ++lane) {
+                        CHECK((at + lane * v.regs) * 4 % 16 == 0); // the vector atomic's alignment
+                        for (int r = 0; r < v.regs; ++r)
+                            add((int)s, at + lane * v.regs + r,
+                                tag((int)s, rb + v.acc_row(lane, r), cb + v.acc_col(lane, r)));
+                    }
+                    continue;
+                }
+                for (int lane = 0; lane < v.lanes; ++lane)
+                    for (int r = 0; r < v.regs; ++r) {
+                        const int row = rb + v.acc_row(lane, r), col = cb + v.acc_col(lane, r);
+                        if (row < len && col < hd)
+                            add((int)s, (long long)(row0[s] + row) * hd + col, tag((int)s, row, col));
+                    }
+            }
+    }
+    for (size_t s = 0; s < lengths.size(); ++s) {
+        const int len = lengths[s];
+        std::vector<long long> out((size_t)len * hd, 0);
+        for (int rb = 0; rb < len; rb += v.tile_m) {
+            const long long block = (long long)(row0[s] + rb) * hd;
+            if (fa_dq_accum_fragment_order(rb, len, hd, v.tile_m, v.tile_n)) {
+                for (int tile = 0; tile < hd / v.tile_n; ++tile)
+                    for (int lane = 0; lane < v.lanes; ++lane)
+                        for (int r = 0; r < v.regs; ++r)
+                            out[(size_t)(rb + v.acc_row(lane, r)) * hd + tile * v.tile_n + v.acc_col(lane, r)] =
+                                mem[(size_t)(block + (long long)tile * v.tile_m * v.tile_n + lane * v.regs + r)];
+            } else {
+                for (int row = rb; row < len && row < rb + v.tile_m; ++row)
+                    for (int col = 0; col < hd; ++col)
+                        out[(size_t)row * hd + col] = mem[(size_t)(row0[s] + row) * hd + col];
+            }
+        }
+        for (int row = 0; row < len; ++row)
+            for (int col = 0; col < hd; ++col)
+                if (out[(size_t)row * hd + col] != tag((int)s, row, col)) {
+                    INFO(v.name << " hd " << hd << " sequence " << s << " row " << row << " col " << col);
+                    REQUIRE(out[(size_t)row * hd + col] == tag((int)s, row, col));
+                }
+    }
+}
+
+} // namespace
+
+TEST_CASE("dQ accumulator: the kernels' adds and the convert's reads agree element by element",
+          "[backward][layout]")
+{
+    // Sequences starting anywhere, ending mid-block, shorter than a block, empty.
+    const std::vector<std::vector<int>> batches = {{64}, {37}, {5, 37, 0, 17, 3, 48}, {1, 16, 31, 33}};
+    for (const Vocabulary &v : kVocabularies)
+        for (const auto &lengths : batches)
+            for (int d_inst : {32, 64, 128})
+                for (int hd = 8; hd <= d_inst; hd += 8)
+                    replay(v, lengths, hd, d_inst);
+}
+
+TEST_CASE("dQ accumulator: whole row blocks are fragment-ordered, the rest row-major", "[backward][layout]")
+{
+    CHECK(fa_dq_accum_fragment_order(0, 16, 64, 16, 8));
+    CHECK(fa_dq_accum_fragment_order(16, 37, 64, 16, 8));
+    CHECK_FALSE(fa_dq_accum_fragment_order(32, 37, 64, 16, 8)); // the partial last block
+    CHECK_FALSE(fa_dq_accum_fragment_order(0, 15, 64, 16, 8));  // a sequence under one block
+    CHECK_FALSE(fa_dq_accum_fragment_order(0, 64, 40, 16, 16)); // head dim not a multiple of N
+    CHECK(fa_dq_accum_fragment_order(0, 64, 40, 16, 8));
+    CHECK(fa_dq_accum_tile(5, 16, 8, 64, 16) == (5 + 16) * 64 + 8 * 16);
+}
