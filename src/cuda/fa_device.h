@@ -116,44 +116,43 @@ FA_DEVICE uint32_t fa_frag_addr(const void *tile, int lane_offset, int pitch, in
     return fa_nv_frag_addr(fa_smem_addr(tile), lane_offset, pitch, row0, kc);
 }
 #define fa_lane_frag_addr(tile, pitch, role, lane, row0, kc)                                \
-    fa_frag_addr((tile), fa_tile_offset((pitch), fa_nv_##role##_row(lane), fa_nv_##role##_chunk(lane)), \
+    fa_frag_addr((tile), fa_tile_offset((pitch), fa_nv_##role##_row(lane),                 \
+                                        fa_nv_##role##_chunk(lane)),                        \
                  (pitch), (row0), (kc))
 
 /* A operand (16x16, row-major tile[row][k]) at (row0, k0). */
-#define fa_load_a(a, tile, pitch, row0, k0)                                                 \
-    do {                                                                                    \
-        int l_ = fa_lane();                                                                 \
-        fa_ldmatrix_x4((a), fa_lane_frag_addr((tile), (pitch), lda, l_, (row0), (k0) >> 3)); \
-    } while (0)
+#define fa_load_a(a, tile, pitch, row0, k0) \
+    fa_ldmatrix_x4((a), fa_lane_frag_addr((tile), (pitch), lda, fa_lane(), (row0), (k0) >> 3))
+
+/* The B operands of two adjacent n-tiles (b[0], b[1]) from one ldmatrix .x4. */
+FA_DEVICE void fa_ldmatrix_pair(uint32_t (*b)[FA_B_REGS], uint32_t smem_row, int trans)
+{
+    uint32_t r[4];
+    if (trans)
+        fa_ldmatrix_x4_trans(r, smem_row);
+    else
+        fa_ldmatrix_x4(r, smem_row);
+    b[0][0] = r[0];
+    b[0][1] = r[1];
+    b[1][0] = r[2];
+    b[1][1] = r[3];
+}
 
 /* B operands of two adjacent n-tiles for B = tileᵀ (K stored [n][k]): b[0] covers rows
  * n0..n0+7 of the tile, b[1] rows n0+8..n0+15, both over k0..k0+15. */
-#define fa_load_bt_pair(b, tile, pitch, n0, k0)                                             \
-    do {                                                                                    \
-        int l_ = fa_lane();                                                                 \
-        uint32_t r_[4];                                                                     \
-        fa_ldmatrix_x4(r_, fa_lane_frag_addr((tile), (pitch), ldbt, l_, (n0), (k0) >> 3));  \
-        (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];         \
-    } while (0)
+#define fa_load_bt_pair(b, tile, pitch, n0, k0) \
+    fa_ldmatrix_pair((b), fa_lane_frag_addr((tile), (pitch), ldbt, fa_lane(), (n0), (k0) >> 3), 0)
 
 /* B operands of two adjacent n-tiles for B = tile (V stored [k][n]): b[0] covers columns
  * n0..n0+7, b[1] columns n0+8..n0+15, both over rows k0..k0+15. */
-#define fa_load_b_pair(b, tile, pitch, k0, n0)                                              \
-    do {                                                                                    \
-        int l_ = fa_lane();                                                                 \
-        uint32_t r_[4];                                                                     \
-        fa_ldmatrix_x4_trans(r_, fa_lane_frag_addr((tile), (pitch), ldb, l_, (k0), (n0) >> 3)); \
-        (b)[0][0] = r_[0]; (b)[0][1] = r_[1]; (b)[1][0] = r_[2]; (b)[1][1] = r_[3];         \
-    } while (0)
+#define fa_load_b_pair(b, tile, pitch, k0, n0) \
+    fa_ldmatrix_pair((b), fa_lane_frag_addr((tile), (pitch), ldb, fa_lane(), (k0), (n0) >> 3), 1)
 
 /* A operand (16x16) at (row0, k0) of A = tileᵀ, the tile stored [k][row]: the four
  * 8x8 pieces a0..a3 (rows 0-7 / 8-15 x k 0-7 / 8-15) come transposed from stored rows
  * k0 + 0..7 (a0, a1) and k0 + 8..15 (a2, a3). */
-#define fa_load_at(a, tile, pitch, row0, k0)                                                \
-    do {                                                                                    \
-        int l_ = fa_lane();                                                                 \
-        fa_ldmatrix_x4_trans((a), fa_lane_frag_addr((tile), (pitch), ldbt, l_, (k0), (row0) >> 3)); \
-    } while (0)
+#define fa_load_at(a, tile, pitch, row0, k0) \
+    fa_ldmatrix_x4_trans((a), fa_lane_frag_addr((tile), (pitch), ldbt, fa_lane(), (k0), (row0) >> 3))
 
 /* The backward's dK/dV kernel adds dQ with atomics (attn_bwd.h phase 3). */
 #define FA_BWD_ATOMIC_DQ 1
