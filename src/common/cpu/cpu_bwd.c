@@ -331,10 +331,9 @@ static void run_key_item(const bwd_job *job, char *scratch, int64_t item)
     const fa_problem *p = job->p;
     const fa_cpu_shape *sh = &job->key_shape;
     bwd_tiles t = carve(sh, scratch, NULL);
-    int b = fa_cpu_item_batch(job->key_start, p->batch, item);
-    int64_t local = item - job->key_start[b];
-    int head_k = (int)(local % p->heads_k);
-    int64_t k0 = local / p->heads_k * sh->tile_m;
+    fa_cpu_item_pos pos = fa_cpu_item_locate(job->key_start, p->batch, item, sh->tile_m, p->heads_k);
+    int b = pos.batch, head_k = pos.slot;
+    int64_t k0 = pos.row0;
     int rows = min_int(key_rows(p, b) - k0, sh->tile_m);
     bwd_seq sq = sequence(p, b);
     int live = min_int(sq.seqlen_k - k0 > 0 ? sq.seqlen_k - k0 : 0, rows);
@@ -395,10 +394,9 @@ static void run_query_item(const bwd_job *job, char *scratch, int64_t item)
     const fa_problem *p = job->p;
     const fa_cpu_shape *sh = &job->query_shape;
     bwd_tiles t = carve(sh, scratch, NULL);
-    int b = fa_cpu_item_batch(job->query_start, p->batch, item);
-    int64_t local = item - job->query_start[b];
-    int head = (int)(local % p->heads);
-    int64_t i0 = local / p->heads * sh->tile_m;
+    fa_cpu_item_pos pos = fa_cpu_item_locate(job->query_start, p->batch, item, sh->tile_m, p->heads);
+    int b = pos.batch, head = pos.slot;
+    int64_t i0 = pos.row0;
     bwd_seq sq = sequence(p, b);
     int rows = min_int(sq.seqlen_q - i0, sh->tile_m);
     int64_t k_begin = fa_first_visible_key(i0, sq.seqlen_q, sq.seqlen_k, p->window);

@@ -51,16 +51,15 @@ fa_status fa_cpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
 static fa_cpu_item resolve_item(const fa_cpu_job *job, int64_t item)
 {
     const fa_problem *p = job->p;
-    int b = fa_cpu_item_batch(job->item_start, p->batch, item);
-    int64_t local = item - job->item_start[b];
-    int head = (int)(local % p->heads);
+    fa_cpu_item_pos pos = fa_cpu_item_locate(job->item_start, p->batch, item, job->shape.tile_m, p->heads);
+    int b = pos.batch, head = pos.slot;
     int head_k = head / (p->heads / p->heads_k);
     int64_t row0_q = fa_problem_row0_q(p, b), row0_k = fa_problem_row0_k(p, b);
     fa_cpu_item it;
 
     it.seqlen_q = fa_problem_seqlen_q(p, b);
     it.seqlen_k = fa_problem_seqlen_k(p, b);
-    it.row_begin = local / p->heads * job->shape.tile_m;
+    it.row_begin = pos.row0;
     it.rows = (int)(it.seqlen_q - it.row_begin < job->shape.tile_m ? it.seqlen_q - it.row_begin
                                                                     : job->shape.tile_m);
     it.q = fa_cpu_operand_at(p->q, p->dtype, &p->q_stride, b, row0_q + it.row_begin, head);

@@ -110,8 +110,14 @@ int fa_cpu_block_masked(const fa_problem *p, int64_t seqlen_q, int64_t seqlen_k,
  * memory. */
 int64_t *fa_cpu_item_starts(const fa_problem *p, int64_t (*rows)(const fa_problem *, int),
                             int tile, int per_tile);
-/* The sequence holding `item`: the last b with start[b] <= item. */
-int fa_cpu_item_batch(const int64_t *start, int batch, int64_t item);
+/* Where work item `item` of fa_cpu_item_starts(.., tile, per_tile) falls: its sequence,
+ * its slot among the per_tile items of one tile (slots fastest) and its tile's first row. */
+typedef struct fa_cpu_item_pos {
+    int batch;
+    int slot;
+    int64_t row0;
+} fa_cpu_item_pos;
+fa_cpu_item_pos fa_cpu_item_locate(const int64_t *start, int batch, int64_t item, int tile, int per_tile);
 
 /* One parallel loop: run(job, tiles, item) for every item in [0, item_count), handed out
  * dynamically to the workers; each worker owns thread_bytes of FA_CPU_ALIGN-aligned

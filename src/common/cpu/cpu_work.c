@@ -67,9 +67,10 @@ int64_t *fa_cpu_item_starts(const fa_problem *p, int64_t (*rows)(const fa_proble
     return start;
 }
 
-int fa_cpu_item_batch(const int64_t *start, int batch, int64_t item)
+fa_cpu_item_pos fa_cpu_item_locate(const int64_t *start, int batch, int64_t item, int tile, int per_tile)
 {
-    int lo = 0, hi = batch - 1;
+    fa_cpu_item_pos pos;
+    int lo = 0, hi = batch - 1; /* the sequence: the last b with start[b] <= item */
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
         if (start[mid] <= item)
@@ -77,7 +78,10 @@ int fa_cpu_item_batch(const int64_t *start, int batch, int64_t item)
         else
             hi = mid - 1;
     }
-    return lo;
+    pos.batch = lo;
+    pos.slot = (int)((item - start[lo]) % per_tile);
+    pos.row0 = (item - start[lo]) / per_tile * tile;
+    return pos;
 }
 
 size_t fa_cpu_workspace_bytes(size_t thread_bytes, int threads)
