@@ -225,6 +225,15 @@ struct HeadData {
     std::vector<double> q, k, v;
 };
 
+// Query head h of sequence b with its kv head's keys and values, in double.
+HeadData load_head(const fa_tensor &q, const fa_tensor &k, const fa_tensor &v, const Batch &bt, int b,
+                   int h, int head_k)
+{
+    return HeadData{b, h, load_rows(q, bt, b, bt.q_begin[b], bt.q_len[b], h),
+                    load_rows(k, bt, b, bt.k_begin[b], bt.k_len[b], head_k),
+                    load_rows(v, bt, b, bt.k_begin[b], bt.k_len[b], head_k)};
+}
+
 struct RowResult {
     std::vector<double> out;
     double lse;
@@ -419,9 +428,7 @@ Reference reference_attention(const fa_tensor &q, const fa_tensor &k, const fa_t
     for (int b = 0; b < bt.count; ++b)
         for (int h = 0; h < bt.heads; ++h) {
             int head_k = h / (bt.heads / bt.heads_k);
-            HeadData hd{b, h, load_rows(q, bt, b, bt.q_begin[b], bt.q_len[b], h),
-                        load_rows(k, bt, b, bt.k_begin[b], bt.k_len[b], head_k),
-                        load_rows(v, bt, b, bt.k_begin[b], bt.k_len[b], head_k)};
+            HeadData hd = load_head(q, k, v, bt, b, h, head_k);
             for (int64_t i = 0; i < bt.q_len[b]; ++i) {
                 RowResult r = attend_row(params, bt, hd, i, q.dtype, precision);
                 int64_t g = bt.q_begin[b] + i;
@@ -500,9 +507,7 @@ GradReference reference_backward(const fa_tensor &q, const fa_tensor &k, const f
     for (int b = 0; b < bt.count; ++b)
         for (int h = 0; h < bt.heads; ++h) {
             int head_k = h / (bt.heads / bt.heads_k);
-            HeadData hd{b, h, load_rows(q, bt, b, bt.q_begin[b], bt.q_len[b], h),
-                        load_rows(k, bt, b, bt.k_begin[b], bt.k_len[b], head_k),
-                        load_rows(v, bt, b, bt.k_begin[b], bt.k_len[b], head_k)};
+            HeadData hd = load_head(q, k, v, bt, b, h, head_k);
             backward_head(params, bt, hd, load_rows(dout, bt, b, bt.q_begin[b], bt.q_len[b], h),
                           head_k, k, r, g);
         }
