@@ -20,29 +20,16 @@ set(FA_CUDA_SOURCES ${PROJECT_SOURCE_DIR}/src/cuda/cuda_backend.cu
 
 # fa_cuda_instances(LIST_HEADER LETTER PASS KERNEL_HEADER): one generated translation unit
 # per entry LETTER(d, m, n, warps, stages) of LIST_HEADER and per dtype, instantiating
-# KERNEL_HEADER as fa_PASS_d<d>_<dtype>_<m>x<n>x<stages>. The header is read as one
-# string: its list lines end in backslashes, which file(STRINGS) would take as escapes.
+# KERNEL_HEADER as fa_PASS_d<d>_<dtype>_<m>x<n>x<stages>.
+include(FlashattnInstances)
 function(fa_cuda_instances list_header letter pass kernel_header)
-  # Re-configure when the list changes: the generated sources follow it.
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/common/${list_header})
-  file(READ ${PROJECT_SOURCE_DIR}/src/common/${list_header} text)
-  string(REGEX MATCHALL "${letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" entries "${text}")
+  fa_instance_entries(${list_header} ${letter} entries)
   set(sources "")
+  set(FA_KERNEL_HEADER ${kernel_header})
   foreach(entry IN LISTS entries)
-    string(REGEX MATCH "\\(([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+)\\)" _ "${entry}")
-    set(FA_D ${CMAKE_MATCH_1})
-    set(FA_M ${CMAKE_MATCH_2})
-    set(FA_N ${CMAKE_MATCH_3})
-    set(FA_W ${CMAKE_MATCH_4})
-    set(FA_S ${CMAKE_MATCH_5})
-    set(FA_KERNEL_HEADER ${kernel_header})
+    fa_instance_fields("${entry}")
     foreach(FA_DT f16 bf16)
-      set(FA_NAME fa_${pass}_d${FA_D}_${FA_DT}_${FA_M}x${FA_N}x${FA_S})
-      if(FA_DT STREQUAL "bf16")
-        set(FA_BF16_DEFINE "#define FA_INST_BF16 1")
-      else()
-        set(FA_BF16_DEFINE "")
-      endif()
+      fa_instance_dtype(${pass} ${FA_DT})
       configure_file(${PROJECT_SOURCE_DIR}/cmake/instance.cu.in ${FA_GEN_DIR}/${FA_NAME}.cu @ONLY)
       list(APPEND sources ${FA_GEN_DIR}/${FA_NAME}.cu)
     endforeach()
