@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the
-# sanitizers on the reduced sweep, then the side-by-side benchmark. Expects the
+# device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the four
+# compute-sanitizer tools over the GPU suite, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
 # Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|all] [extra args for compare_sdpa.py]
 set -u
@@ -22,11 +22,18 @@ if [[ $what == all || $what == python ]]; then
     > "$OUT/cli.log" 2>&1; echo "cli rc=$?"; grep -E "plan|throughput|check" "$OUT/cli.log"
 fi
 if [[ $what == all || $what == sanitize ]]; then
-  echo "== compute-sanitizer (reduced sweep: [sanitize])"
-  for tool in memcheck racecheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 .carry/flashattn_gpu_tests "[sanitize]" \
-      > "$OUT/sanitize_$tool.log" 2>&1
-    echo "$tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
+  # The four tools over the whole GPU suite (FA_SANITIZE_FILTER narrows it, e.g. "[sanitize]"),
+  # side by side on the one GPU: the suite's time is mostly the host's fp64 oracle.
+  echo "== compute-sanitizer: memcheck, racecheck, initcheck, synccheck over ${FA_SANITIZE_FILTER:-the whole suite}"
+  limit=${FA_SANITIZE_SECONDS:-480}
+  for tool in memcheck racecheck initcheck synccheck; do
+    extra=(); [[ $tool == memcheck ]] && extra=(--leak-check full)
+    timeout "$limit" compute-sanitizer --tool $tool "${extra[@]}" --error-exitcode 9 \
+      .carry/flashattn_gpu_tests ${FA_SANITIZE_FILTER:+"$FA_SANITIZE_FILTER"} > "$OUT/sanitize_$tool.log" 2>&1 &
+  done
+  wait
+  for tool in memcheck racecheck initcheck synccheck; do
+    echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases|assertions' "$OUT/sanitize_$tool.log" | tail -3 | tr '\n' ' ')"
   done
 fi
 if [[ $what == all || $what == sass ]]; then

@@ -419,6 +419,53 @@ TEST_CASE_METHOD(ApiFixture, "api: element offsets overflowing int64", "[api][er
     expect_error_everywhere(FA_ERR_BAD_SIZE, "q element offsets overflow");
 }
 
+// The constructors' stride products overflow int64 for [2^31-1, 2^31-1, 1, 8] (the
+// unused total) and [4, 2^31-1, 2^31-1, 8] (the batch stride): they saturate instead of
+// overflowing, and every call refuses such a tensor.
+TEST_CASE_METHOD(ApiFixture, "api: constructor strides overflowing int64", "[api][errors]")
+{
+    const int64_t big = std::numeric_limits<int32_t>::max();
+    q = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, big, big, 1, 8);
+    CHECK(q.stride[0] == big * 8);
+    expect_error_everywhere(FA_ERR_BAD_SIZE, "q element offsets overflow");
+    q = fa_tensor_bshd(q_buf.data(), FA_DTYPE_F32, 4, big, big, 8);
+    CHECK(q.stride[1] == big * 8);
+    CHECK(q.stride[0] == std::numeric_limits<int64_t>::max());
+    expect_error_everywhere(FA_ERR_BAD_SIZE, "q element offsets overflow");
+    fa_tensor t = fa_tensor_thd(q_buf.data(), FA_DTYPE_F16, 4, std::numeric_limits<int64_t>::max(), 8);
+    CHECK(t.stride[0] == std::numeric_limits<int64_t>::max());
+    t = fa_tensor_lse(lse_buf.data(), 2, -3, 4);
+    CHECK(t.stride[0] == std::numeric_limits<int64_t>::max());
+}
+
+// batch 2^31-1 (stride 0, so the buffers are small): cu_seqlens-sized counts must not
+// overflow int. Only the queries run: a forward would compute 2^31 batches.
+TEST_CASE_METHOD(ApiFixture, "api: largest batch is planned without overflow", "[api]")
+{
+    const int64_t big = std::numeric_limits<int32_t>::max();
+    for (fa_tensor *t : {&q, &k, &v}) {
+        t->shape[0] = big;
+        t->stride[0] = 0;
+    }
+    fa_plan plan;
+    REQUIRE(fa_plan_fwd(ctx, &q, &k, &v, &params, &plan) == FA_OK);
+    size_t bytes = 0;
+    CHECK(fa_fwd_workspace_size(ctx, &q, &k, &v, &params, &bytes) == FA_OK);
+    CHECK(fa_plan_bwd(ctx, &q, &k, &v, &params, &plan) == FA_OK);
+}
+
+// Slopes at alibi_batch_stride 2^62 over 3 batches lie past int64's reach.
+TEST_CASE_METHOD(ApiFixture, "api: alibi slope offsets overflowing int64", "[api][errors]")
+{
+    std::vector<float> slopes(b * h, 0.5f);
+    params.alibi_slopes = slopes.data();
+    params.alibi_batch_stride = int64_t(1) << 62;
+    expect_error_everywhere(FA_ERR_BAD_SIZE, "alibi slope offsets overflow int64");
+    q.shape[0] = k.shape[0] = v.shape[0] = 1; // one batch reads no stride
+    out.shape[0] = dout.shape[0] = dq.shape[0] = dk.shape[0] = dv.shape[0] = lse.shape[0] = 1;
+    CHECK(fwd() == FA_OK);
+}
+
 // ---- dtypes --------------------------------------------------------------------------
 
 TEST_CASE_METHOD(ApiFixture, "api: unknown dtype", "[api][errors]")
@@ -510,11 +557,19 @@ TEST_CASE_METHOD(ApiFixture, "api: only cu_seqlens_q set", "[api][errors]")
     expect_error_everywhere(FA_ERR_BAD_PARAM, "cu_seqlens_k");
 }
 
-TEST_CASE_METHOD(ApiFixture, "api: varlen_batch not positive", "[api][errors]")
+TEST_CASE_METHOD(ApiFixture, "api: varlen_batch negative", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 16, 32}, cu_k[] = {0, 24, 48};
+    make_varlen(cu_q, cu_k, -1, 16, 24);
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "varlen_batch -1");
+}
+
+// An empty batch is valid, but cu_seqlens [0] must still end at the tensor's rows.
+TEST_CASE_METHOD(ApiFixture, "api: varlen_batch 0 with rows in the tensors", "[api][errors]")
 {
     static const int32_t cu_q[] = {0, 16, 32}, cu_k[] = {0, 24, 48};
     make_varlen(cu_q, cu_k, 0, 16, 24);
-    expect_error_everywhere(FA_ERR_BAD_PARAM, "varlen_batch 0");
+    expect_error_everywhere(FA_ERR_BAD_SEQLENS, "cu_seqlens_q[0] = 0 != the tensor's total rows 32");
 }
 
 TEST_CASE_METHOD(ApiFixture, "api: cu_seqlens not starting at 0", "[api][errors]")

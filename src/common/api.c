@@ -141,6 +141,16 @@ static fa_status create_failed(fa_status status, const char *fmt, ...)
 /* Tensors and params                                                                   */
 /* ------------------------------------------------------------------------------------ */
 
+/* stride * extent, saturating at INT64_MAX: a shape whose row-major strides do not fit
+ * int64 (or a negative extent) gets strides no call accepts (FA_ERR_BAD_SIZE), never an
+ * overflowed product. */
+static int64_t next_stride(int64_t stride, int64_t extent)
+{
+    if (extent < 0 || (extent > 0 && stride > INT64_MAX / extent))
+        return INT64_MAX;
+    return stride * extent;
+}
+
 static fa_tensor contiguous_tensor(void *data, fa_dtype dtype, int ndim, const int64_t *shape)
 {
     fa_tensor t;
@@ -153,7 +163,7 @@ static fa_tensor contiguous_tensor(void *data, fa_dtype dtype, int ndim, const i
     for (i = ndim - 1; i >= 0; --i) {
         t.shape[i] = shape[i];
         t.stride[i] = stride;
-        stride *= shape[i];
+        stride = next_stride(stride, shape[i]);
     }
     return t;
 }
@@ -383,53 +393,89 @@ typedef struct operand_dims {
     fa_strides stride;
 } operand_dims;
 
-static const char *const bshd_dim_names[4] = {"batch", "seqlen", "heads", "head_dim"};
-static const char *const thd_dim_names[3] = {"total rows", "heads", "head_dim"};
-static const char *const lse_dim_names[3] = {"batch", "heads", "seqlen"};
-static const char *const lse_varlen_dim_names[2] = {"heads", "total rows"};
+/* How a kind of tensor is laid out: its rank, the names of its dims for messages, and
+ * which dims may be 0 (an empty problem: no batch, no rows); heads and head_dim never. */
+typedef struct tensor_layout {
+    int rank;
+    const char *text;
+    const char *dims[4];
+    unsigned empty_ok; /* bit i: dim i may be 0 */
+} tensor_layout;
 
-/* Every dim in 1..INT32_MAX (kernels index rows and heads with int32; cu_seqlens are
- * int32), every stride >= 0, and the largest offset representable in int64 bytes, so
- * no backend's address arithmetic can overflow. */
-static fa_status check_extent(fa_context *ctx, const char *name, const fa_tensor *t,
-                              const char *const *dim_names)
+static const tensor_layout bshd_layout = {4, "[b, s, h, d]", {"batch", "seqlen", "heads", "head_dim"}, 0x3u};
+static const tensor_layout thd_layout = {3, "[total, h, d] (varlen)", {"total rows", "heads", "head_dim"}, 0x1u};
+static const tensor_layout lse_layout = {3, "[b, h, s_q]", {"batch", "heads", "seqlen"}, 0x5u};
+static const tensor_layout lse_varlen_layout = {2, "[h, total_q] (varlen)", {"heads", "total rows"}, 0x2u};
+
+/* Every dim in 0..INT32_MAX (1.. for those that may not be empty; kernels index rows and
+ * heads with int32, cu_seqlens are int32) and every stride >= 0. */
+static fa_status check_dims(fa_context *ctx, const char *name, const fa_tensor *t,
+                            const tensor_layout *layout)
 {
-    int64_t max_offset = 0;
-    int64_t limit = INT64_MAX / (t->dtype == FA_DTYPE_F32 ? 4 : 2);
     int i;
-    for (i = 0; i < t->ndim; ++i) {
-        if (t->shape[i] <= 0 || t->shape[i] > FA_INT32_MAX)
-            return fa_fail(ctx, FA_ERR_BAD_SIZE, "%s %s %lld is out of range 1..%lld", name,
-                           dim_names[i], (long long)t->shape[i], FA_INT32_MAX);
+    for (i = 0; i < layout->rank; ++i) {
+        int64_t least = (layout->empty_ok >> i) & 1u ? 0 : 1;
+        if (t->shape[i] < least || t->shape[i] > FA_INT32_MAX)
+            return fa_fail(ctx, FA_ERR_BAD_SIZE, "%s %s %lld is out of range %lld..%lld", name,
+                           layout->dims[i], (long long)t->shape[i], (long long)least,
+                           FA_INT32_MAX);
         if (t->stride[i] < 0)
             return fa_fail(ctx, FA_ERR_BAD_STRIDE, "%s stride[%d] = %lld is negative", name, i,
                            (long long)t->stride[i]);
     }
+    return FA_OK;
+}
+
+static int has_elements(const fa_tensor *t)
+{
+    int i;
+    for (i = 0; i < t->ndim; ++i)
+        if (t->shape[i] == 0)
+            return 0;
+    return 1;
+}
+
+/* The largest element offset, in bytes, representable in int64, so no backend's address
+ * arithmetic can overflow. A tensor without elements has no offsets. */
+static fa_status check_offsets(fa_context *ctx, const char *name, const fa_tensor *t,
+                               const tensor_layout *layout)
+{
+    int64_t max_offset = 0;
+    int64_t limit = INT64_MAX / (t->dtype == FA_DTYPE_F32 ? 4 : 2);
+    int i;
+    if (!has_elements(t))
+        return FA_OK;
     for (i = 0; i < t->ndim; ++i) {
         int64_t steps = t->shape[i] - 1;
         if (steps > 0 && t->stride[i] > (limit - max_offset) / steps)
             return fa_fail(ctx, FA_ERR_BAD_SIZE,
                            "%s element offsets overflow int64 (%s %lld x stride %lld)", name,
-                           dim_names[i], (long long)t->shape[i], (long long)t->stride[i]);
+                           layout->dims[i], (long long)t->shape[i], (long long)t->stride[i]);
         max_offset += steps * t->stride[i];
     }
     return FA_OK;
 }
 
+/* Present, of the layout's rank and a known dtype, with valid dims and offsets; its data
+ * may be NULL exactly when it has no elements (PyTorch hands NULL for empty tensors). */
 static fa_status check_present(fa_context *ctx, const char *name, const fa_tensor *t,
-                               int expected_rank, const char *layout)
+                               const tensor_layout *layout)
 {
+    fa_status st;
     if (t == NULL)
         return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s is NULL", name);
-    if (t->ndim != expected_rank)
+    if (t->ndim != layout->rank)
         return fa_fail(ctx, FA_ERR_BAD_RANK, "%s has %d dims, expected %d %s", name, t->ndim,
-                       expected_rank, layout);
-    if (t->data == NULL)
-        return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s data is NULL", name);
+                       layout->rank, layout->text);
     if (!dtype_is_known(t->dtype))
         return fa_fail(ctx, FA_ERR_BAD_DTYPE, "%s dtype %d is not a known fa_dtype", name,
                        (int)t->dtype);
-    return FA_OK;
+    st = check_dims(ctx, name, t, layout);
+    if (st == FA_OK)
+        st = check_offsets(ctx, name, t, layout);
+    if (st == FA_OK && t->data == NULL && has_elements(t))
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s data is NULL", name);
+    return st;
 }
 
 static void read_dims(const fa_tensor *t, int varlen, operand_dims *dims)
@@ -459,11 +505,9 @@ static fa_status check_operand(fa_context *ctx, const char *name, const fa_tenso
                                int varlen, operand_dims *dims)
 {
     fa_status st;
-    int rank = varlen ? 3 : 4;
-    st = check_present(ctx, name, t, rank, varlen ? "[total, h, d] (varlen)" : "[b, s, h, d]");
-    if (st != FA_OK)
-        return st;
-    st = check_extent(ctx, name, t, varlen ? thd_dim_names : bshd_dim_names);
+    const tensor_layout *layout = varlen ? &thd_layout : &bshd_layout;
+    int rank = layout->rank;
+    st = check_present(ctx, name, t, layout);
     if (st != FA_OK)
         return st;
     if (t->stride[rank - 1] != 1)
@@ -528,16 +572,12 @@ static fa_status check_lse(fa_context *ctx, const char *name, const fa_tensor *l
                            const operand_dims *q, int64_t batch, fa_strides *stride)
 {
     fa_status st;
-    int rank = varlen ? 2 : 3;
-    st = check_present(ctx, name, lse, rank, varlen ? "[h, total_q] (varlen)" : "[b, h, s_q]");
+    st = check_present(ctx, name, lse, varlen ? &lse_varlen_layout : &lse_layout);
     if (st != FA_OK)
         return st;
     if (lse->dtype != FA_DTYPE_F32)
         return fa_fail(ctx, FA_ERR_BAD_DTYPE, "%s dtype %s must be f32", name,
                        fa_dtype_name(lse->dtype));
-    st = check_extent(ctx, name, lse, varlen ? lse_varlen_dim_names : lse_dim_names);
-    if (st != FA_OK)
-        return st;
     if (varlen) {
         st = check_same_dim(ctx, name, "q", "heads", lse->shape[0], q->heads);
         if (st == FA_OK)
@@ -595,7 +635,8 @@ static fa_status check_scalars(fa_context *ctx, const fa_params *p)
     return FA_OK;
 }
 
-/* Varlen needs both cu_seqlens arrays, a positive batch and non-negative max lengths. */
+/* Varlen needs both cu_seqlens arrays, a batch (0: an empty call, cu_seqlens [0]) and
+ * non-negative max lengths. */
 static fa_status check_varlen_params(fa_context *ctx, const fa_params *p)
 {
     int has_q = p->cu_seqlens_q != NULL, has_k = p->cu_seqlens_k != NULL;
@@ -606,13 +647,27 @@ static fa_status check_varlen_params(fa_context *ctx, const fa_params *p)
     if (!has_q)
         return FA_OK;
     /* cu_seqlens hold varlen_batch + 1 entries: that count must itself be an int. */
-    if (p->varlen_batch <= 0 || p->varlen_batch >= 2147483647)
+    if (p->varlen_batch < 0 || p->varlen_batch >= 2147483647)
         return fa_fail(ctx, FA_ERR_BAD_PARAM,
-                       "varlen_batch %d must be in 1..2147483646 with cu_seqlens",
+                       "varlen_batch %d must be in 0..2147483646 with cu_seqlens",
                        p->varlen_batch);
     if (p->max_seqlen_q < 0 || p->max_seqlen_k < 0)
         return fa_fail(ctx, FA_ERR_BAD_PARAM, "max_seqlen_q %d / max_seqlen_k %d is negative",
                        p->max_seqlen_q, p->max_seqlen_k);
+    return FA_OK;
+}
+
+/* The slopes a call reads, [b, h] at alibi_batch_stride, addressable in int64 bytes
+ * like every tensor's offsets. */
+static fa_status check_alibi(fa_context *ctx, const fa_params *p, int64_t batch, int64_t heads)
+{
+    int64_t limit = INT64_MAX / (int64_t)sizeof(float) - (heads - 1);
+    if (p->alibi_slopes == NULL || batch <= 1 || p->alibi_batch_stride <= 0)
+        return FA_OK;
+    if (p->alibi_batch_stride > limit / (batch - 1))
+        return fa_fail(ctx, FA_ERR_BAD_SIZE,
+                       "alibi slope offsets overflow int64 (batch %lld x alibi_batch_stride %lld)",
+                       (long long)batch, (long long)p->alibi_batch_stride);
     return FA_OK;
 }
 
@@ -683,12 +738,12 @@ static fa_status check_seqused(fa_context *ctx, const int32_t *used, const int32
 static fa_status check_sequences(fa_context *ctx, const fa_params *params, fa_problem *p)
 {
     int32_t *cu_q = NULL, *cu_k = NULL, *used = NULL;
-    int count = p->batch + 1;
     fa_status st = FA_OK;
     if (p->varlen) {
-        st = fetch_int32(ctx, "cu_seqlens_q", params->cu_seqlens_q, count, &cu_q);
+        /* varlen_batch + 1 fits an int: check_varlen_params capped the batch. */
+        st = fetch_int32(ctx, "cu_seqlens_q", params->cu_seqlens_q, p->batch + 1, &cu_q);
         if (st == FA_OK)
-            st = fetch_int32(ctx, "cu_seqlens_k", params->cu_seqlens_k, count, &cu_k);
+            st = fetch_int32(ctx, "cu_seqlens_k", params->cu_seqlens_k, p->batch + 1, &cu_k);
         if (st == FA_OK)
             st = check_cu_seqlens(ctx, "cu_seqlens_q", cu_q, p->batch, p->total_q,
                                   params->max_seqlen_q, "max_seqlen_q", &p->seqlen_q);
@@ -696,7 +751,7 @@ static fa_status check_sequences(fa_context *ctx, const fa_params *params, fa_pr
             st = check_cu_seqlens(ctx, "cu_seqlens_k", cu_k, p->batch, p->total_k,
                                   params->max_seqlen_k, "max_seqlen_k", &p->seqlen_k);
     }
-    if (st == FA_OK && params->seqused_k != NULL) {
+    if (st == FA_OK && params->seqused_k != NULL && p->batch > 0) {
         st = fetch_int32(ctx, "seqused_k", params->seqused_k, p->batch, &used);
         if (st == FA_OK)
             st = check_seqused(ctx, used, cu_k, p->batch, p->seqlen_k);
@@ -820,6 +875,9 @@ static fa_status build_problem(fa_context *ctx, const call_tensors *t, const fa_
     if (st != FA_OK)
         return st;
     batch = varlen ? params->varlen_batch : d.q.batch;
+    st = check_alibi(ctx, params, batch, d.q.heads);
+    if (st != FA_OK)
+        return st;
     if (t->lse != NULL) {
         st = check_lse(ctx, "lse", t->lse, varlen, &d.q, batch, &lse_stride);
         if (st != FA_OK)
@@ -895,11 +953,39 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
     return FA_OK;
 }
 
+/* The "kernel" of a call with nothing to compute: its plan names it, nothing launches. */
+static const fa_kernel_config no_kernel = {"none", FA_BACKEND_AUTO, FA_VENDOR_CPU, FA_PASS_FWD,
+                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
+
+/* Empty problems are valid calls: a forward without query rows, or a backward without
+ * query and key rows, has no output element to write. A backward with rows on one side
+ * only still runs, to write its zero gradients. */
+static int nothing_to_compute(const fa_problem *p, fa_pass pass)
+{
+    return pass == FA_PASS_BWD ? p->total_q == 0 && p->total_k == 0 : p->total_q == 0;
+}
+
+static void select_no_kernel(const fa_problem *p, fa_pass pass, fa_selection *sel,
+                             size_t *workspace_bytes)
+{
+    memset(sel, 0, sizeof *sel);
+    sel->config = &no_kernel;
+    sel->num_splits = 1;
+    snprintf(sel->reason, sizeof sel->reason,
+             "empty problem (batch %d, %s): nothing to compute, no kernel runs", p->batch,
+             pass == FA_PASS_BWD ? "no query or key rows" : "no query rows");
+    *workspace_bytes = 0;
+}
+
 /* Validation, selection and the workspace query: everything a forward does but launch. */
 static fa_status prepare_forward(fa_context *ctx, const call_tensors *t, const fa_params *params,
                                  fa_problem *p, fa_selection *sel, size_t *workspace_bytes)
 {
     fa_status st = build_problem(ctx, t, params, p);
+    if (st == FA_OK && nothing_to_compute(p, FA_PASS_FWD)) {
+        select_no_kernel(p, FA_PASS_FWD, sel, workspace_bytes);
+        return FA_OK;
+    }
     if (st == FA_OK)
         st = select_kernel(ctx, p, FA_PASS_FWD, sel);
     if (st != FA_OK)
@@ -951,7 +1037,7 @@ FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
     if (st != FA_OK)
         return st;
     st = check_workspace(ctx, workspace, workspace_bytes, needed, "fa_fwd_workspace_size");
-    if (st != FA_OK)
+    if (st != FA_OK || sel.config == &no_kernel)
         return st;
     st = ctx->ops->fwd(ctx, &p, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
     return backend_failed(ctx, st, "forward");
@@ -1011,6 +1097,10 @@ static fa_status prepare_backward(fa_context *ctx, const call_tensors *t, const 
         return fa_fail(ctx, FA_ERR_UNSUPPORTED,
                        "the %s backend has no backward pass in this build",
                        fa_backend_name(ctx->backend));
+    if (nothing_to_compute(p, FA_PASS_BWD)) {
+        select_no_kernel(p, FA_PASS_BWD, sel, workspace_bytes);
+        return FA_OK;
+    }
     st = select_kernel(ctx, p, FA_PASS_BWD, sel);
     if (st != FA_OK)
         return st;
@@ -1040,7 +1130,7 @@ FA_EXPORT fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
     if (st != FA_OK)
         return st;
     st = check_workspace(ctx, workspace, workspace_bytes, needed, "fa_bwd_workspace_size");
-    if (st != FA_OK)
+    if (st != FA_OK || sel.config == &no_kernel)
         return st;
     st = ctx->ops->bwd(ctx, &p, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
     return backend_failed(ctx, st, "backward");
@@ -1084,6 +1174,8 @@ static fa_status workspace_query(fa_context *ctx, const fa_tensor *q, const fa_t
  * plans report threads per block. */
 static int plan_threads(const fa_context *ctx, const fa_kernel_config *config)
 {
+    if (config == &no_kernel)
+        return 0;
     return ctx->backend == FA_BACKEND_CPU ? ctx->row.sm_count : config->threads;
 }
 

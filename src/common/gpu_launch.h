@@ -54,20 +54,30 @@ static fa_status fa_gpu_workspace(fa_context *ctx, void **workspace, size_t need
     return st;
 }
 
+/* A grid without blocks (an empty side of an empty problem) launches nothing: CUDA and
+ * HIP refuse a zero grid dimension. */
+static fa_status fa_gpu_launch(fa_context *ctx, const void *kernel, fa_grid grid, unsigned threads,
+                               void **args, int smem_bytes, int *prepared, const char *what)
+{
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+        return FA_OK;
+    return fa_rt_launch(ctx, kernel, grid, threads, args, smem_bytes, prepared, what);
+}
+
 static fa_status fa_gpu_fwd_launch(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
                                    fa_fwd_args *args)
 {
     const fa_kernel_config *cfg = sel->config;
     fa_gpu_state *state = (fa_gpu_state *)ctx->state;
     void *kernel_args[] = {args};
-    fa_status st = fa_rt_launch(ctx, fa_fwd_kernels[cfg->kernel_id], fa_fwd_grid(p, sel),
+    fa_status st = fa_gpu_launch(ctx, fa_fwd_kernels[cfg->kernel_id], fa_fwd_grid(p, sel),
                                 (unsigned)cfg->threads, kernel_args, cfg->smem_bytes,
                                 &state->fwd_prepared[cfg->kernel_id], "launching the forward kernel");
     if (st != FA_OK || sel->num_splits <= 1)
         return st;
     int out_bf16 = p->dtype == FA_DTYPE_BF16, ready = 1;
     void *combine_args[] = {args, &out_bf16};
-    return fa_rt_launch(ctx, (const void *)fa_fwd_combine, fa_combine_grid(p), FA_COMBINE_THREADS,
+    return fa_gpu_launch(ctx, (const void *)fa_fwd_combine, fa_combine_grid(p), FA_COMBINE_THREADS,
                         combine_args, 0, &ready, "launching the split-KV combine");
 }
 
@@ -103,16 +113,16 @@ static fa_status fa_gpu_bwd_launch(fa_context *ctx, const fa_selection *sel, con
     int *prepared = state->bwd_prepared[cfg->kernel_id], ready = 1;
     void *kernel_args[] = {args};
     const char *what = "launching the backward kernels";
-    fa_status st = fa_rt_launch(ctx, (const void *)fa_bwd_preprocess, fa_bwd_prep_grid(p), FA_PREP_ROWS,
+    fa_status st = fa_gpu_launch(ctx, (const void *)fa_bwd_preprocess, fa_bwd_prep_grid(p), FA_PREP_ROWS,
                                 kernel_args, 0, &ready, what);
     if (st == FA_OK)
-        st = fa_rt_launch(ctx, pair[0], fa_bwd_dkdv_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
+        st = fa_gpu_launch(ctx, pair[0], fa_bwd_dkdv_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
                           cfg->smem_bytes, &prepared[0], what);
     if (st == FA_OK && args->dq_accum)
-        st = fa_rt_launch(ctx, (const void *)fa_bwd_convert_dq, fa_bwd_prep_grid(p), FA_PREP_ROWS,
+        st = fa_gpu_launch(ctx, (const void *)fa_bwd_convert_dq, fa_bwd_prep_grid(p), FA_PREP_ROWS,
                           kernel_args, 0, &ready, what);
     else if (st == FA_OK)
-        st = fa_rt_launch(ctx, pair[1], fa_bwd_dq_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
+        st = fa_gpu_launch(ctx, pair[1], fa_bwd_dq_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
                           cfg->smem_bytes, &prepared[1], what);
     return st;
 }
