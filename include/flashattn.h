@@ -39,6 +39,18 @@
  * DTYPES AND SIZES
  *   fp16 and bf16 everywhere (fp32 accumulation); fp32 on the CPU backend only.
  *   Head dims: every multiple of 8 from 8 to 256. q, k, v, out share one dtype.
+ *   Sizes: heads and head_dim >= 1; batch, seqlens and varlen totals may be 0, every dim
+ *   <= INT32_MAX, and every element offset of a tensor (and of the ALiBi slopes) must be
+ *   addressable in int64 bytes (else FA_ERR_BAD_SIZE).
+ *
+ * EMPTY PROBLEMS
+ *   Valid calls that return FA_OK after the same checks as any other: b = 0, s_q = 0,
+ *   s_k = 0, varlen_batch = 0 (cu_seqlens [0]) or varlen totals of 0. A tensor's data may
+ *   be NULL exactly when it has no elements (PyTorch passes NULL for empty tensors).
+ *   A forward without query rows, or a backward without query and key rows, writes
+ *   nothing and launches nothing; its plan names kernel "none" and its workspace is 0.
+ *   Without keys every query row gets out 0 and LSE -inf, and the backward dq 0; a
+ *   backward without queries writes dk = dv = 0.
  *
  * ERRORS
  *   Every entry point returns an fa_status. On any error nothing is written to the
@@ -80,7 +92,7 @@ typedef enum fa_status {
     FA_OK = 0,
     FA_ERR_NULL_POINTER,         /* a required pointer argument or tensor data is NULL      */
     FA_ERR_BAD_RANK,             /* a tensor has the wrong number of dims for the call       */
-    FA_ERR_BAD_SIZE,             /* a dim is <= 0, or a size/offset overflows int64/int32    */
+    FA_ERR_BAD_SIZE,             /* a dim out of range, or a size/offset overflows int64     */
     FA_ERR_SHAPE_MISMATCH,       /* tensors disagree (batch, seqlen, heads, head dim, out)   */
     FA_ERR_BAD_HEAD_DIM,         /* head dim not a multiple of 8, or > FA_MAX_HEAD_DIM       */
     FA_ERR_BAD_GQA,              /* h % h_k != 0                                             */
@@ -139,7 +151,7 @@ typedef struct fa_params {
     /* Varlen: both NULL, or both set with varlen_batch + 1 int32 entries each. */
     const int32_t *cu_seqlens_q;
     const int32_t *cu_seqlens_k;
-    int varlen_batch;             /* b when varlen                                            */
+    int varlen_batch;             /* b when varlen (0: no sequences, cu_seqlens [0])          */
     int max_seqlen_q;             /* varlen: an upper bound of the per-sequence lengths       */
     int max_seqlen_k;
     const int32_t *seqused_k;     /* NULL or int32 [b]: only the first seqused_k[i] keys count */

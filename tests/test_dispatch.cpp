@@ -536,3 +536,36 @@ TEST_CASE("the CPU backward registry fits the cpu row and covers every head dim"
             CHECK(sel.num_splits == 1);
         }
 }
+
+// The largest legal sizes (every dim at INT32_MAX, reachable with stride-0 operands) and
+// empty ones: the estimate's products stay in range (UBSan runs this in CI) and every
+// selection that succeeds has a split count, forward and backward.
+TEST_CASE("extreme and empty sizes select without overflow", "[dispatch]")
+{
+    const long long big = 2147483647LL;
+    for (int r = 0; r < fa_arch_count(); r++) {
+        const fa_arch_row *row = fa_arch_at(r);
+        fa_backend backend = row->vendor == FA_VENDOR_CPU      ? FA_BACKEND_CPU
+                             : row->vendor == FA_VENDOR_NVIDIA ? FA_BACKEND_CUDA
+                                                               : FA_BACKEND_HIP;
+        for (fa_pass pass : {FA_PASS_FWD, FA_PASS_BWD}) {
+            int count = 0;
+            const fa_kernel_config *listed =
+                pass == FA_PASS_BWD ? fa_registry_bwd(backend, &count) : fa_registry(backend, &count);
+            std::vector<fa_kernel_config> compiled(listed, listed + count);
+            for (fa_kernel_config &c : compiled) c.compiled = 1; // rank every config
+            const fa_kernel_config *reg = compiled.data();
+            for (long long s : {0LL, 1LL, big})
+                for (int splits : {0, 128}) {
+                    fa_problem_shape shape = make_shape(FA_DTYPE_F16, int(big), int(big), 32, s, big - s);
+                    shape.pass = pass;
+                    shape.num_splits_request = splits;
+                    fa_selection sel;
+                    fa_status st = fa_select_config(row, reg, count, &shape, nullptr, &sel);
+                    INFO(row->name << " pass " << pass << " s_q " << s << ": " << sel.reason);
+                    if (st == FA_OK)
+                        CHECK(sel.num_splits >= 1);
+                }
+        }
+    }
+}

@@ -371,12 +371,19 @@ static void occupancy(const fa_arch_row *row, const fa_kernel_config *c, estimat
 
 static int sm_count_of(const fa_arch_row *row) { return row->sm_count > 0 ? row->sm_count : 1; }
 
+/* Grids past 2^53 blocks (legal only with stride-0 operands) all rank alike; the cap
+ * keeps every product of the estimate, splits and the fill test included, in range. */
+#define GRID_CAP (1LL << 53)
+
 /* Blocks before split-KV: one per query tile (forward) or per key tile (backward). */
 static long long base_grid(const fa_kernel_config *c, const fa_problem_shape *shape)
 {
     long long tiles = shape->pass == FA_PASS_BWD ? ceil_div(shape->seqlen_k, c->tile_n)
                                                  : ceil_div(shape->seqlen_q, c->tile_m);
-    return (long long)shape->batch * shape->heads * tiles;
+    long long pairs = (long long)shape->batch * shape->heads; /* < 2^62 */
+    if (tiles > 0 && pairs > GRID_CAP / tiles)
+        return GRID_CAP;
+    return pairs * tiles;
 }
 
 /* Query-key pairs one block processes, padded to whole tiles. */
