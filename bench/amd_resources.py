@@ -25,6 +25,7 @@ dispatcher's selections), so nothing here is transcribed by hand.
 import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -43,15 +44,32 @@ VGPR_GRANULE = {"mfma": 8, "wmma": 24}
 
 
 def run(cmd):
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    """A tool's stdout. When it cannot start or fails: the command, its exit status and
+    what it wrote to stderr (else the end of its stdout), then exit 1."""
+    shown = " ".join(shlex.quote(str(c)) for c in cmd)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        sys.exit(f"amd_resources.py: cannot run: {shown}\n  {e}")
+    if p.returncode != 0:
+        status = f"signal {-p.returncode}" if p.returncode < 0 else f"exit code {p.returncode}"
+        said = p.stderr.strip() or "(nothing on stderr) stdout ends:\n" + p.stdout.strip()[-2000:]
+        sys.exit(f"amd_resources.py: command failed with {status}: {shown}\n{said}")
+    return p.stdout
 
 
 def tool(name, suffix, llvm_bin):
-    for cand in (name + suffix, name):
-        for d in [llvm_bin] + os.environ.get("PATH", "").split(os.pathsep):
-            if os.access(os.path.join(d, cand), os.X_OK):
-                return os.path.join(d, cand)
-    sys.exit(f"amd_resources.py: {name}{suffix} not found")
+    """The tool of the HIP compiler's LLVM: in llvm_bin (its real directory, where the
+    unversioned names are LLVM's own), else on PATH with the suffix (clang-offload-bundler-19),
+    else unversioned on PATH. Returned with links resolved, so that a tool looking for its
+    siblings (the bundler runs llvm-objcopy) looks in that LLVM's directory."""
+    dirs = os.environ.get("PATH", "").split(os.pathsep)
+    for cand, where in ((name + suffix, [llvm_bin]), (name, [llvm_bin]),
+                        (name + suffix, dirs), (name, dirs)):
+        for d in where:
+            if d and os.access(os.path.join(d, cand), os.X_OK):
+                return os.path.realpath(os.path.join(d, cand))
+    sys.exit(f"amd_resources.py: {name}{suffix} not found in {llvm_bin} or on PATH")
 
 
 def read_manifest(path):
@@ -199,9 +217,12 @@ def main():
 
     archs, kernels = read_manifest(os.path.join(args.build, "hip", "manifest.txt"))
     rows, selects, unsupported, atomic_dq = read_facts(args.facts)
-    sfx, bin_dir = args.tool_suffix, args.llvm_bin
+    sfx, bin_dir = args.tool_suffix, os.path.realpath(args.llvm_bin)
     objcopy, bundler = tool("llvm-objcopy", sfx, bin_dir), tool("clang-offload-bundler", sfx, bin_dir)
     readelf, objdump = tool("llvm-readelf", sfx, bin_dir), tool("llvm-objdump", sfx, bin_dir)
+    # clang-offload-bundler --unbundle runs an unversioned llvm-objcopy, looked up next to
+    # itself, then on PATH: that of its own LLVM, not another (Debian's llvm is LLVM 14).
+    os.environ["PATH"] = os.pathsep.join([os.path.dirname(bundler), bin_dir, os.environ.get("PATH", "")])
     failures, table, built, objects = [], [], {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for k in kernels:

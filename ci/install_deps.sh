@@ -6,9 +6,16 @@
 set -euo pipefail
 
 PACKAGES=(cmake ninja-build g++ gcc catch2 libopenblas-dev pkg-config ca-certificates python3)
+# OpenBLAS's private libraries include -lgfortran: the pkg-config --static consumer links it.
+PACKAGES+=(libgfortran-12-dev)
 # The HIP backend, compile-checked for AMD targets without an AMD GPU: ROCm 5.2.3 headers,
 # runtime and device libraries, and clang/lld/LLVM 19 (which know gfx942, gfx1100, gfx1201).
-PACKAGES+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19)
+# clang-tools-19 has clang-offload-bundler (the HIP build and bench/amd_resources.py need
+# it); llvm-19 has the unversioned llvm-objcopy in /usr/lib/llvm-19/bin it runs. Not
+# Debian's unversioned llvm package: that is LLVM 14.
+PACKAGES+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19 clang-tools-19)
+# libFuzzer and sanitizer runtimes for clang-19 (tests/fuzz)
+PACKAGES+=(libclang-rt-19-dev)
 
 install_with() { # install_with [sudo]: env passes the variable through sudo as well
   "$@" env DEBIAN_FRONTEND=noninteractive apt-get update

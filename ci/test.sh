@@ -1,17 +1,39 @@
 #!/usr/bin/env bash
 # test.sh - what CI runs (through .ci/run): install the dependencies, build and test the
-# default configuration (OpenBLAS when found), build and test again without BLAS, build
+# default configuration (OpenBLAS when found), build and test again without BLAS, then
+# with AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer, build
 # the HIP backend for the four AMD targets and check its code objects, smoke-
 # run the benchmark CLI with --check, then install into a temporary prefix and build a
-# consumer against it with find_package(flashattn) and with pkg-config.
+# consumer against it with find_package(flashattn) and with pkg-config. Each section
+# prints its start time; the seconds each took are listed at the end, pass or fail.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
 JOBS="$(nproc)"
 
-section() { printf '\n==== %s ====\n' "$*"; }
+TIMINGS=()
+SECTION=""
+section_end() {
+  if [ -n "$SECTION" ]; then
+    TIMINGS+=("$(printf '%5d s  %s' $((SECONDS - SECTION_START)) "$SECTION")")
+  fi
+  SECTION=""
+}
+section() {
+  section_end
+  SECTION="$*"
+  SECTION_START=$SECONDS
+  printf '\n==== %s ==== (%s)\n' "$*" "$(date -u '+%F %T UTC')"
+}
+finish() {
+  local rc=$?
+  section_end
+  printf '\n==== Timings (%s after %d s) ====\n' "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED, exit $rc")" "$SECONDS"
+  printf '%s\n' "${TIMINGS[@]}"
+  rm -rf "$WORK"
+}
+trap finish EXIT
 
 build_and_test() { # build_and_test DIR [cmake args...]
   local dir="$1"
@@ -29,6 +51,29 @@ build_and_test "$WORK/build" -DFA_BUILD_BENCH=ON
 
 section "Build and test without BLAS (-DFA_USE_BLAS=OFF)"
 build_and_test "$WORK/build-noblas" -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
+
+# The sanitizer builds: CPU library and tests only (no bench, no GPU backends), without
+# OpenBLAS, whose own threads and kernels are not instrumented (false TSan reports, blind
+# ASan). Every report is fatal: the flags do not recover (FA_SANITIZE in CMakeLists.txt)
+# and the runtimes halt at the first error, so the test that hit it fails with the report.
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:print_stacktrace=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_string_checks=1"
+export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
+export TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:second_deadlock_stack=1"
+ulimit -c 0 # abort_on_error: no core files
+
+section "Build and test with AddressSanitizer + UndefinedBehaviorSanitizer (gcc)"
+# gcc, the compiler of the builds above: the target_clones (AVX-512/AVX2/baseline) kernels
+# of the CPU backend are gcc-only, and they get checked too.
+build_and_test "$WORK/build-asan" -DFA_SANITIZE=address,undefined -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
+
+section "Build and test with ThreadSanitizer (clang-19)"
+# Every CPU test runs the worker threads (fa_set_num_threads: the case's count, 0 = every
+# core), so the whole suite runs here. clang-19, not gcc-12: gcc instruments the ifunc
+# resolvers of target_clones, which the dynamic loader runs before the TSan runtime is up
+# (a segfault at startup); clang builds the CPU kernels without clones.
+build_and_test "$WORK/build-tsan" -DFA_SANITIZE=thread -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF \
+  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
+unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
 
 section "HIP backend for gfx90a;gfx942;gfx1100;gfx1201: build, check code objects, test"
 # No AMD GPU here: the tests check the compiled code objects against the arch table and
@@ -66,4 +111,5 @@ cc -std=c99 -Wall -Wextra -Werror "$ROOT/ci/consumer/consumer.c" -o "$WORK/consu
   -Wl,-rpath,"$(pkg-config --variable=libdir flashattn)"
 "$WORK/consumer_pc"
 
-section "All CI steps passed"
+section_end
+printf '\n==== All CI steps passed ====\n'
