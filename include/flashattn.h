@@ -17,7 +17,9 @@
  * LAYOUT
  *   q [b, s_q, h, d], k and v [b, s_k, h_k, d], out like q (FlashAttention's BSHD).
  *   Strides are in elements; any strides for the outer three dims, the last dim must be
- *   contiguous (stride 1). Varlen (params.cu_seqlens_q/k set): q [total_q, h, d],
+ *   contiguous (stride 1). Outputs (out, lse, dq, dk, dv) must not overlap themselves:
+ *   taken in order of stride, each stride of a dim of extent > 1 must reach past what the
+ *   smaller ones span (else FA_ERR_BAD_STRIDE); inputs may (stride-0 broadcasts). Varlen (params.cu_seqlens_q/k set): q [total_q, h, d],
  *   k and v [total_k, h_k, d], out like q; sequence i of the batch is rows
  *   cu_seqlens[i] .. cu_seqlens[i+1]-1.
  *   LSE (optional): fp32, [b, h, s_q] (varlen: [h, total_q]), any strides, natural log.

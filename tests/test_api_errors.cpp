@@ -394,6 +394,31 @@ TEST_CASE_METHOD(ApiFixture, "api: negative lse stride", "[api][errors]")
     expect_fwd_error(FA_ERR_BAD_STRIDE, "lse stride[2]");
 }
 
+// Outputs whose elements share memory would make the workers' writes race: refused.
+// Inputs may overlap (a stride-0 broadcast is fine).
+TEST_CASE_METHOD(ApiFixture, "api: outputs that overlap themselves", "[api][errors]")
+{
+    out.stride[0] = 0;
+    expect_fwd_error(FA_ERR_BAD_STRIDE, "out overlaps itself: stride[0] = 0");
+    out = fa_tensor_bshd(out_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+    lse.stride[1] = 1; // heads interleaved with rows
+    expect_fwd_error(FA_ERR_BAD_STRIDE, "lse overlaps itself");
+    lse = fa_tensor_lse(lse_buf.data(), b, h, s_q);
+    REQUIRE(fwd() == FA_OK); // out and lse, the backward's inputs, stay as written now
+    out_before = out_buf;
+    lse_before = lse_buf;
+    dk.stride[2] = d / 2; // kv heads half a row apart
+    expect_bwd_error(FA_ERR_BAD_STRIDE, "dk overlaps itself: stride[2] = 16");
+    dk = fa_tensor_bshd(dk_buf.data(), FA_DTYPE_F32, b, s_k, h_k, d);
+    dq.stride[1] = dq.stride[0];
+    expect_bwd_error(FA_ERR_BAD_STRIDE, "dq overlaps itself");
+    dq = fa_tensor_bshd(dq_buf.data(), FA_DTYPE_F32, b, s_q, h, d);
+    for (fa_tensor *t : {&q, &k, &v})
+        t->stride[0] = 0; // broadcast inputs are fine
+    CHECK(fwd() == FA_OK);
+    CHECK(bwd() == FA_OK);
+}
+
 TEST_CASE_METHOD(ApiFixture, "api: negative size", "[api][errors]")
 {
     q.shape[1] = -16;

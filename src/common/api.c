@@ -478,6 +478,48 @@ static fa_status check_present(fa_context *ctx, const char *name, const fa_tenso
     return st;
 }
 
+/* An output whose elements do not share memory: with its dims of extent > 1 in order of
+ * stride, each stride reaches past everything the smaller ones span. (Sufficient, and
+ * what every dense or padded layout meets; a stride-0 or interleaved output would make
+ * the backends' writes race.) Assumes check_present passed. */
+static fa_status check_no_self_overlap(fa_context *ctx, const char *name, const fa_tensor *t)
+{
+    int order[4], count = 0, i, j;
+    int64_t span = 1; /* elements covered by the dims taken so far */
+    if (!has_elements(t))
+        return FA_OK;
+    for (i = 0; i < t->ndim; ++i) {
+        if (t->shape[i] <= 1)
+            continue;
+        for (j = count; j > 0 && t->stride[order[j - 1]] > t->stride[i]; --j)
+            order[j] = order[j - 1];
+        order[j] = i;
+        ++count;
+    }
+    for (j = 0; j < count; ++j) {
+        int dim = order[j];
+        if (t->stride[dim] < span)
+            return fa_fail(ctx, FA_ERR_BAD_STRIDE,
+                           "%s overlaps itself: stride[%d] = %lld is less than the %lld elements "
+                           "the dims with smaller strides span",
+                           name, dim, (long long)t->stride[dim], (long long)span);
+        span += t->stride[dim] * (t->shape[dim] - 1); /* < 2^62: check_offsets */
+    }
+    return FA_OK;
+}
+
+/* The outputs a call writes: out and lse (forward), dq, dk, dv (backward). */
+static fa_status check_outputs_disjoint(fa_context *ctx, const char *const *names,
+                                        const fa_tensor *const *outputs, int count)
+{
+    int i;
+    fa_status st = FA_OK;
+    for (i = 0; i < count && st == FA_OK; ++i)
+        if (outputs[i] != NULL)
+            st = check_no_self_overlap(ctx, names[i], outputs[i]);
+    return st;
+}
+
 static void read_dims(const fa_tensor *t, int varlen, operand_dims *dims)
 {
     if (varlen) {
@@ -1034,6 +1076,11 @@ FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
     if (out == NULL)
         return fa_fail(ctx, FA_ERR_NULL_POINTER, "out is NULL");
     st = prepare_forward(ctx, &t, params, &p, &sel, &needed);
+    if (st == FA_OK) {
+        static const char *const names[2] = {"out", "lse"};
+        const fa_tensor *const outputs[2] = {out, lse};
+        st = check_outputs_disjoint(ctx, names, outputs, 2);
+    }
     if (st != FA_OK)
         return st;
     st = check_workspace(ctx, workspace, workspace_bytes, needed, "fa_fwd_workspace_size");
@@ -1069,6 +1116,11 @@ static fa_status check_gradients(fa_context *ctx, const call_tensors *t, const g
         st = check_operand_like(ctx, "dk", g->dk, p->varlen, "k", t->k, &k, &dk);
     if (st == FA_OK)
         st = check_operand_like(ctx, "dv", g->dv, p->varlen, "k", t->k, &k, &dv);
+    if (st == FA_OK) {
+        static const char *const names[3] = {"dq", "dk", "dv"};
+        const fa_tensor *const grads[3] = {g->dq, g->dk, g->dv};
+        st = check_outputs_disjoint(ctx, names, grads, 3);
+    }
     if (st != FA_OK)
         return st;
     p->dout = g->dout->data;
