@@ -32,7 +32,8 @@ typedef struct fa_fwd_args {
     int num_splits;                       /* 1: write out/lse; >1: write partials     */
     float *partial_out;                   /* fp32 [splits][total_q][heads][head_dim]  */
     float *partial_lse;                   /* fp32 [splits][heads][total_q]            */
-    int total_q;                          /* rows of q over the batch                 */
+    long long total_q;                    /* rows of q over the batch (fixed-length:  */
+                                          /* batch * seqlen_q, which can pass 2^31)   */
 } fa_fwd_args;
 
 /* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus

@@ -47,7 +47,7 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
         a.softcap_log2 = p->softcap * log2e;
     }
     a.num_splits = splits;
-    a.total_q = (int)p->total_q;
+    a.total_q = p->total_q;
     if (splits > 1) {
         size_t rows = (size_t)splits * (size_t)p->total_q * (size_t)p->heads;
         a.partial_out = (float *)workspace;
