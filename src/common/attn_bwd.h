@@ -406,7 +406,7 @@ FA_DEVICE void fa_bwd_dq_atomic(float *dq_head, long long seq_row0, int m0, int 
     float acc[FA_P3_MF * FA_P3_NF][FA_ACC_REGS];
     fa_bwd_zero(acc, FA_P3_MF * FA_P3_NF);
     fa_bwd_product_nn(acc, FA_P3_MF, FA_P3_NF, ds_tile, 1, row0, k_tile, d0, FA_ROWS);
-    if (m0 + FA_COLS <= seqlen_q && head_dim == FA_INST_D)
+    if (m0 <= seqlen_q - FA_COLS && head_dim == FA_INST_D)
         fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 1, seqlen_q, head_dim, acc);
     else
         fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 0, seqlen_q, head_dim, acc);
@@ -448,7 +448,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     /* Query tiles within [full_lo, full_hi) see every key of the block and need no mask.
      * Padding keys (rows past keys_valid) are masked too: their zero K and V rows give
      * P = exp2(-lse) and dS = -P·D, which fp16 can overflow, and inf times their zero K
-     * row in dQ would be NaN. */
+     * row in dQ would be NaN. A tile's end is compared as m0 > full_hi - M (and phase 3's
+     * whole-tile test as m0 <= seqlen_q - M): the last tile of nearly 2^31 rows starts at
+     * 2^31 - M, where m0 + M wraps. */
     const int full_lo = (int)min(fa_first_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w),
                                  (long long)seq.seqlen_q);
     const int full_hi = keys_valid < FA_ROWS
@@ -516,7 +518,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 1;
-        t.masked = m0 < full_lo || m0 + FA_COLS > full_hi;
+        t.masked = m0 < full_lo || m0 > full_hi - FA_COLS;
         float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
         /* Phase 1: Pᵀ and dSᵀ of this warp's tile, to shared memory. */
@@ -594,8 +596,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int tile_lo = (int)(key_lo / FA_COLS);
     const int n_tiles = key_hi > key_lo ? (int)((key_hi + FA_COLS - 1) / FA_COLS) - tile_lo : 0;
     /* Key tiles within [full_lo, full_hi) are visible to every query row of the block and
-     * need no mask. Keys past the end are masked (see the dK/dV kernel); query rows past
-     * the end need none: their rows of dS never mix with valid ones and are not stored. */
+     * need no mask. Keys past the end are masked (see the dK/dV kernel; n0 > full_hi - M
+     * for the same reason); query rows past the end need none: their rows of dS never mix
+     * with valid ones and are not stored. */
     const int full_lo = (int)min(fa_first_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w),
                                  (long long)seq.seqlen_k);
     const int full_hi = (int)max(fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w), 0ll);
@@ -650,7 +653,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 0;
-        t.masked = n0 < full_lo || n0 + FA_COLS > full_hi;
+        t.masked = n0 < full_lo || n0 > full_hi - FA_COLS;
         float p[FA_ST][FA_ACC_REGS], dp[FA_ST][FA_ACC_REGS];
         uint32_t packed[FA_SK][FA_A_REGS];
         fa_bwd_product_nt(p, 1, FA_ST, smem_q, warp_row0, k_tile, col0);   /* S          */

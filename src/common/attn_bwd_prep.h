@@ -138,7 +138,10 @@ extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
     const float *head_acc = args.dq_accum + (long long)blockIdx.y * f->total_q * f->head_dim;
     unsigned short *dq = (unsigned short *)args.dq + blockIdx.z * args.dq_batch + seq.q_row0 * args.dq_row +
                          blockIdx.y * args.dq_head;
-    for (int rb = rows.row0; rb < rows.row0 + rows.count; rb += FA_MMA_M) {
+    /* Counted from the block's first row: rb itself would step past 2^31 - 1 after the
+     * last row block of a sequence of nearly 2^31 rows. */
+    for (int i = 0; i < rows.count; i += FA_MMA_M) {
+        const int rb = rows.row0 + i;
         const float *acc = head_acc + (rows.seq_row0 + rb) * f->head_dim;
         if (fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim, FA_MMA_M, FA_MMA_N))
             fa_convert_fragments(dq + rb * args.dq_row, args.dq_row, acc, f->head_dim, args.scale, args.out_bf16);

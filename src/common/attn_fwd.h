@@ -81,14 +81,16 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
     return s;
 }
 
-/* Does key tile n0 .. n0+N-1 need per-element masking for query rows of this span? */
+/* Does key tile n0 .. n0+N-1 need per-element masking for query rows of this span? The
+ * tile's end is compared as n0 > bound - N: the last tile of nearly 2^31 keys starts at
+ * 2^31 - N, where n0 + N wraps. */
 FA_DEVICE int fa_tile_needs_mask(const fa_block_span *s, const fa_fwd_args *args, int n0)
 {
     fa_window w = {args->window_left, args->window_right};
     int last_row = s->m0 + s->rows_valid - 1;
-    return n0 + FA_INST_N > s->seqlen_k ||
+    return n0 > s->seqlen_k - FA_INST_N ||
            n0 < fa_first_visible_key(last_row, s->seqlen_q, s->seqlen_k, w) ||
-           n0 + FA_INST_N > fa_end_visible_key(s->m0, s->seqlen_q, s->seqlen_k, w);
+           n0 > fa_end_visible_key(s->m0, s->seqlen_q, s->seqlen_k, w) - FA_INST_N;
 }
 
 /* Per-element work is the cost to avoid here: with no softcap and no ALiBi the scores
@@ -112,7 +114,8 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
         logit_scale = 1.f;
     }
     if (alibi_log2 != 0.f) {
-        const int diag0 = s->m0 + warp_row0 + s->seqlen_k - s->seqlen_q - n0;
+        /* Grouped so that no partial sum wraps (m0 + seqlen_k can pass 2^31). */
+        const int diag0 = (s->m0 + warp_row0 - n0) + (s->seqlen_k - s->seqlen_q);
 #pragma unroll
         for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
