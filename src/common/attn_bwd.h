@@ -211,16 +211,20 @@ FA_DEVICE void fa_bwd_accumulate(float acc[FA_BD][FA_ACC_REGS], const uint32_t p
 }
 
 /* A (query head, query tile) position in the dK/dV kernel's walk over its steps: the tiles
- * of a head, then the next head. */
+ * of a head, then the next head. head_row = head * total_q, the head's first row in the
+ * [heads][total_q] arrays, moves with the head: a 64-bit add per head instead of 64-bit
+ * products per step (total_q can pass 2^31). */
 typedef struct fa_bwd_cursor {
     int head, tile;
+    long long head_row;
 } fa_bwd_cursor;
 
-FA_DEVICE void fa_bwd_cursor_next(fa_bwd_cursor *c, int tile_first, int tile_end)
+FA_DEVICE void fa_bwd_cursor_next(fa_bwd_cursor *c, int tile_first, int tile_end, long long total_q)
 {
     if (++c->tile == tile_end) {
         c->tile = tile_first;
         ++c->head;
+        c->head_row += total_q;
     }
 }
 
@@ -471,7 +475,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     /* Step i covers query head kv_head * group + i / m_tiles, query tile m_first + i %
      * m_tiles. Two cursors walk that order without divisions: one for the loads (running
      * stages - 1 steps ahead), one for the computation. */
-    fa_bwd_cursor load_at = {kv_head * group, m_first}, step_at = load_at;
+    fa_bwd_cursor load_at = {kv_head * group, m_first, fa_head_row(f, kv_head * group, 0)}, step_at = load_at;
 #define FA_LOAD_STEP(i)                                                                         \
     do {                                                                                        \
         const int h_ = load_at.head, m0_ = load_at.tile * FA_COLS, buf_ = (i) % FA_INST_STAGES; \
@@ -485,10 +489,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
                          (seq.q_row0 + m0_) * args.do_row + h_ * args.do_head,                  \
                      args.do_row, rows_, f->head_dim, FA_COLS);                                 \
         fa_bwd_load_rows(smem_lse + buf_ * FA_COLS,                                             \
-                         args.lse_log2 + (long long)h_ * f->total_q + q_base + m0_, rows_);     \
+                         args.lse_log2 + load_at.head_row + q_base + m0_, rows_);               \
         fa_bwd_load_rows(smem_delta + buf_ * FA_COLS,                                           \
-                         args.delta + (long long)h_ * f->total_q + q_base + m0_, rows_);        \
-        fa_bwd_cursor_next(&load_at, m_first, m_first + m_tiles);                               \
+                         args.delta + load_at.head_row + q_base + m0_, rows_);                  \
+        fa_bwd_cursor_next(&load_at, m_first, m_first + m_tiles, f->total_q);                   \
     } while (0)
 
     /* Copies complete in commit order: K, V and step 0 form the first group (committed in
@@ -508,7 +512,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         FA_BWD_ADVANCE(FA_LOAD_STEP, i, steps);
 
         const int buf = i % FA_INST_STAGES, head = step_at.head, m0 = step_at.tile * FA_COLS;
-        fa_bwd_cursor_next(&step_at, m_first, m_first + m_tiles);
+        const long long head_row = step_at.head_row;
+        fa_bwd_cursor_next(&step_at, m_first, m_first + m_tiles, f->total_q);
         const fa_elem *q_tile = smem_q + buf * FA_COL_TILE;
         const fa_elem *do_tile = smem_do + buf * FA_COL_TILE;
         const float *lse_cols = smem_lse + buf * FA_COLS + s_col0;
@@ -543,7 +548,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
          * the dV and dK products instead, the atomics measured slower (bench/NOTES.md, b3). */
 #if FA_BWD_ATOMIC_DQ
         if (args.dq_accum)
-            fa_bwd_dq_atomic(args.dq_accum + (long long)head * f->total_q * f->head_dim, q_base, m0,
+            fa_bwd_dq_atomic(args.dq_accum + head_row * f->head_dim, q_base, m0,
                              seq.seqlen_q, f->head_dim, smem_ds, smem_k);
 #endif
     }
@@ -633,8 +638,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
 #pragma unroll
     for (int g = 0; g < FA_ACC_ROWS; ++g) {
         int row = min(m0 + warp_row0 + fa_acc_row(lane, g * FA_ACC_COLS), seq.seqlen_q - 1);
-        lse_rows[g] = args.lse_log2[(long long)head * f->total_q + q_base + row];
-        delta_rows[g] = args.delta[(long long)head * f->total_q + q_base + row];
+        lse_rows[g] = args.lse_log2[fa_head_row(f, head, q_base + row)];
+        delta_rows[g] = args.delta[fa_head_row(f, head, q_base + row)];
     }
     float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 

@@ -49,7 +49,7 @@ FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f, const fa_sequence *se
     r.row0 = blockIdx.x * FA_PREP_ROWS;
     r.count = min(FA_PREP_ROWS, seq->seqlen_q - r.row0);
     r.seq_row0 = q_base;
-    r.slot0 = (long long)blockIdx.y * f->total_q + q_base + r.row0;
+    r.slot0 = fa_head_row(f, blockIdx.y, q_base + r.row0);
     return r;
 }
 
@@ -135,7 +135,7 @@ extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
     const fa_fwd_args *f = &args.fwd;
     const fa_sequence seq = fa_find_sequence(f, blockIdx.z);
     const fa_prep_rows rows = fa_block_rows(f, &seq);
-    const float *head_acc = args.dq_accum + (long long)blockIdx.y * f->total_q * f->head_dim;
+    const float *head_acc = args.dq_accum + fa_dq_accum_head(f, blockIdx.y);
     unsigned short *dq = (unsigned short *)args.dq + blockIdx.z * args.dq_batch + seq.q_row0 * args.dq_row +
                          blockIdx.y * args.dq_head;
     /* Counted from the block's first row: rb itself would step past 2^31 - 1 after the

@@ -312,9 +312,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                               (s->q_row0 + row) * args->lse_row] = lse;
             } else {
                 long long grow = seq_base + row;
-                float *part = args->partial_out +
-                              (((long long)s->split * args->total_q + grow) * args->heads + s->head) *
-                                  args->head_dim;
+                float *part = args->partial_out + fa_partial_out_offset(args, s->split, grow, s->head);
 #pragma unroll
                 for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
                     int col0 = fa_acc_col(lane, r);
@@ -328,8 +326,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                     }
                 }
                 if (fa_row_leader(lane))
-                    args->partial_lse[((long long)s->split * args->heads + s->head) * args->total_q +
-                                      grow] = lse;
+                    args->partial_lse[fa_partial_lse_offset(args, s->split, s->head, grow)] = lse;
             }
         }
 }
