@@ -51,6 +51,7 @@ typedef struct fa_block_span {
     int seqlen_q, seqlen_k;
     int m0, rows_valid;        /* first query row of the tile, rows inside the sequence */
     int tile_lo, tile_hi;      /* key tiles [tile_lo, tile_hi) of this split           */
+    int full_lo, full_hi;      /* key tiles inside [full_lo, full_hi) need no mask      */
 } fa_block_span;
 
 FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
@@ -78,19 +79,20 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
     s.tile_hi = min(first + count, s.tile_lo + per_split);
     if (s.tile_hi < s.tile_lo)
         s.tile_hi = s.tile_lo;
+    /* Keys every row of the tile sees (the last row's first, the first row's end), within
+     * the sequence: both fit int, and full_hi >= 0 keeps full_hi - N from wrapping. */
+    s.full_lo = (int)min(fa_first_visible_key(s.m0 + s.rows_valid - 1, s.seqlen_q, s.seqlen_k, w),
+                         (long long)s.seqlen_k);
+    s.full_hi = (int)max(fa_end_visible_key(s.m0, s.seqlen_q, s.seqlen_k, w), 0ll);
     return s;
 }
 
-/* Does key tile n0 .. n0+N-1 need per-element masking for query rows of this span? The
- * tile's end is compared as n0 > bound - N: the last tile of nearly 2^31 keys starts at
- * 2^31 - N, where n0 + N wraps. */
-FA_DEVICE int fa_tile_needs_mask(const fa_block_span *s, const fa_fwd_args *args, int n0)
+/* Does key tile n0 .. n0+N-1 need per-element masking for query rows of this span (keys
+ * past the sequence's end included)? The tile's end is compared as n0 > full_hi - N: the
+ * last tile of nearly 2^31 keys starts at 2^31 - N, where n0 + N wraps. */
+FA_DEVICE int fa_tile_needs_mask(const fa_block_span *s, int n0)
 {
-    fa_window w = {args->window_left, args->window_right};
-    int last_row = s->m0 + s->rows_valid - 1;
-    return n0 > s->seqlen_k - FA_INST_N ||
-           n0 < fa_first_visible_key(last_row, s->seqlen_q, s->seqlen_k, w) ||
-           n0 > fa_end_visible_key(s->m0, s->seqlen_q, s->seqlen_k, w) - FA_INST_N;
+    return n0 < s->full_lo || n0 > s->full_hi - FA_INST_N;
 }
 
 /* Per-element work is the cost to avoid here: with no softcap and no ALiBi the scores
@@ -390,7 +392,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     {                                                                                      \
         const int n0 = FA_TILE_N0(t);                                                      \
         float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0,             \
-                                              fa_tile_needs_mask(&s, &args, n0), alibi_log2); \
+                                              fa_tile_needs_mask(&s, n0), alibi_log2);     \
         fa_online_softmax(acc_s, acc_o, row_max, row_sum, logit_scale);                    \
         fa_pack_p(p, acc_s);                                                               \
     }
