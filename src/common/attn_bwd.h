@@ -26,6 +26,8 @@
  *     reproducible by construction. Each warp owns 16 query rows; when the warps
  *     outnumber the 16-row groups (FA_BWD_SPLIT > 1) the warps of a group split the keys
  *     and sum their parts in a fixed order at the end.
+ *
+ * Both take their (head, batch) pair from grid y and z as launch_grid.h lays them out.
  */
 #ifdef FA_ATTN_BWD_INCLUDED
 #error "attn_bwd.h instantiates one kernel pair per translation unit"
@@ -430,9 +432,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     float *smem_delta = smem_lse + FA_INST_STAGES * FA_COLS;    /* [stages][M]    */
 
     const fa_fwd_args *f = &args.fwd;
-    const int batch = blockIdx.z, kv_head = blockIdx.y, n0 = blockIdx.x * FA_ROWS;
+    unsigned kv_head_u, batch_u;
+    fa_block_pair(f->heads_k, f->batch, &kv_head_u, &batch_u);
+    const int batch = (int)batch_u, kv_head = (int)kv_head_u, n0 = blockIdx.x * FA_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
-    if (n0 >= seq.seqlen_k)
+    if (n0 >= seq.seqlen_k || batch == f->batch) /* no keys, or past the last pair */
         return;
     const int keys_valid = min(FA_ROWS, seq.seqlen_k - n0);
     const int group = f->heads / f->heads_k;
@@ -584,10 +588,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_COL_TILE;     /* [stages] tiles */
 
     const fa_fwd_args *f = &args.fwd;
-    const int batch = blockIdx.z, head = blockIdx.y;
+    unsigned head_u, batch_u;
+    fa_block_pair(f->heads, f->batch, &head_u, &batch_u);
+    const int batch = (int)batch_u, head = (int)head_u;
     const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
-    if (m0 >= seq.seqlen_q)
+    if (m0 >= seq.seqlen_q || batch == f->batch) /* no rows, or past the last pair */
         return;
     const int rows_valid = min(FA_ROWS, seq.seqlen_q - m0);
     const int kv_head = head / (f->heads / f->heads_k);

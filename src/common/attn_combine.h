@@ -1,19 +1,25 @@
 /*
  * attn_combine.h - the split-KV combine kernel, written once for every vendor: merges
  * the fp32 partial outputs and LSEs of each split into the final O (fp16/bf16) and LSE.
- * One block per (query row, head, batch); threads stride over the head dim.
+ * One block per (query row, head, batch), (head, batch) laid over grid y and z by
+ * launch_grid.h; threads stride over the head dim.
  * Included once by the vendor translation unit after fa_device.h.
  */
 #ifndef FA_ATTN_COMBINE_H
 #define FA_ATTN_COMBINE_H
 
 #include "attn_args.h"
+#include "attn_sequence.h"
 
 /* out_bf16 selects the output element type at run time: one combine kernel serves both
  * dtypes, since it is memory-bound and tiny next to the main kernel. */
 extern "C" FA_GLOBAL void fa_fwd_combine(fa_fwd_args args, int out_bf16)
 {
-    const int row = blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+    unsigned head_u, batch_u;
+    fa_block_pair(args.heads, args.batch, &head_u, &batch_u);
+    if (batch_u == (unsigned)args.batch) /* past the last pair */
+        return;
+    const int row = blockIdx.x, head = (int)head_u, batch = (int)batch_u;
     long long q_row0 = 0;
     int seqlen_q = args.seqlen_q;
     if (args.cu_seqlens_q) {

@@ -11,6 +11,8 @@
  * tiles that straddle a mask edge (fully masked tiles are never visited); online softmax
  * in the exp2 domain with the scale folded in; P stays in registers for O += P·V; O and
  * LSE are written once (or, with split-KV, fp32 partials for the combine kernel).
+ * Blocks: query tiles along grid x, (head, batch * splits + split) pairs laid over y and
+ * z by launch_grid.h.
  */
 #ifdef FA_ATTN_FWD_INCLUDED
 #error "attn_fwd.h instantiates one kernel per translation unit"
@@ -44,7 +46,9 @@
 #error "forward shared tiles must keep 128-byte alignment"
 #endif
 
-/* Where one block works: its sequence, rows, and the range of key tiles it visits. */
+/* Where one block works: its sequence, rows, and the range of key tiles it visits. The
+ * block has nothing to do when rows_valid <= 0 or batch == the args' batch (past the
+ * last pair of a folded grid). */
 typedef struct fa_block_span {
     int batch, head, split;
     long long q_row0, k_row0;  /* first row of this sequence in q / k                   */
@@ -57,9 +61,12 @@ typedef struct fa_block_span {
 FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
 {
     fa_block_span s;
-    s.batch = blockIdx.z / args->num_splits;
-    s.split = blockIdx.z % args->num_splits;
-    s.head = blockIdx.y;
+    unsigned head, batch_split;
+    /* The host keeps batch * splits (at most the grid's pairs) below 2^32. */
+    fa_block_pair(args->heads, (unsigned)args->batch * args->num_splits, &head, &batch_split);
+    s.batch = (int)(batch_split / args->num_splits);
+    s.split = (int)(batch_split % args->num_splits);
+    s.head = (int)head;
     fa_sequence seq = fa_find_sequence(args, s.batch);
     s.q_row0 = seq.q_row0;
     s.k_row0 = seq.k_row0;
@@ -341,7 +348,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_INST_N * FA_PITCH;
 
     const fa_block_span s = fa_find_span(&args);
-    if (s.rows_valid <= 0)
+    if (s.rows_valid <= 0 || s.batch == args.batch)
         return;
     const int warp_row0 = fa_warp() * FA_WARP_ROWS;
     const int kv_head = s.head / (args.heads / args.heads_k);

@@ -180,35 +180,39 @@ void fa_gpu_describe_device(fa_context *ctx, fa_backend backend, const char *dev
 
 static unsigned fa_blocks(int64_t rows, int tile) { return (unsigned)((rows + tile - 1) / tile); }
 
+/* x blocks by the inner x outer pairs over y and z (launch_grid.h). */
+static fa_grid fa_pair_grid(unsigned x, long long inner, long long outer)
+{
+    fa_grid g;
+    g.x = x;
+    fa_grid_fold(inner, outer, &g.y, &g.z);
+    return g;
+}
+
 fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel)
 {
-    fa_grid g = {fa_blocks(p->seqlen_q, sel->config->tile_m), (unsigned)p->heads,
-                 (unsigned)(p->batch * sel->num_splits)};
-    return g;
+    return fa_pair_grid(fa_blocks(p->seqlen_q, sel->config->tile_m), p->heads,
+                        (long long)p->batch * sel->num_splits);
 }
 
 fa_grid fa_combine_grid(const fa_problem *p)
 {
-    fa_grid g = {(unsigned)p->seqlen_q, (unsigned)p->heads, (unsigned)p->batch};
-    return g;
+    return fa_pair_grid((unsigned)p->seqlen_q, p->heads, p->batch);
 }
 
 fa_grid fa_bwd_prep_grid(const fa_problem *p)
 {
-    fa_grid g = {fa_blocks(p->seqlen_q, FA_PREP_ROWS), (unsigned)p->heads, (unsigned)p->batch};
-    return g;
+    return fa_pair_grid(fa_blocks(p->seqlen_q, FA_PREP_ROWS), p->heads, p->batch);
 }
 
 fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    fa_grid g = {fa_blocks(p->seqlen_k, cfg->tile_n), (unsigned)p->heads_k, (unsigned)p->batch};
-    return g;
+    return fa_pair_grid(fa_blocks(p->seqlen_k, cfg->tile_n), p->heads_k, p->batch);
 }
 
 fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    fa_grid g = {fa_blocks(p->seqlen_q, cfg->tile_n), (unsigned)p->heads, (unsigned)p->batch};
-    return g;
+    return fa_pair_grid(fa_blocks(p->seqlen_q, cfg->tile_n), p->heads, p->batch);
 }
 
 fa_status fa_gpu_set_stream(fa_context *ctx, void *stream)
