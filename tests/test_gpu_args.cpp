@@ -72,6 +72,10 @@ TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the rea
     std::memset(&cfg, 0, sizeof cfg);
     cfg.name = "test_config";
     cfg.kernel_id = 1;
+    cfg.tile_m = 128; // the launch limits below look at the grids
+    cfg.tile_n = 64;
+    cfg.threads = 128;
+    cfg.stages = 2;
     fa_selection sel;
     std::memset(&sel, 0, sizeof sel);
     sel.config = &cfg;

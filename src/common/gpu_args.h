@@ -50,7 +50,9 @@ fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
                                size_t *bytes);
 
 /* The checks every GPU backend makes before a launch (row alignment, a kernel for the
- * config, features the GPU backward lacks); on failure ctx says why, naming `backend`. */
+ * config, and the limits: workspace sizes within 64 bits, the backward's step count
+ * within 32, grids the runtime takes); on failure ctx says why, naming `backend`. The
+ * workspace queries above check the same limits. */
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            int kernel_count, const char *backend);
 fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
