@@ -119,3 +119,25 @@ TEST_CASE("dQ accumulator: whole row blocks are fragment-ordered, the rest row-m
     CHECK(fa_dq_accum_fragment_order(0, 64, 40, 16, 8));
     CHECK(fa_dq_accum_tile(5, 16, 8, 64, 16) == (5 + 16) * 64 + 8 * 16);
 }
+
+TEST_CASE("dQ accumulator: the last row blocks of a sequence of nearly 2^31 rows", "[backward][layout][int64]")
+{
+    // The longest sequence the API takes: its last block starts at 2^31 - 16 and is partial;
+    // rb + 16 would wrap there and make it look whole (the kernels then wrote a whole
+    // fragment-ordered block past the end of the accumulator).
+    const int len = 2147483647, last = 2147483647 - 15; // 2^31 - 16
+    CHECK_FALSE(fa_dq_accum_fragment_order(last, len, 128, 16, 8));
+    CHECK(fa_dq_accum_fragment_order(last - 16, len, 128, 16, 8));
+    CHECK(fa_dq_accum_fragment_order(last - 16, last, 128, 16, 16)); // ends exactly at the block
+    CHECK_FALSE(fa_dq_accum_fragment_order(0, 0, 128, 16, 8));       // empty sequence
+
+    // Offsets at the largest rows: a last sequence of 2^31 - 1 rows after 3 * 2^30 others,
+    // d256. Its last whole block's last element (lane 31's last register of the last
+    // 16x8 tile) sits 16 rows x 256 elements - 1 past the block's start, all past 2^31.
+    const long long seq_row0 = 3LL << 30, hd = 256;
+    const long long block = fa_dq_accum_tile(seq_row0, last - 16, 0, (int)hd, 16);
+    CHECK(block == (seq_row0 + last - 16) * hd);
+    CHECK(fa_dq_accum_tile(seq_row0, last - 16, (int)hd - 8, (int)hd, 16) + 31 * 4 + 3 ==
+          block + 16 * hd - 1);
+    CHECK(block + 16 * hd == (seq_row0 + last) * hd); // the partial block starts right after
+}

@@ -1,8 +1,10 @@
 // test_gpu_args.cpp - the host logic both GPU backends share (src/common/gpu_args.c):
 // launch geometry, the pre-launch checks and the backward workspace layout, exercised on
-// the CPU.
+// the CPU; and at shapes past 2^31 elements, the sizes, offsets (attn_args.h), grid folds
+// (launch_grid.h) and limits the kernels rely on, computed without allocating anything.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -38,6 +40,59 @@ struct CpuContext {
     ~CpuContext() { fa_destroy(ctx); }
 };
 
+// `batch` fixed-length sequences with contiguous [b, s, h, d] operands of 16-byte
+// aligned rows. Nothing lies behind the pointers: the functions under test only compute.
+fa_problem big_problem(int batch, long long seqlen_q, long long seqlen_k, int heads, int heads_k, int head_dim)
+{
+    static unsigned char storage[64] __attribute__((aligned(16)));
+    fa_problem p;
+    std::memset(&p, 0, sizeof p);
+    p.dtype = FA_DTYPE_BF16;
+    p.batch = batch;
+    p.heads = heads;
+    p.heads_k = heads_k;
+    p.head_dim = head_dim;
+    p.seqlen_q = seqlen_q;
+    p.seqlen_k = seqlen_k;
+    p.total_q = batch * seqlen_q;
+    p.total_k = batch * seqlen_k;
+    p.q = p.k = p.v = p.dout = storage;
+    p.out = p.dq = p.dk = p.dv = storage;
+    const fa_strides st = {seqlen_q * heads * head_dim, (long long)heads * head_dim, head_dim};
+    const fa_strides kst = {seqlen_k * heads_k * head_dim, (long long)heads_k * head_dim, head_dim};
+    p.q_stride = p.out_stride = p.dout_stride = p.dq_stride = st;
+    p.k_stride = p.v_stride = p.dk_stride = p.dv_stride = kst;
+    p.softmax_scale = 1.f;
+    return p;
+}
+
+fa_kernel_config big_config(int tile_m, int tile_n, int threads)
+{
+    fa_kernel_config cfg;
+    std::memset(&cfg, 0, sizeof cfg);
+    cfg.name = "test_config";
+    cfg.tile_m = tile_m;
+    cfg.tile_n = tile_n;
+    cfg.threads = threads;
+    cfg.stages = 2;
+    cfg.atomic_dq = 1;
+    return cfg;
+}
+
+// A workspace address for the layout functions, never dereferenced.
+char *const kFakeWorkspace = reinterpret_cast<char *>(static_cast<uintptr_t>(1) << 40);
+uintptr_t at(const void *p) { return reinterpret_cast<uintptr_t>(p); }
+
+// The launch machinery's HIP limits apply when the context's backend is HIP.
+struct AsBackend {
+    fa_context *ctx;
+    fa_backend saved;
+    AsBackend(fa_context *c, fa_backend b) : ctx(c), saved(c->backend) { ctx->backend = b; }
+    ~AsBackend() { ctx->backend = saved; }
+};
+
+bool says(fa_context *ctx, const char *what) { return std::string(fa_last_error(ctx)).find(what) != std::string::npos; }
+
 }  // namespace
 
 TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_args]")
@@ -72,6 +127,10 @@ TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the rea
     std::memset(&cfg, 0, sizeof cfg);
     cfg.name = "test_config";
     cfg.kernel_id = 1;
+    cfg.tile_m = 128; // the launch limits below look at the grids
+    cfg.tile_n = 64;
+    cfg.threads = 128;
+    cfg.stages = 2;
     fa_selection sel;
     std::memset(&sel, 0, sizeof sel);
     sel.config = &cfg;
@@ -149,4 +208,204 @@ TEST_CASE("gpu device description: table row with the reported SM count and smal
     CHECK(cx.ctx->info.row_from_table == 0);
     CHECK(cx.ctx->info.sm_count == 20);
     CHECK(cx.ctx->info.backend == FA_BACKEND_HIP);
+}
+
+TEST_CASE("gpu args past 2^31 rows: total_q, the backward's row offsets and its workspace stay whole",
+          "[gpu_args][int64]")
+{
+    // 2^13 sequences of 2^20 rows: 2^33 rows, which the int copy of total_q made 0.
+    fa_problem p = big_problem(1 << 13, 1 << 20, 1 << 20, 4, 4, 64);
+    REQUIRE(p.total_q == (1LL << 33));
+    const fa_kernel_config cfg = big_config(64, 128, 256);
+    const fa_fwd_args a = fa_make_args(&p, 1, nullptr);
+    CHECK(a.total_q == (1LL << 33));
+
+    const long long rows = 4LL << 33; // heads x total_q
+    CHECK(fa_head_row(&a, 3, a.total_q - 1) == rows - 1);
+    CHECK(fa_dq_accum_head(&a, 3) + (a.total_q - 1) * 64 + 63 == rows * 64 - 1);
+    const size_t row_bytes = static_cast<size_t>(rows) * 4; // both multiples of 256 already
+    const size_t accum_bytes = static_cast<size_t>(rows) * 64 * 4;
+    CHECK(fa_bwd_workspace_bytes(&p, &cfg) == 2 * row_bytes + accum_bytes);
+
+    // The three buffers follow one another, each holding its last element.
+    const fa_bwd_args b = fa_make_bwd_args(&p, &cfg, kFakeWorkspace);
+    CHECK(at(b.delta) == at(kFakeWorkspace));
+    CHECK(at(b.lse_log2) == at(b.delta) + row_bytes);
+    CHECK(at(b.dq_accum) == at(b.lse_log2) + row_bytes);
+    CHECK(at(b.delta + fa_head_row(&b.fwd, 3, a.total_q - 1) + 1) == at(b.lse_log2));
+    CHECK(at(b.dq_accum + fa_dq_accum_head(&b.fwd, 3) + rows / 4 * 64) ==
+          at(kFakeWorkspace) + fa_bwd_workspace_bytes(&p, &cfg));
+
+    CpuContext cx;
+    fa_selection sel;
+    std::memset(&sel, 0, sizeof sel);
+    sel.config = &cfg;
+    sel.num_splits = 1;
+    size_t bytes = 0;
+    CHECK(fa_gpu_bwd_workspace(cx.ctx, &p, &sel, &bytes) == FA_OK);
+    CHECK(bytes == 2 * row_bytes + accum_bytes);
+}
+
+TEST_CASE("gpu args: split-KV partial offsets and sizes at the largest split, row and head",
+          "[gpu_args][int64]")
+{
+    // 8 splits of 2^22 + 3 rows x 64 heads x d256: 2^39 + ... fp32 partials (an odd row
+    // count keeps the sizes off powers of two).
+    fa_problem p = big_problem(1, (1 << 22) + 3, 1 << 22, 64, 8, 256);
+    const long long tq = p.total_q, out_elems = 8LL * tq * 64 * 256, lse_elems = 8LL * 64 * tq;
+    const size_t bytes = fa_split_bytes(&p, 8);
+    CHECK(bytes == fa_align256(static_cast<size_t>(out_elems) * 4) + fa_align256(static_cast<size_t>(lse_elems) * 4));
+
+    const fa_fwd_args a = fa_make_args(&p, 8, kFakeWorkspace);
+    CHECK(at(a.partial_out) == at(kFakeWorkspace));
+    const long long last_out = fa_partial_out_offset(&a, 7, tq - 1, 63) + 255;
+    CHECK(last_out == out_elems - 1);
+    CHECK(at(a.partial_out + last_out + 1) <= at(a.partial_lse));
+    const long long last_lse = fa_partial_lse_offset(&a, 7, 63, tq - 1);
+    CHECK(last_lse == lse_elems - 1);
+    CHECK(at(a.partial_lse + last_lse + 1) <= at(kFakeWorkspace) + bytes);
+
+    // A split's size is the offset of split 1's first value (the combine kernel's step).
+    CHECK(fa_partial_out_offset(&a, 1, 0, 0) == tq * 64 * 256);
+    CHECK(fa_partial_lse_offset(&a, 1, 0, 0) == 64 * tq);
+    CHECK(fa_partial_out_offset(&a, 5, tq - 2, 3) ==
+          fa_partial_out_offset(&a, 0, tq - 2, 3) + 5 * fa_partial_out_offset(&a, 1, 0, 0));
+    CHECK(fa_partial_lse_offset(&a, 5, 3, tq - 2) ==
+          fa_partial_lse_offset(&a, 0, 3, tq - 2) + 5 * fa_partial_lse_offset(&a, 1, 0, 0));
+
+    CpuContext cx;
+    const fa_kernel_config cfg = big_config(128, 64, 128);
+    fa_selection sel;
+    std::memset(&sel, 0, sizeof sel);
+    sel.config = &cfg;
+    sel.num_splits = 8;
+    size_t query = 0;
+    CHECK(fa_gpu_fwd_workspace(cx.ctx, &p, &sel, &query) == FA_OK);
+    CHECK(query == bytes);
+}
+
+TEST_CASE("gpu launch grids fold (head, batch) pairs past 65535 over y and z, each pair once and "
+          "in order", "[gpu_args][int64]")
+{
+    unsigned y = 0, z = 0;
+    fa_grid_fold(64, FA_GRID_YZ_MAX, &y, &z); // fits: heads along y, batch along z
+    CHECK((y == 64 && z == FA_GRID_YZ_MAX));
+    fa_grid_fold(0, 100000, &y, &z); // empty: no blocks
+    CHECK(static_cast<unsigned long long>(y) * z == 0);
+    fa_grid_fold(65536, 65536, &y, &z); // 2^32 pairs: past the grid, for the host to refuse
+    CHECK(z > FA_GRID_YZ_MAX);
+    fa_grid_fold(2147483647, 2147483647LL * 128, &y, &z); // saturates instead of wrapping
+    CHECK(z == FA_GRID_YZ_MAX + 1);
+    fa_grid_fold(3, 1431612075, &y, &z); // exactly 65535^2 pairs: the grid's capacity
+    CHECK((y == FA_GRID_YZ_MAX && z == FA_GRID_YZ_MAX));
+
+    const long long shapes[][2] = {{64, 65536}, {1, 65537}, {3, 1000003}, {70000, 2}, {40, 1 << 20}};
+    for (const auto &shape : shapes) {
+        const long long inner = shape[0], outer = shape[1], pairs = inner * outer;
+        INFO("inner " << inner << " x outer " << outer);
+        fa_grid_fold(inner, outer, &y, &z);
+        REQUIRE((y <= FA_GRID_YZ_MAX && z <= FA_GRID_YZ_MAX));
+        const long long blocks = static_cast<long long>(y) * z;
+        REQUIRE(blocks >= pairs);
+        CHECK(blocks - pairs < z); // at most one row's worth of idle blocks
+        // Every block either takes the next pair (blocks start in the pairs' order, so each
+        // pair comes exactly once) or, past the last, none; checked without an assertion
+        // per block (tens of millions of them).
+        long long idle = 0, next = 0, wrong = 0;
+        for (unsigned bz = 0; bz < z; ++bz)
+            for (unsigned by = 0; by < y; ++by) {
+                unsigned i = 0, o = 0;
+                fa_grid_pair(by, bz, y, static_cast<unsigned>(inner), static_cast<unsigned>(outer), &i, &o);
+                if (o == outer)
+                    ++idle;
+                else if (i >= inner || o > outer || static_cast<long long>(o) * inner + i != next++)
+                    ++wrong;
+                else if (idle > 0)
+                    ++wrong; // an idle block before a working one
+            }
+        CHECK(wrong == 0);
+        CHECK(next == pairs);
+        CHECK(idle == blocks - pairs);
+    }
+
+    // The forward's (head, batch * splits) and the backward's (kv head, batch) pairs.
+    fa_problem p = big_problem(1 << 20, 64, 64, 64, 8, 128);
+    fa_kernel_config cfg = big_config(128, 64, 128);
+    fa_selection sel;
+    std::memset(&sel, 0, sizeof sel);
+    sel.config = &cfg;
+    sel.num_splits = 3;
+    fa_grid g = fa_fwd_grid(&p, &sel);
+    CHECK(g.x == 1);
+    CHECK((g.y <= FA_GRID_YZ_MAX && g.z <= FA_GRID_YZ_MAX));
+    CHECK(static_cast<long long>(g.y) * g.z >= 64LL * 3 << 20);
+    g = fa_bwd_dkdv_grid(&p, &cfg);
+    CHECK(static_cast<long long>(g.y) * g.z >= 8LL << 20);
+    CHECK(static_cast<long long>(g.y) * g.z - (8LL << 20) < g.z);
+}
+
+TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused with the reason",
+          "[gpu_args][int64]")
+{
+    CpuContext cx;
+    fa_kernel_config cfg = big_config(64, 128, 256);
+    fa_selection sel;
+    std::memset(&sel, 0, sizeof sel);
+    sel.config = &cfg;
+    sel.num_splits = 1;
+    size_t bytes = 0;
+
+    // 2^20 sequences of 64 rows x 64 heads: more than 65535 of each grid dimension takes,
+    // folded, so accepted.
+    fa_problem many = big_problem(1 << 20, 64, 64, 64, 64, 128);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &many, &sel, 1, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &many, &sel, 1, "CUDA") == FA_OK);
+
+    // 2^16 heads x 2^16 sequences: more pairs than 65535^2, refused by the launch checks and
+    // already by the workspace queries.
+    fa_problem wide = big_problem(1 << 16, 8, 8, 1 << 16, 1 << 16, 8);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &wide, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(says(cx.ctx, "cannot launch the forward kernel"));
+    CHECK(fa_gpu_fwd_workspace(cx.ctx, &wide, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &wide, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(says(cx.ctx, "y and z at most 65535"));
+    CHECK(fa_gpu_bwd_workspace(cx.ctx, &wide, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+
+    // 2^30 + 64 rows: 2^24 + 1 query tiles of 64 rows x 256 threads pass HIP's 2^32
+    // work-items per grid dimension; CUDA counts blocks.
+    fa_problem tall = big_problem(1, (1LL << 30) + 64, 64, 1, 1, 32);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &tall, &sel, 1, "CUDA") == FA_OK);
+    {
+        AsBackend hip(cx.ctx, FA_BACKEND_HIP);
+        CHECK(fa_gpu_check_fwd(cx.ctx, &tall, &sel, 1, "HIP") == FA_ERR_UNSUPPORTED);
+        CHECK(says(cx.ctx, "x times threads below 2^32"));
+        // The split-KV combine runs a 64-thread block per row: 2^26 rows pass it.
+        fa_problem rows = big_problem(1, 1LL << 26, 1 << 20, 1, 1, 32);
+        CHECK(fa_gpu_check_fwd(cx.ctx, &rows, &sel, 1, "HIP") == FA_OK);
+        sel.num_splits = 2;
+        CHECK(fa_gpu_check_fwd(cx.ctx, &rows, &sel, 1, "HIP") == FA_ERR_UNSUPPORTED);
+        CHECK(says(cx.ctx, "split-KV combine"));
+        sel.num_splits = 1;
+    }
+
+    // The dK/dV kernel counts (query heads per kv head) x query tiles in int: 64 x 2^25
+    // tiles of 64 rows is 2^31 steps.
+    fa_problem mqa = big_problem(1, 2147483647, 64, 64, 1, 8);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &mqa, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(says(cx.ctx, "step counter"));
+    CHECK(fa_gpu_bwd_workspace(cx.ctx, &mqa, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    mqa.heads = 32;
+    CHECK(fa_gpu_check_bwd(cx.ctx, &mqa, &sel, 1, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &mqa, &sel, 1, "CUDA") == FA_OK); // the forward has no such count
+
+    // Workspaces past 64-bit sizes (only with operands whose strides repeat elements, e.g.
+    // stride 0, can such a shape be legal): 2^20 heads x 2^40 rows.
+    fa_problem huge = big_problem(1 << 20, 1 << 20, 8, 1 << 20, 1, 8);
+    CHECK(fa_gpu_bwd_workspace(cx.ctx, &huge, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(says(cx.ctx, "64-bit sizes"));
+    CHECK(fa_gpu_check_bwd(cx.ctx, &huge, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    sel.num_splits = 128;
+    fa_problem split = big_problem(1 << 20, 1 << 20, 8, 1 << 10, 1, 256); // 2^7 x 2^40 x 2^10 x 2^8
+    CHECK(fa_gpu_fwd_workspace(cx.ctx, &split, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(says(cx.ctx, "split-KV partials"));
 }

@@ -6,6 +6,8 @@
 #ifndef FA_ATTN_ARGS_H
 #define FA_ATTN_ARGS_H
 
+#include "fa_hd.h"
+
 /* Threads per block of the two small kernels (one thread per row or column pair). */
 #define FA_PREP_ROWS 64
 #define FA_COMBINE_THREADS 64
@@ -32,7 +34,8 @@ typedef struct fa_fwd_args {
     int num_splits;                       /* 1: write out/lse; >1: write partials     */
     float *partial_out;                   /* fp32 [splits][total_q][heads][head_dim]  */
     float *partial_lse;                   /* fp32 [splits][heads][total_q]            */
-    int total_q;                          /* rows of q over the batch                 */
+    long long total_q;                    /* rows of q over the batch (fixed-length:  */
+                                          /* batch * seqlen_q, which can pass 2^31)   */
 } fa_fwd_args;
 
 /* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus
@@ -52,5 +55,30 @@ typedef struct fa_bwd_args {
     float scale;       /* softmax_scale: dS -> dQ, dK                                  */
     int out_bf16;      /* element type, for the dtype-agnostic preprocess kernel      */
 } fa_bwd_args;
+
+/* Element offsets into the fp32 workspace arrays above, written once for the kernels
+ * that write and read them and for tests/test_gpu_args.cpp. All in 64 bits: each can
+ * pass 2^31 for legal shapes (8 splits x 2^22 rows x 64 heads x d128 is 2^38; 2^22 rows x
+ * 64 heads of dQ accumulator at d256 is 2^36), which the host's workspace limits keep
+ * within int64 (gpu_args.c). `row` counts the [total_q] rows over the batch. */
+FA_HD long long fa_partial_out_offset(const fa_fwd_args *a, int split, long long row, int head)
+{
+    return (((long long)split * a->total_q + row) * a->heads + head) * a->head_dim;
+}
+FA_HD long long fa_partial_lse_offset(const fa_fwd_args *a, int split, int head, long long row)
+{
+    return ((long long)split * a->heads + head) * a->total_q + row;
+}
+/* Row `row` of head `head` in the backward's [heads][total_q] arrays (delta, lse_log2). */
+FA_HD long long fa_head_row(const fa_fwd_args *a, int head, long long row)
+{
+    return (long long)head * a->total_q + row;
+}
+/* The start of head `head`'s [total_q][head_dim] part of the dQ accumulator (dq_accum.h
+ * lays out the rest). */
+FA_HD long long fa_dq_accum_head(const fa_fwd_args *a, int head)
+{
+    return (long long)head * a->total_q * a->head_dim;
+}
 
 #endif /* FA_ATTN_ARGS_H */

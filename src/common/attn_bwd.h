@@ -26,6 +26,8 @@
  *     reproducible by construction. Each warp owns 16 query rows; when the warps
  *     outnumber the 16-row groups (FA_BWD_SPLIT > 1) the warps of a group split the keys
  *     and sum their parts in a fixed order at the end.
+ *
+ * Both take their (head, batch) pair from grid y and z as launch_grid.h lays them out.
  */
 #ifdef FA_ATTN_BWD_INCLUDED
 #error "attn_bwd.h instantiates one kernel pair per translation unit"
@@ -211,16 +213,20 @@ FA_DEVICE void fa_bwd_accumulate(float acc[FA_BD][FA_ACC_REGS], const uint32_t p
 }
 
 /* A (query head, query tile) position in the dK/dV kernel's walk over its steps: the tiles
- * of a head, then the next head. */
+ * of a head, then the next head. head_row = head * total_q, the head's first row in the
+ * [heads][total_q] arrays, moves with the head: a 64-bit add per head instead of 64-bit
+ * products per step (total_q can pass 2^31). */
 typedef struct fa_bwd_cursor {
     int head, tile;
+    long long head_row;
 } fa_bwd_cursor;
 
-FA_DEVICE void fa_bwd_cursor_next(fa_bwd_cursor *c, int tile_first, int tile_end)
+FA_DEVICE void fa_bwd_cursor_next(fa_bwd_cursor *c, int tile_first, int tile_end, long long total_q)
 {
     if (++c->tile == tile_end) {
         c->tile = tile_first;
         ++c->head;
+        c->head_row += total_q;
     }
 }
 
@@ -406,7 +412,7 @@ FA_DEVICE void fa_bwd_dq_atomic(float *dq_head, long long seq_row0, int m0, int 
     float acc[FA_P3_MF * FA_P3_NF][FA_ACC_REGS];
     fa_bwd_zero(acc, FA_P3_MF * FA_P3_NF);
     fa_bwd_product_nn(acc, FA_P3_MF, FA_P3_NF, ds_tile, 1, row0, k_tile, d0, FA_ROWS);
-    if (m0 + FA_COLS <= seqlen_q && head_dim == FA_INST_D)
+    if (m0 <= seqlen_q - FA_COLS && head_dim == FA_INST_D)
         fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 1, seqlen_q, head_dim, acc);
     else
         fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 0, seqlen_q, head_dim, acc);
@@ -426,9 +432,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     float *smem_delta = smem_lse + FA_INST_STAGES * FA_COLS;    /* [stages][M]    */
 
     const fa_fwd_args *f = &args.fwd;
-    const int batch = blockIdx.z, kv_head = blockIdx.y, n0 = blockIdx.x * FA_ROWS;
+    unsigned kv_head_u, batch_u;
+    fa_block_pair(f->heads_k, f->batch, &kv_head_u, &batch_u);
+    const int batch = (int)batch_u, kv_head = (int)kv_head_u, n0 = blockIdx.x * FA_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
-    if (n0 >= seq.seqlen_k)
+    if (n0 >= seq.seqlen_k || batch == f->batch) /* no keys, or past the last pair */
         return;
     const int keys_valid = min(FA_ROWS, seq.seqlen_k - n0);
     const int group = f->heads / f->heads_k;
@@ -448,7 +456,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     /* Query tiles within [full_lo, full_hi) see every key of the block and need no mask.
      * Padding keys (rows past keys_valid) are masked too: their zero K and V rows give
      * P = exp2(-lse) and dS = -P·D, which fp16 can overflow, and inf times their zero K
-     * row in dQ would be NaN. */
+     * row in dQ would be NaN. A tile's end is compared as m0 > full_hi - M (and phase 3's
+     * whole-tile test as m0 <= seqlen_q - M): the last tile of nearly 2^31 rows starts at
+     * 2^31 - M, where m0 + M wraps. */
     const int full_lo = (int)min(fa_first_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w),
                                  (long long)seq.seqlen_q);
     const int full_hi = keys_valid < FA_ROWS
@@ -469,7 +479,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     /* Step i covers query head kv_head * group + i / m_tiles, query tile m_first + i %
      * m_tiles. Two cursors walk that order without divisions: one for the loads (running
      * stages - 1 steps ahead), one for the computation. */
-    fa_bwd_cursor load_at = {kv_head * group, m_first}, step_at = load_at;
+    fa_bwd_cursor load_at = {kv_head * group, m_first, fa_head_row(f, kv_head * group, 0)}, step_at = load_at;
 #define FA_LOAD_STEP(i)                                                                         \
     do {                                                                                        \
         const int h_ = load_at.head, m0_ = load_at.tile * FA_COLS, buf_ = (i) % FA_INST_STAGES; \
@@ -483,10 +493,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
                          (seq.q_row0 + m0_) * args.do_row + h_ * args.do_head,                  \
                      args.do_row, rows_, f->head_dim, FA_COLS);                                 \
         fa_bwd_load_rows(smem_lse + buf_ * FA_COLS,                                             \
-                         args.lse_log2 + (long long)h_ * f->total_q + q_base + m0_, rows_);     \
+                         args.lse_log2 + load_at.head_row + q_base + m0_, rows_);               \
         fa_bwd_load_rows(smem_delta + buf_ * FA_COLS,                                           \
-                         args.delta + (long long)h_ * f->total_q + q_base + m0_, rows_);        \
-        fa_bwd_cursor_next(&load_at, m_first, m_first + m_tiles);                               \
+                         args.delta + load_at.head_row + q_base + m0_, rows_);                  \
+        fa_bwd_cursor_next(&load_at, m_first, m_first + m_tiles, f->total_q);                   \
     } while (0)
 
     /* Copies complete in commit order: K, V and step 0 form the first group (committed in
@@ -506,7 +516,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         FA_BWD_ADVANCE(FA_LOAD_STEP, i, steps);
 
         const int buf = i % FA_INST_STAGES, head = step_at.head, m0 = step_at.tile * FA_COLS;
-        fa_bwd_cursor_next(&step_at, m_first, m_first + m_tiles);
+        const long long head_row = step_at.head_row;
+        fa_bwd_cursor_next(&step_at, m_first, m_first + m_tiles, f->total_q);
         const fa_elem *q_tile = smem_q + buf * FA_COL_TILE;
         const fa_elem *do_tile = smem_do + buf * FA_COL_TILE;
         const float *lse_cols = smem_lse + buf * FA_COLS + s_col0;
@@ -516,7 +527,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 1;
-        t.masked = m0 < full_lo || m0 + FA_COLS > full_hi;
+        t.masked = m0 < full_lo || m0 > full_hi - FA_COLS;
         float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
         /* Phase 1: Pᵀ and dSᵀ of this warp's tile, to shared memory. */
@@ -541,7 +552,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
          * the dV and dK products instead, the atomics measured slower (bench/NOTES.md, b3). */
 #if FA_BWD_ATOMIC_DQ
         if (args.dq_accum)
-            fa_bwd_dq_atomic(args.dq_accum + (long long)head * f->total_q * f->head_dim, q_base, m0,
+            fa_bwd_dq_atomic(args.dq_accum + head_row * f->head_dim, q_base, m0,
                              seq.seqlen_q, f->head_dim, smem_ds, smem_k);
 #endif
     }
@@ -577,10 +588,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_COL_TILE;     /* [stages] tiles */
 
     const fa_fwd_args *f = &args.fwd;
-    const int batch = blockIdx.z, head = blockIdx.y;
+    unsigned head_u, batch_u;
+    fa_block_pair(f->heads, f->batch, &head_u, &batch_u);
+    const int batch = (int)batch_u, head = (int)head_u;
     const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
-    if (m0 >= seq.seqlen_q)
+    if (m0 >= seq.seqlen_q || batch == f->batch) /* no rows, or past the last pair */
         return;
     const int rows_valid = min(FA_ROWS, seq.seqlen_q - m0);
     const int kv_head = head / (f->heads / f->heads_k);
@@ -594,8 +607,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int tile_lo = (int)(key_lo / FA_COLS);
     const int n_tiles = key_hi > key_lo ? (int)((key_hi + FA_COLS - 1) / FA_COLS) - tile_lo : 0;
     /* Key tiles within [full_lo, full_hi) are visible to every query row of the block and
-     * need no mask. Keys past the end are masked (see the dK/dV kernel); query rows past
-     * the end need none: their rows of dS never mix with valid ones and are not stored. */
+     * need no mask. Keys past the end are masked (see the dK/dV kernel; n0 > full_hi - M
+     * for the same reason); query rows past the end need none: their rows of dS never mix
+     * with valid ones and are not stored. */
     const int full_lo = (int)min(fa_first_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w),
                                  (long long)seq.seqlen_k);
     const int full_hi = (int)max(fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w), 0ll);
@@ -630,8 +644,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
 #pragma unroll
     for (int g = 0; g < FA_ACC_ROWS; ++g) {
         int row = min(m0 + warp_row0 + fa_acc_row(lane, g * FA_ACC_COLS), seq.seqlen_q - 1);
-        lse_rows[g] = args.lse_log2[(long long)head * f->total_q + q_base + row];
-        delta_rows[g] = args.delta[(long long)head * f->total_q + q_base + row];
+        lse_rows[g] = args.lse_log2[fa_head_row(f, head, q_base + row)];
+        delta_rows[g] = args.delta[fa_head_row(f, head, q_base + row)];
     }
     float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
@@ -650,7 +664,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         t.seqlen_q = seq.seqlen_q;
         t.seqlen_k = seq.seqlen_k;
         t.keys_are_rows = 0;
-        t.masked = n0 < full_lo || n0 + FA_COLS > full_hi;
+        t.masked = n0 < full_lo || n0 > full_hi - FA_COLS;
         float p[FA_ST][FA_ACC_REGS], dp[FA_ST][FA_ACC_REGS];
         uint32_t packed[FA_SK][FA_A_REGS];
         fa_bwd_product_nt(p, 1, FA_ST, smem_q, warp_row0, k_tile, col0);   /* S          */

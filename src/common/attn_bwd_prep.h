@@ -34,33 +34,43 @@ FA_DEVICE float fa_dot_row(const unsigned short *a, const unsigned short *b, int
     return sum;
 }
 
-/* The block's FA_PREP_ROWS query rows of one (batch, head): how many exist, and where
- * they start in the [heads][total_q] row arrays. */
+/* The block's FA_PREP_ROWS query rows of one (head, batch) (the pairs as launch_grid.h
+ * lays them out): how many exist (none in a folded grid's blocks past the last pair), and
+ * where they start in the [heads][total_q] row arrays. */
 typedef struct fa_prep_rows {
+    int head, batch;
     int row0, count;
+    fa_sequence seq;
     long long seq_row0; /* the sequence's first row in [total_q] */
     long long slot0;
 } fa_prep_rows;
 
-FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f, const fa_sequence *seq)
+FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f)
 {
-    fa_prep_rows r;
-    const long long q_base = f->cu_seqlens_q ? seq->q_row0 : (long long)blockIdx.z * f->seqlen_q;
+    fa_prep_rows r = {};
+    unsigned head, batch;
+    fa_block_pair(f->heads, f->batch, &head, &batch);
+    if (batch == (unsigned)f->batch) /* past the last pair */
+        return r;
+    r.head = (int)head;
+    r.batch = (int)batch;
+    r.seq = fa_find_sequence(f, r.batch);
+    const long long q_base = f->cu_seqlens_q ? r.seq.q_row0 : (long long)r.batch * f->seqlen_q;
     r.row0 = blockIdx.x * FA_PREP_ROWS;
-    r.count = min(FA_PREP_ROWS, seq->seqlen_q - r.row0);
+    r.count = min(FA_PREP_ROWS, r.seq.seqlen_q - r.row0);
     r.seq_row0 = q_base;
-    r.slot0 = (long long)blockIdx.y * f->total_q + q_base + r.row0;
+    r.slot0 = fa_head_row(f, r.head, q_base + r.row0);
     return r;
 }
 
 extern "C" FA_GLOBAL void fa_bwd_preprocess(fa_bwd_args args)
 {
     const fa_fwd_args *f = &args.fwd;
-    const int batch = blockIdx.z, head = blockIdx.y;
-    const fa_sequence seq = fa_find_sequence(f, batch);
-    const fa_prep_rows rows = fa_block_rows(f, &seq);
+    const fa_prep_rows rows = fa_block_rows(f);
     if (rows.count <= 0)
         return;
+    const int batch = rows.batch, head = rows.head;
+    const fa_sequence seq = rows.seq;
     /* The block's dQ accumulator rows are contiguous: zero them with coalesced stores. */
     if (args.dq_accum) {
         float4 *acc = (float4 *)(args.dq_accum + rows.slot0 * f->head_dim);
@@ -133,12 +143,15 @@ FA_DEVICE void fa_convert_fragments(unsigned short *dq_rows, long long dq_row, c
 extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
 {
     const fa_fwd_args *f = &args.fwd;
-    const fa_sequence seq = fa_find_sequence(f, blockIdx.z);
-    const fa_prep_rows rows = fa_block_rows(f, &seq);
-    const float *head_acc = args.dq_accum + (long long)blockIdx.y * f->total_q * f->head_dim;
-    unsigned short *dq = (unsigned short *)args.dq + blockIdx.z * args.dq_batch + seq.q_row0 * args.dq_row +
-                         blockIdx.y * args.dq_head;
-    for (int rb = rows.row0; rb < rows.row0 + rows.count; rb += FA_MMA_M) {
+    const fa_prep_rows rows = fa_block_rows(f);
+    const fa_sequence seq = rows.seq;
+    const float *head_acc = args.dq_accum + fa_dq_accum_head(f, rows.head);
+    unsigned short *dq = (unsigned short *)args.dq + rows.batch * args.dq_batch + seq.q_row0 * args.dq_row +
+                         rows.head * args.dq_head;
+    /* Counted from the block's first row: rb itself would step past 2^31 - 1 after the
+     * last row block of a sequence of nearly 2^31 rows. */
+    for (int i = 0; i < rows.count; i += FA_MMA_M) {
+        const int rb = rows.row0 + i;
         const float *acc = head_acc + (rows.seq_row0 + rb) * f->head_dim;
         if (fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim, FA_MMA_M, FA_MMA_N))
             fa_convert_fragments(dq + rb * args.dq_row, args.dq_row, acc, f->head_dim, args.scale, args.out_bf16);

@@ -11,6 +11,8 @@
  * tiles that straddle a mask edge (fully masked tiles are never visited); online softmax
  * in the exp2 domain with the scale folded in; P stays in registers for O += P·V; O and
  * LSE are written once (or, with split-KV, fp32 partials for the combine kernel).
+ * Blocks: query tiles along grid x, (head, batch * splits + split) pairs laid over y and
+ * z by launch_grid.h.
  */
 #ifdef FA_ATTN_FWD_INCLUDED
 #error "attn_fwd.h instantiates one kernel per translation unit"
@@ -44,21 +46,27 @@
 #error "forward shared tiles must keep 128-byte alignment"
 #endif
 
-/* Where one block works: its sequence, rows, and the range of key tiles it visits. */
+/* Where one block works: its sequence, rows, and the range of key tiles it visits. The
+ * block has nothing to do when rows_valid <= 0 or batch == the args' batch (past the
+ * last pair of a folded grid). */
 typedef struct fa_block_span {
     int batch, head, split;
     long long q_row0, k_row0;  /* first row of this sequence in q / k                   */
     int seqlen_q, seqlen_k;
     int m0, rows_valid;        /* first query row of the tile, rows inside the sequence */
     int tile_lo, tile_hi;      /* key tiles [tile_lo, tile_hi) of this split           */
+    int full_lo, full_hi;      /* key tiles inside [full_lo, full_hi) need no mask      */
 } fa_block_span;
 
 FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
 {
     fa_block_span s;
-    s.batch = blockIdx.z / args->num_splits;
-    s.split = blockIdx.z % args->num_splits;
-    s.head = blockIdx.y;
+    unsigned head, batch_split;
+    /* The host keeps batch * splits (at most the grid's pairs) below 2^32. */
+    fa_block_pair(args->heads, (unsigned)args->batch * args->num_splits, &head, &batch_split);
+    s.batch = (int)(batch_split / args->num_splits);
+    s.split = (int)(batch_split % args->num_splits);
+    s.head = (int)head;
     fa_sequence seq = fa_find_sequence(args, s.batch);
     s.q_row0 = seq.q_row0;
     s.k_row0 = seq.k_row0;
@@ -78,17 +86,20 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
     s.tile_hi = min(first + count, s.tile_lo + per_split);
     if (s.tile_hi < s.tile_lo)
         s.tile_hi = s.tile_lo;
+    /* Keys every row of the tile sees (the last row's first, the first row's end), within
+     * the sequence: both fit int, and full_hi >= 0 keeps full_hi - N from wrapping. */
+    s.full_lo = (int)min(fa_first_visible_key(s.m0 + s.rows_valid - 1, s.seqlen_q, s.seqlen_k, w),
+                         (long long)s.seqlen_k);
+    s.full_hi = (int)max(fa_end_visible_key(s.m0, s.seqlen_q, s.seqlen_k, w), 0ll);
     return s;
 }
 
-/* Does key tile n0 .. n0+N-1 need per-element masking for query rows of this span? */
-FA_DEVICE int fa_tile_needs_mask(const fa_block_span *s, const fa_fwd_args *args, int n0)
+/* Does key tile n0 .. n0+N-1 need per-element masking for query rows of this span (keys
+ * past the sequence's end included)? The tile's end is compared as n0 > full_hi - N: the
+ * last tile of nearly 2^31 keys starts at 2^31 - N, where n0 + N wraps. */
+FA_DEVICE int fa_tile_needs_mask(const fa_block_span *s, int n0)
 {
-    fa_window w = {args->window_left, args->window_right};
-    int last_row = s->m0 + s->rows_valid - 1;
-    return n0 + FA_INST_N > s->seqlen_k ||
-           n0 < fa_first_visible_key(last_row, s->seqlen_q, s->seqlen_k, w) ||
-           n0 + FA_INST_N > fa_end_visible_key(s->m0, s->seqlen_q, s->seqlen_k, w);
+    return n0 < s->full_lo || n0 > s->full_hi - FA_INST_N;
 }
 
 /* Per-element work is the cost to avoid here: with no softcap and no ALiBi the scores
@@ -112,7 +123,8 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
         logit_scale = 1.f;
     }
     if (alibi_log2 != 0.f) {
-        const int diag0 = s->m0 + warp_row0 + s->seqlen_k - s->seqlen_q - n0;
+        /* Grouped so that no partial sum wraps (m0 + seqlen_k can pass 2^31). */
+        const int diag0 = (s->m0 + warp_row0 - n0) + (s->seqlen_k - s->seqlen_q);
 #pragma unroll
         for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
@@ -309,9 +321,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                               (s->q_row0 + row) * args->lse_row] = lse;
             } else {
                 long long grow = seq_base + row;
-                float *part = args->partial_out +
-                              (((long long)s->split * args->total_q + grow) * args->heads + s->head) *
-                                  args->head_dim;
+                float *part = args->partial_out + fa_partial_out_offset(args, s->split, grow, s->head);
 #pragma unroll
                 for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
                     int col0 = fa_acc_col(lane, r);
@@ -325,8 +335,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                     }
                 }
                 if (fa_row_leader(lane))
-                    args->partial_lse[((long long)s->split * args->heads + s->head) * args->total_q +
-                                      grow] = lse;
+                    args->partial_lse[fa_partial_lse_offset(args, s->split, s->head, grow)] = lse;
             }
         }
 }
@@ -339,7 +348,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_INST_N * FA_PITCH;
 
     const fa_block_span s = fa_find_span(&args);
-    if (s.rows_valid <= 0)
+    if (s.rows_valid <= 0 || s.batch == args.batch)
         return;
     const int warp_row0 = fa_warp() * FA_WARP_ROWS;
     const int kv_head = s.head / (args.heads / args.heads_k);
@@ -390,7 +399,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     {                                                                                      \
         const int n0 = FA_TILE_N0(t);                                                      \
         float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0,             \
-                                              fa_tile_needs_mask(&s, &args, n0), alibi_log2); \
+                                              fa_tile_needs_mask(&s, n0), alibi_log2);     \
         fa_online_softmax(acc_s, acc_o, row_max, row_sum, logit_scale);                    \
         fa_pack_p(p, acc_s);                                                               \
     }

@@ -22,10 +22,12 @@
 #include "fa_hd.h"
 
 /* Whether the row block starting at sequence row row_block is in fragment order, for
- * MMA tiles of tile_m x tile_n (FA_MMA_M x FA_MMA_N). */
+ * MMA tiles of tile_m x tile_n (FA_MMA_M x FA_MMA_N). The block's end is compared as
+ * row_block <= seqlen_q - tile_m: the last block of nearly 2^31 rows starts at
+ * 2^31 - tile_m, where row_block + tile_m wraps. */
 FA_HD int fa_dq_accum_fragment_order(int row_block, int seqlen_q, int head_dim, int tile_m, int tile_n)
 {
-    return row_block + tile_m <= seqlen_q && head_dim % tile_n == 0;
+    return row_block <= seqlen_q - tile_m && head_dim % tile_n == 0;
 }
 
 /* Offset of the MMA tile (row_block, col_block) of a fragment-ordered block from the

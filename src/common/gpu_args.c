@@ -47,7 +47,7 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
         a.softcap_log2 = p->softcap * log2e;
     }
     a.num_splits = splits;
-    a.total_q = (int)p->total_q;
+    a.total_q = p->total_q;
     if (splits > 1) {
         size_t rows = (size_t)splits * (size_t)p->total_q * (size_t)p->heads;
         a.partial_out = (float *)workspace;
@@ -125,21 +125,117 @@ static fa_status fa_check_kernel(fa_context *ctx, const fa_selection *sel, int k
     return FA_OK;
 }
 
+/* The largest fp32 element count of a workspace buffer: its bytes, rounded up and added
+ * to the other buffers', stay within size_t and within the kernels' int64 offsets. */
+static long long fa_max_workspace_floats(void)
+{
+    const uint64_t bytes = (uint64_t)SIZE_MAX < (uint64_t)INT64_MAX ? (uint64_t)SIZE_MAX : (uint64_t)INT64_MAX;
+    return (long long)(bytes / 16);
+}
+
+/* a * b for a, b >= 0; -1 when it passes limit or when either is -1 (chains stay -1). */
+static long long fa_product_within(long long a, long long b, long long limit)
+{
+    if (a < 0 || b < 0 || (b != 0 && a > limit / b))
+        return -1;
+    return a * b;
+}
+
+/* Whether the runtime takes a grid: x below 2^31 blocks, y and z at most FA_GRID_YZ_MAX
+ * (launch_grid.h's fold passes that only beyond FA_GRID_YZ_MAX^2 pairs) and, on HIP,
+ * x * threads below 2^32: its dispatch packet counts the grid in work-items, 32 bits per
+ * dimension. */
+static fa_status fa_check_grid(fa_context *ctx, fa_grid g, int threads, const char *kernel,
+                               const char *backend)
+{
+    const int hip = ctx->backend == FA_BACKEND_HIP;
+    if (g.x <= INT32_MAX && g.y <= FA_GRID_YZ_MAX && g.z <= FA_GRID_YZ_MAX &&
+        (!hip || (uint64_t)g.x * (uint64_t)threads <= UINT32_MAX))
+        return FA_OK;
+    return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                   "the %s backend cannot launch the %s kernel for this shape: %u x %u x %u blocks of "
+                   "%d threads pass the launch limits (x below 2^31, y and z at most %d%s)",
+                   backend, kernel, g.x, g.y, g.z, threads, FA_GRID_YZ_MAX,
+                   hip ? ", x times threads below 2^32" : "");
+}
+
+/* The forward's limits past alignment and kernel: the split-KV partials' sizes and
+ * offsets within 64 bits, and grids the runtime takes. */
+static fa_status fa_fwd_limits(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               const char *backend)
+{
+    const long long cap = fa_max_workspace_floats();
+    fa_status st;
+    if (sel->num_splits > 1) {
+        long long rows = fa_product_within(fa_product_within(sel->num_splits, p->total_q, cap), p->heads, cap);
+        if (fa_product_within(rows, p->head_dim, cap) < 0)
+            return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                           "the %s backend's split-KV partials (%d splits x %lld rows x %d heads x %d "
+                           "dims of fp32) pass 64-bit sizes",
+                           backend, sel->num_splits, (long long)p->total_q, p->heads, p->head_dim);
+    }
+    st = fa_check_grid(ctx, fa_fwd_grid(p, sel), sel->config->threads, "forward", backend);
+    if (st == FA_OK && sel->num_splits > 1)
+        st = fa_check_grid(ctx, fa_combine_grid(p), FA_COMBINE_THREADS, "split-KV combine", backend);
+    return st;
+}
+
+/* The backward's: its workspace within 64 bits, the dK/dV kernel's step count within its
+ * 32-bit counter, and grids the runtime takes. */
+static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                               const char *backend)
+{
+    const fa_kernel_config *cfg = sel->config;
+    const long long cap = fa_max_workspace_floats();
+    const long long rows = fa_product_within(p->heads, p->total_q, cap);
+    const long long group = p->heads_k > 0 ? p->heads / p->heads_k : 0;
+    const long long steps = group * ((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m);
+    const int atomics = fa_bwd_uses_atomics(p, cfg);
+    fa_status st;
+    if (rows < 0 || (atomics && fa_product_within(rows, p->head_dim, cap) < 0))
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the %s backend's backward workspace (%d heads x %lld rows%s of fp32) passes "
+                       "64-bit sizes",
+                       backend, p->heads, (long long)p->total_q, atomics ? " x head_dim" : "");
+    /* A dK/dV block walks every query tile of every query head of its kv head's group,
+     * its pipeline up to stages - 1 steps ahead, counted in int. */
+    if (steps > (long long)INT32_MAX - cfg->stages)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the %s backward walks %lld query heads per kv head x %lld query tiles of %d "
+                       "rows = %lld steps per key tile, more than its 32-bit step counter holds",
+                       backend, group, (long long)((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m),
+                       cfg->tile_m, steps);
+    st = fa_check_grid(ctx, fa_bwd_prep_grid(p), FA_PREP_ROWS, "backward preprocess", backend);
+    if (st == FA_OK)
+        st = fa_check_grid(ctx, fa_bwd_dkdv_grid(p, cfg), cfg->threads, "backward dK/dV", backend);
+    if (st == FA_OK && !atomics)
+        st = fa_check_grid(ctx, fa_bwd_dq_grid(p, cfg), cfg->threads, "backward dQ", backend);
+    return st;
+}
+
+/* The name gpu_launch.h gives the backend (FA_GPU_BACKEND_NAME), for the queries that
+ * come without one. */
+static const char *fa_gpu_name(const fa_context *ctx) { return ctx->backend == FA_BACKEND_HIP ? "HIP" : "CUDA"; }
+
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            int kernel_count, const char *backend)
 {
+    fa_status st;
     if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
         !fa_rows_aligned(p->v, p->v_stride) || !fa_rows_aligned(p->out, p->out_stride))
         return fa_unaligned(ctx, backend);
-    return fa_check_kernel(ctx, sel, kernel_count, backend);
+    st = fa_check_kernel(ctx, sel, kernel_count, backend);
+    return st == FA_OK ? fa_fwd_limits(ctx, p, sel, backend) : st;
 }
 
 fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            int kernel_count, const char *backend)
 {
+    fa_status st;
     if (!fa_bwd_rows_aligned(p))
         return fa_unaligned(ctx, backend);
-    return fa_check_kernel(ctx, sel, kernel_count, backend);
+    st = fa_check_kernel(ctx, sel, kernel_count, backend);
+    return st == FA_OK ? fa_bwd_limits(ctx, p, sel, backend) : st;
 }
 
 static const char *fa_matrix_unit_name(fa_matrix_unit unit)
@@ -180,35 +276,39 @@ void fa_gpu_describe_device(fa_context *ctx, fa_backend backend, const char *dev
 
 static unsigned fa_blocks(int64_t rows, int tile) { return (unsigned)((rows + tile - 1) / tile); }
 
+/* x blocks by the inner x outer pairs over y and z (launch_grid.h). */
+static fa_grid fa_pair_grid(unsigned x, long long inner, long long outer)
+{
+    fa_grid g;
+    g.x = x;
+    fa_grid_fold(inner, outer, &g.y, &g.z);
+    return g;
+}
+
 fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel)
 {
-    fa_grid g = {fa_blocks(p->seqlen_q, sel->config->tile_m), (unsigned)p->heads,
-                 (unsigned)(p->batch * sel->num_splits)};
-    return g;
+    return fa_pair_grid(fa_blocks(p->seqlen_q, sel->config->tile_m), p->heads,
+                        (long long)p->batch * sel->num_splits);
 }
 
 fa_grid fa_combine_grid(const fa_problem *p)
 {
-    fa_grid g = {(unsigned)p->seqlen_q, (unsigned)p->heads, (unsigned)p->batch};
-    return g;
+    return fa_pair_grid((unsigned)p->seqlen_q, p->heads, p->batch);
 }
 
 fa_grid fa_bwd_prep_grid(const fa_problem *p)
 {
-    fa_grid g = {fa_blocks(p->seqlen_q, FA_PREP_ROWS), (unsigned)p->heads, (unsigned)p->batch};
-    return g;
+    return fa_pair_grid(fa_blocks(p->seqlen_q, FA_PREP_ROWS), p->heads, p->batch);
 }
 
 fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    fa_grid g = {fa_blocks(p->seqlen_k, cfg->tile_n), (unsigned)p->heads_k, (unsigned)p->batch};
-    return g;
+    return fa_pair_grid(fa_blocks(p->seqlen_k, cfg->tile_n), p->heads_k, p->batch);
 }
 
 fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    fa_grid g = {fa_blocks(p->seqlen_q, cfg->tile_n), (unsigned)p->heads, (unsigned)p->batch};
-    return g;
+    return fa_pair_grid(fa_blocks(p->seqlen_q, cfg->tile_n), p->heads, p->batch);
 }
 
 fa_status fa_gpu_set_stream(fa_context *ctx, void *stream)
@@ -217,18 +317,20 @@ fa_status fa_gpu_set_stream(fa_context *ctx, void *stream)
     return FA_OK;
 }
 
+/* The workspace queries refuse what the launch would (the size limits first: a size past
+ * them would have wrapped), so that fa_*_workspace_size and fa_plan_* say so too. */
 fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                size_t *bytes)
 {
-    (void)ctx;
-    *bytes = fa_split_bytes(p, sel->num_splits);
-    return FA_OK;
+    fa_status st = fa_fwd_limits(ctx, p, sel, fa_gpu_name(ctx));
+    *bytes = st == FA_OK ? fa_split_bytes(p, sel->num_splits) : 0;
+    return st;
 }
 
 fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                size_t *bytes)
 {
-    (void)ctx;
-    *bytes = fa_bwd_workspace_bytes(p, sel->config);
-    return FA_OK;
+    fa_status st = fa_bwd_limits(ctx, p, sel, fa_gpu_name(ctx));
+    *bytes = st == FA_OK ? fa_bwd_workspace_bytes(p, sel->config) : 0;
+    return st;
 }

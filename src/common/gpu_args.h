@@ -8,6 +8,7 @@
 
 #include "fa_internal.h"
 #include "attn_args.h"
+#include "launch_grid.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,7 +50,9 @@ fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
                                size_t *bytes);
 
 /* The checks every GPU backend makes before a launch (row alignment, a kernel for the
- * config, features the GPU backward lacks); on failure ctx says why, naming `backend`. */
+ * config, and the limits: workspace sizes within 64 bits, the backward's step count
+ * within 32, grids the runtime takes); on failure ctx says why, naming `backend`. The
+ * workspace queries above check the same limits. */
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            int kernel_count, const char *backend);
 fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
@@ -62,16 +65,18 @@ fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_select
 void fa_gpu_describe_device(fa_context *ctx, fa_backend backend, const char *device_name,
                             const fa_arch_row *reported);
 
-/* Launch geometry, the same for every vendor (blocks per grid dimension). */
+/* Launch geometry, the same for every vendor (blocks per grid dimension): tiles or rows
+ * along x, (head, batch) pairs over y and z as launch_grid.h folds them (y = heads and
+ * z = batch while both fit). */
 typedef struct fa_grid {
     unsigned x, y, z;
 } fa_grid;
-/* Forward: query tiles x heads x (batch * splits). */
+/* Forward: query tiles x (heads, batch * splits). */
 fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel);
-/* Split-KV combine: rows x heads x batch, FA_COMBINE_THREADS threads. */
+/* Split-KV combine: rows x (heads, batch), FA_COMBINE_THREADS threads. */
 fa_grid fa_combine_grid(const fa_problem *p);
 /* Backward preprocess and dQ conversion (FA_PREP_ROWS rows per block), dK/dV (key
- * tiles of tile_n x kv heads x batch) and dQ (query tiles of tile_n x heads x batch). */
+ * tiles of tile_n x (kv heads, batch)) and dQ (query tiles of tile_n x (heads, batch)). */
 fa_grid fa_bwd_prep_grid(const fa_problem *p);
 fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg);
 fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg);

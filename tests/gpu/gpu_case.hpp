@@ -86,6 +86,24 @@ inline std::vector<Case> length_sweep(std::initializer_list<std::array<int, 2>> 
     return cases;
 }
 
+// Varlen with `count` short sequences (query lengths 0..6, key lengths 1..9 in turn), GQA
+// 2/1, d64: past 65535 sequences the kernels' (head, batch) grids fold
+// (src/common/launch_grid.h).
+inline Case many_sequences(int count)
+{
+    Case c;
+    c.heads = 2;
+    c.heads_k = 1;
+    c.head_dim = 64;
+    c.cu_q.push_back(0);
+    c.cu_k.push_back(0);
+    for (int b = 0; b < count; ++b) {
+        c.cu_q.push_back(c.cu_q.back() + b % 7);
+        c.cu_k.push_back(c.cu_k.back() + 1 + b % 9);
+    }
+    return c;
+}
+
 inline std::vector<int64_t> bshd_strides(int64_t s, int64_t h, int64_t d, int pad)
 {
     int64_t row = h * d + pad;

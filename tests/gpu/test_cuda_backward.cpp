@@ -145,6 +145,21 @@ TEST_CASE("cuda backward: varlen with empty sequences, fully masked rows", "[cud
     check_backward(m, 2201);
 }
 
+TEST_CASE("cuda backward: more than 65535 sequences (folded grids), dQ by atomics and deterministic",
+          "[cuda][backward]")
+{
+    Case c = many_sequences(70001);
+    c.causal = true;
+    check_backward(c, 2250);
+    check_backward(c, 2251, 1);
+    Case fixed; // fixed-length: 66000 sequences of 5 rows
+    fixed.batch = 66000;
+    fixed.seqlen_q = fixed.seqlen_k = 5;
+    fixed.heads = fixed.heads_k = 1;
+    fixed.head_dim = 32;
+    check_backward(fixed, 2252);
+}
+
 // Every element of an fp16 tensor set to the same bit pattern.
 static void fill_f16_bits(HostTensor &t, uint16_t bits)
 {

@@ -165,6 +165,30 @@ TEST_CASE("cuda forward: split-KV forced and chosen for decode", "[cuda][sanitiz
     }
 }
 
+TEST_CASE("cuda forward: more than 65535 sequences, and batch x splits past 65535 (folded grids)", "[cuda]")
+{
+    uint64_t seed = 850;
+    for (bool causal : {false, true}) {
+        Case c = many_sequences(70001);
+        c.causal = causal;
+        check_case(c, seed++);
+    }
+    Case fixed; // fixed-length: 66000 sequences of 5 rows
+    fixed.batch = 66000;
+    fixed.seqlen_q = fixed.seqlen_k = 5;
+    fixed.heads = fixed.heads_k = 1;
+    fixed.head_dim = 32;
+    check_case(fixed, seed++);
+    Case split; // 520 sequences x 128 forced splits: 66560 (batch, split) pairs, then the combine
+    split.batch = 520;
+    split.seqlen_q = 1;
+    split.seqlen_k = 128 * 128 + 5;
+    split.heads = split.heads_k = 1;
+    split.head_dim = 32;
+    split.num_splits = 128;
+    check_case(split, seed++);
+}
+
 TEST_CASE("cuda plan: decode-like problems split the keys", "[cuda]")
 {
     Context ctx;

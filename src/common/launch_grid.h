@@ -1,0 +1,55 @@
+/*
+ * launch_grid.h - how every GPU launch numbers its blocks along grid y and z, written
+ * once for the host (gpu_args.c) and the kernels. A kernel's blocks are x (query or key
+ * tiles, rows) by `inner` x `outer` pairs, inner fastest: (head, batch), or in the
+ * forward (head, batch * splits + split). The pairs are numbered pair = outer * inner +
+ * i and laid over y and z as pair = z * gridDim.y + y. When inner and outer both fit a
+ * grid dimension (at most FA_GRID_YZ_MAX, the y and z limit of CUDA and HIP) that is
+ * y = inner, z = outer; otherwise (more than 65535 sequences, say) the pairs are folded
+ * over z rows of y blocks, and the last row's few blocks past the last pair have nothing
+ * to do. Blocks start in the pairs' order either way. Plain C, host and device, so that
+ * tests/test_gpu_args.cpp can replay it on the CPU.
+ */
+#ifndef FA_LAUNCH_GRID_H
+#define FA_LAUNCH_GRID_H
+
+#include "fa_hd.h"
+
+#define FA_GRID_YZ_MAX 65535
+
+/* Blocks along y and z for inner x outer pairs (both >= 0). *z passes FA_GRID_YZ_MAX
+ * exactly when the pairs exceed FA_GRID_YZ_MAX^2, which the host then refuses; every
+ * other grid keeps y * z - pairs < z, and y * z < 2^32. */
+FA_HD void fa_grid_fold(long long inner, long long outer, unsigned *y, unsigned *z)
+{
+    const long long cap = (long long)FA_GRID_YZ_MAX * FA_GRID_YZ_MAX;
+    long long pairs, rows;
+    if (inner <= FA_GRID_YZ_MAX && outer <= FA_GRID_YZ_MAX) {
+        *y = (unsigned)inner;
+        *z = (unsigned)outer;
+        return;
+    }
+    if (inner == 0 || outer == 0) {
+        *y = *z = 0;
+        return;
+    }
+    pairs = outer > cap / inner ? cap + 1 : inner * outer; /* saturated: no wrap */
+    rows = (pairs + FA_GRID_YZ_MAX - 1) / FA_GRID_YZ_MAX;
+    *z = (unsigned)rows;
+    *y = (unsigned)((pairs + rows - 1) / rows);
+}
+
+/* The pair (*i, *o) of block (y, z) in a grid of y_blocks blocks along y; *o == outer
+ * for a block past the last pair (clamped there, so that callers can keep it in int and
+ * test it with their own bounds). 32-bit unsigned throughout, which the host's limit
+ * (pairs <= FA_GRID_YZ_MAX^2 < 2^32) keeps exact. */
+FA_HD void fa_grid_pair(unsigned y, unsigned z, unsigned y_blocks, unsigned inner, unsigned outer,
+                        unsigned *i, unsigned *o)
+{
+    const unsigned pair = z * y_blocks + y;
+    const unsigned q = pair / inner;
+    *i = pair - q * inner;
+    *o = q < outer ? q : outer;
+}
+
+#endif /* FA_LAUNCH_GRID_H */
