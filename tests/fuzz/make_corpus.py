@@ -135,7 +135,9 @@ class Req:
         if layout & 3 == 3:
             out += enc_int(self.dtype[0])
         out += enc_dim(self.b, 0, 4) + enc_dim(self.s_q, 0, 64) + enc_dim(self.s_k, 0, 64)
-        out += enc_dim(self.h_k, 1, 4) + enc_dim(self.group, 1, 4) + enc_dim(self.d, 8, 64, 8)
+        small_group = 4 // self.h_k if 1 <= self.h_k <= 4 else 1
+        out += enc_dim(self.h_k, 1, 4) + enc_dim(self.group, 1, small_group)
+        out += enc_dim(self.d, 8, 64, 8)
         out += bytes([self.seed])
         if self.window_left is not None:
             out += enc_int(self.window_left)
