@@ -23,7 +23,11 @@
  *   - on success: a write outside an output's view; a non-finite out/dq/dk/dv element or
  *     a NaN / +inf LSE when the numbers are sane (bounded inputs, moderate scale, softcap
  *     and slopes; the backward also needs the forward of the same input to have
- *     succeeded, so out and lse are real);
+ *     succeeded, so out and lse are real); with sane numbers, out and LSE that differ
+ *     from a double-precision reference of the header's semantics (fp32 1e-5, fp16 5e-4,
+ *     bf16 4e-3 absolute; LSE 1e-5 relative), and dq, dk, dv that differ from a reference
+ *     backward by more than 1e-4 (fp32), 1e-2 (fp16), 1e-1 (bf16) of (|value| + the
+ *     tensor's largest), for views without aliased elements;
  *   - success of a request the header says must fail (rule_violated() lists them: offsets
  *     that overflow int64, unknown dtypes, wrong ranks, shapes that disagree, bad scalars,
  *     invalid cu_seqlens / seqused_k contents, non-zero reserved or paged fields, NULL
@@ -1005,7 +1009,7 @@ static void lay_out_all(request *rq)
         int input = w == T_Q || w == T_K || w == T_V || w == T_DOUT;
         if (!sl->real)
             continue;
-        if (sl->enumerable && w == T_LSE) { /* the backward's numbers need it (below) */
+        if (sl->enumerable && (w == T_LSE || w == T_OUT || w >= T_DQ)) { /* numeric checks */
             fill_arg f = {sl, NULL, NULL, 0};
             f.mask = calloc(sl->alloc_bytes / (size_t)element_bytes(sl->t.dtype), 1);
             visit_view(&sl->t, fill_visit, &f);
@@ -1564,6 +1568,272 @@ static int numbers_sane(const request *rq, int backward)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Reference forward                                                                    */
+/* ------------------------------------------------------------------------------------ */
+
+HOT static double load_value(const slot *sl, int64_t off)
+{
+    int64_t es = element_bytes(sl->t.dtype);
+    const unsigned char *at = sl->alloc + (off - sl->min_off) * es;
+    uint32_t bits;
+    if (sl->t.dtype == FA_DTYPE_F32) {
+        memcpy(&bits, at, 4);
+    } else {
+        uint16_t h;
+        memcpy(&h, at, 2);
+        if (sl->t.dtype == FA_DTYPE_BF16) {
+            bits = (uint32_t)h << 16;
+        } else {
+            double mag = (h & 0x7c00u) == 0 ? ldexp((double)(h & 0x3ffu), -24)
+                                            : ldexp((double)((h & 0x3ffu) | 0x400u),
+                                                    (int)((h >> 10) & 0x1fu) - 25);
+            if ((h & 0x7c00u) == 0x7c00u)
+                return NAN;
+            return h & 0x8000u ? -mag : mag;
+        }
+    }
+    return (double)float_of_bits(bits);
+}
+
+/* Element offset of (batch, row, head, c) of a q-like tensor (varlen: row is global). */
+static int64_t at_qlike(const fa_tensor *t, int64_t b, int64_t row, int64_t head, int64_t c)
+{
+    if (t->ndim == 3)
+        return row * t->stride[0] + head * t->stride[1] + c * t->stride[2];
+    return b * t->stride[0] + row * t->stride[1] + head * t->stride[2] + c * t->stride[3];
+}
+
+static int64_t at_lse(const fa_tensor *t, int64_t b, int64_t head, int64_t row)
+{
+    if (t->ndim == 2)
+        return head * t->stride[0] + row * t->stride[1];
+    return b * t->stride[0] + head * t->stride[1] + row * t->stride[2];
+}
+
+/* out and LSE of a successful forward against the semantics of flashattn.h in double. */
+HOT static void check_reference(const request *rq, int with_lse)
+{
+    const fa_params *p = &rq->params;
+    const slot *qs = &rq->ts[T_Q], *ks = &rq->ts[T_K], *vs = &rq->ts[T_V], *os = &rq->ts[T_OUT];
+    const slot *ls = &rq->ts[T_LSE];
+    const fa_tensor *q = &qs->t, *k = &ks->t;
+    int varlen = p->cu_seqlens_q != NULL, rank = q->ndim;
+    int64_t batch = varlen ? p->varlen_batch : q->shape[0];
+    int64_t heads = q->shape[rank - 2], heads_k = k->shape[rank - 2], d = q->shape[rank - 1];
+    double scale = p->softmax_scale != 0.0f ? (double)p->softmax_scale : 1.0 / sqrt((double)d);
+    double tol = q->dtype == FA_DTYPE_F32 ? 1e-5 : q->dtype == FA_DTYPE_F16 ? 5e-4 : 4e-3;
+    int left = p->window_left, right = p->causal ? 0 : p->window_right;
+    int64_t b, h, i, j, c;
+    double *score, *acc;
+    if (batch <= 0 || heads <= 0 || heads_k <= 0)
+        return;
+    score = malloc(sizeof(double) * (size_t)(varlen ? k->shape[0] : k->shape[1]) + 8);
+    acc = malloc(sizeof(double) * (size_t)d);
+    for (b = 0; b < batch; b++) {
+        int64_t row0_q = varlen ? p->cu_seqlens_q[b] : 0, row0_k = varlen ? p->cu_seqlens_k[b] : 0;
+        int64_t sq = varlen ? p->cu_seqlens_q[b + 1] - row0_q : q->shape[1];
+        int64_t sk = varlen ? p->cu_seqlens_k[b + 1] - row0_k : k->shape[1];
+        if (p->seqused_k && p->seqused_k[b] < sk)
+            sk = p->seqused_k[b];
+        for (h = 0; h < heads; h++) {
+            int64_t hk = h / (heads / heads_k);
+            double slope = p->alibi_slopes ? (double)p->alibi_slopes[b * p->alibi_batch_stride + h]
+                                           : 0.0;
+            for (i = 0; i < sq; i++) {
+                int64_t diag = i + sk - sq, lo = left < 0 ? 0 : diag - left;
+                int64_t hi = right < 0 ? sk - 1 : diag + right;
+                double max = -INFINITY, sum = 0.0, lse;
+                if (lo < 0)
+                    lo = 0;
+                if (hi > sk - 1)
+                    hi = sk - 1;
+                for (j = lo; j <= hi; j++) {
+                    double dot = 0.0;
+                    for (c = 0; c < d; c++)
+                        dot += load_value(qs, at_qlike(q, b, row0_q + i, h, c)) *
+                               load_value(ks, at_qlike(k, b, row0_k + j, hk, c));
+                    dot *= scale;
+                    if (p->softcap > 0.0f)
+                        dot = p->softcap * tanh(dot / p->softcap);
+                    dot -= slope * fabs((double)(diag - j));
+                    score[j] = dot;
+                    if (dot > max)
+                        max = dot;
+                }
+                for (c = 0; c < d; c++)
+                    acc[c] = 0.0;
+                for (j = lo; j <= hi; j++) {
+                    double e = exp(score[j] - max);
+                    sum += e;
+                    for (c = 0; c < d; c++)
+                        acc[c] += e * load_value(vs, at_qlike(&vs->t, b, row0_k + j, hk, c));
+                }
+                lse = sum > 0.0 ? max + log(sum) : -INFINITY;
+                if (os->injective)
+                    for (c = 0; c < d; c++) {
+                        double want = sum > 0.0 ? acc[c] / sum : 0.0;
+                        double got = load_value(os, at_qlike(&os->t, b, row0_q + i, h, c));
+                        if (!(fabs(got - want) <= tol) || (sum == 0.0 && got != 0.0))
+                            fail("fa_fwd: out[b %lld, row %lld, head %lld, %lld] = %.6g, the "
+                                 "reference gives %.6g (visible keys %lld..%lld of %lld)",
+                                 (long long)b, (long long)i, (long long)h, (long long)c, got,
+                                 want, (long long)lo, (long long)hi, (long long)sk);
+                    }
+                if (with_lse && ls->injective) {
+                    double got = load_value(ls, at_lse(&ls->t, b, h, row0_q + i));
+                    if (sum == 0.0 ? got != -INFINITY
+                                   : !(fabs(got - lse) <= 1e-5 * (1.0 + fabs(lse))))
+                        fail("fa_fwd: lse[b %lld, head %lld, row %lld] = %.7g, the reference "
+                             "gives %.7g", (long long)b, (long long)h, (long long)i, got, lse);
+                }
+            }
+        }
+    }
+    free(score);
+    free(acc);
+}
+
+/* Reference gradients in double, rows numbered as in the tensors (fixed length:
+ * b * seqlen + row), compared with dq, dk, dv within a tolerance relative to the largest
+ * reference value of each tensor. */
+typedef struct grad_ref {
+    double *dq, *dk, *dv;
+    int64_t rows_q, rows_k, heads, heads_k, d;
+} grad_ref;
+
+static double *grad_at(double *base, int64_t row, int64_t heads, int64_t head, int64_t d)
+{
+    return base + (row * heads + head) * d;
+}
+
+HOT static void compare_grad(const request *rq, int which, const double *want, int64_t rows,
+                             int64_t heads, int64_t d, int64_t per_batch)
+{
+    const slot *sl = &rq->ts[which];
+    const fa_tensor *t = &sl->t;
+    fa_dtype dt = rq->ts[T_Q].t.dtype;
+    double eps = dt == FA_DTYPE_F32 ? 1e-4 : dt == FA_DTYPE_F16 ? 1e-2 : 1e-1;
+    double largest = 0.0;
+    int64_t r, h, c, n = rows * heads * d;
+    if (!sl->injective)
+        return;
+    for (r = 0; r < n; r++)
+        if (fabs(want[r]) > largest)
+            largest = fabs(want[r]);
+    for (r = 0; r < rows; r++)
+        for (h = 0; h < heads; h++)
+            for (c = 0; c < d; c++) {
+                int64_t b = t->ndim == 4 ? r / per_batch : 0, row = t->ndim == 4 ? r % per_batch : r;
+                double w = want[(r * heads + h) * d + c];
+                double got = load_value(sl, at_qlike(t, b, row, h, c));
+                if (!(fabs(got - w) <= eps * (fabs(w) + largest) + 1e-6))
+                    fail("fa_bwd: %s[row %lld, head %lld, %lld] = %.6g, the reference gives %.6g "
+                         "(largest %.3g)", k_tname[which], (long long)r, (long long)h,
+                         (long long)c, got, w, largest);
+            }
+}
+
+HOT static void check_reference_bwd(const request *rq)
+{
+    const fa_params *p = &rq->params;
+    const slot *qs = &rq->ts[T_Q], *ks = &rq->ts[T_K], *vs = &rq->ts[T_V], *dos = &rq->ts[T_DOUT];
+    const fa_tensor *q = &qs->t, *k = &ks->t;
+    int varlen = p->cu_seqlens_q != NULL, rank = q->ndim;
+    int64_t batch = varlen ? p->varlen_batch : q->shape[0];
+    int64_t heads = q->shape[rank - 2], heads_k = k->shape[rank - 2], d = q->shape[rank - 1];
+    int64_t rows_q = varlen ? q->shape[0] : q->shape[0] * q->shape[1];
+    int64_t rows_k = varlen ? k->shape[0] : k->shape[0] * k->shape[1];
+    int64_t per_q = varlen ? 1 : q->shape[1], per_k = varlen ? 1 : k->shape[1];
+    double scale = p->softmax_scale != 0.0f ? (double)p->softmax_scale : 1.0 / sqrt((double)d);
+    int left = p->window_left, right = p->causal ? 0 : p->window_right;
+    double *dq, *dk, *dv, *pr, *tn, *o;
+    int64_t b, h, i, j, c, keys_max = varlen ? k->shape[0] : k->shape[1];
+    if (batch <= 0 || heads <= 0 || heads_k <= 0 || rows_q <= 0)
+        return;
+    dq = calloc((size_t)(rows_q * heads * d), sizeof(double));
+    dk = calloc((size_t)(rows_k * heads_k * d + 1), sizeof(double));
+    dv = calloc((size_t)(rows_k * heads_k * d + 1), sizeof(double));
+    pr = malloc(sizeof(double) * (size_t)(keys_max + 1));
+    tn = malloc(sizeof(double) * (size_t)(keys_max + 1));
+    o = malloc(sizeof(double) * (size_t)d);
+    for (b = 0; b < batch; b++) {
+        int64_t row0_q = varlen ? p->cu_seqlens_q[b] : b * per_q;
+        int64_t row0_k = varlen ? p->cu_seqlens_k[b] : b * per_k;
+        int64_t sq = varlen ? p->cu_seqlens_q[b + 1] - p->cu_seqlens_q[b] : per_q;
+        int64_t sk = varlen ? p->cu_seqlens_k[b + 1] - p->cu_seqlens_k[b] : per_k;
+        int64_t tb = varlen ? 0 : b, tq = varlen ? row0_q : 0, tk = varlen ? row0_k : 0;
+        if (p->seqused_k && p->seqused_k[b] < sk)
+            sk = p->seqused_k[b];
+        for (h = 0; h < heads; h++) {
+            int64_t hk = h / (heads / heads_k);
+            double slope = p->alibi_slopes ? (double)p->alibi_slopes[b * p->alibi_batch_stride + h]
+                                           : 0.0;
+            for (i = 0; i < sq; i++) {
+                int64_t diag = i + sk - sq, lo = left < 0 ? 0 : diag - left;
+                int64_t hi = right < 0 ? sk - 1 : diag + right;
+                double max = -INFINITY, sum = 0.0, delta = 0.0;
+                if (lo < 0)
+                    lo = 0;
+                if (hi > sk - 1)
+                    hi = sk - 1;
+                for (j = lo; j <= hi; j++) {
+                    double dot = 0.0;
+                    for (c = 0; c < d; c++)
+                        dot += load_value(qs, at_qlike(q, tb, tq + i, h, c)) *
+                               load_value(ks, at_qlike(k, tb, tk + j, hk, c));
+                    dot *= scale;
+                    tn[j] = 0.0;
+                    if (p->softcap > 0.0f) {
+                        tn[j] = tanh(dot / p->softcap);
+                        dot = p->softcap * tn[j];
+                    }
+                    pr[j] = dot - slope * fabs((double)(diag - j));
+                    if (pr[j] > max)
+                        max = pr[j];
+                }
+                for (j = lo; j <= hi; j++)
+                    sum += exp(pr[j] - max);
+                for (c = 0; c < d; c++)
+                    o[c] = 0.0;
+                for (j = lo; j <= hi; j++) {
+                    pr[j] = exp(pr[j] - max) / sum;
+                    for (c = 0; c < d; c++)
+                        o[c] += pr[j] * load_value(vs, at_qlike(&vs->t, tb, tk + j, hk, c));
+                }
+                for (c = 0; c < d; c++)
+                    delta += o[c] * load_value(dos, at_qlike(&dos->t, tb, tq + i, h, c));
+                for (j = lo; j <= hi; j++) {
+                    double dp = 0.0, ds;
+                    for (c = 0; c < d; c++)
+                        dp += load_value(dos, at_qlike(&dos->t, tb, tq + i, h, c)) *
+                              load_value(vs, at_qlike(&vs->t, tb, tk + j, hk, c));
+                    ds = pr[j] * (dp - delta);
+                    if (p->softcap > 0.0f)
+                        ds *= 1.0 - tn[j] * tn[j];
+                    for (c = 0; c < d; c++) {
+                        grad_at(dq, row0_q + i, heads, h, d)[c] +=
+                            scale * ds * load_value(ks, at_qlike(k, tb, tk + j, hk, c));
+                        grad_at(dk, row0_k + j, heads_k, hk, d)[c] +=
+                            scale * ds * load_value(qs, at_qlike(q, tb, tq + i, h, c));
+                        grad_at(dv, row0_k + j, heads_k, hk, d)[c] +=
+                            pr[j] * load_value(dos, at_qlike(&dos->t, tb, tq + i, h, c));
+                    }
+                }
+            }
+        }
+    }
+    compare_grad(rq, T_DQ, dq, rows_q, heads, d, per_q);
+    compare_grad(rq, T_DK, dk, rows_k, heads_k, d, per_k);
+    compare_grad(rq, T_DV, dv, rows_k, heads_k, d, per_k);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(pr);
+    free(tn);
+    free(o);
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Running one input                                                                    */
 /* ------------------------------------------------------------------------------------ */
 
@@ -1749,6 +2019,8 @@ static void run_forward(request *rq, int *computed_ok)
         check_output(rq, T_OUT, "fa_fwd", sane);
         if (lse_passed)
             check_output(rq, T_LSE, "fa_fwd", sane);
+        if (sane)
+            check_reference(rq, lse_passed);
         *computed_ok = lse_passed; /* out and lse are real for a backward */
     }
     free(ws_alloc);
@@ -1784,6 +2056,8 @@ static int run_backward(request *rq, int forward_ok)
         check_output(rq, T_DQ, "fa_bwd", sane);
         check_output(rq, T_DK, "fa_bwd", sane);
         check_output(rq, T_DV, "fa_bwd", sane);
+        if (sane && rq->ts[T_OUT].injective)
+            check_reference_bwd(rq);
     }
     free(ws_alloc);
     return st == FA_OK;
