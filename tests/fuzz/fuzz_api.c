@@ -881,8 +881,9 @@ HOT static void fill_visit(void *a, int64_t off, int64_t count, int64_t step)
 {
     fill_arg *f = a;
     slot *sl = f->sl;
-    int64_t es = element_bytes(sl->t.dtype), c, at = off - sl->min_off;
-    for (c = 0; c < count; c++, at += step) {
+    int64_t es = element_bytes(sl->t.dtype), c;
+    for (c = 0; c < count; c++) {
+        int64_t at = off - sl->min_off + c * step; /* an element of the span: no overflow */
         if (f->g)
             store_value(sl->alloc + at * es, sl->t.dtype, (int)(rng_next(f->g) % 65) - 32);
         if (f->mask) {
@@ -1502,8 +1503,9 @@ HOT static void output_visit(void *a, int64_t off, int64_t count, int64_t step)
 {
     check_arg *c = a;
     const slot *sl = c->sl;
-    int64_t es = element_bytes(sl->t.dtype), i, rel = off - sl->min_off;
-    for (i = 0; i < count; i++, rel += step, off += step) {
+    int64_t es = element_bytes(sl->t.dtype), i;
+    for (i = 0; i < count; i++) {
+        int64_t rel = off - sl->min_off + i * step, element = off + i * step;
         const unsigned char *at = sl->alloc + rel * es;
         c->mask[rel] = 1;
         if (!c->sane)
@@ -1513,10 +1515,10 @@ HOT static void output_visit(void *a, int64_t off, int64_t count, int64_t step)
             memcpy(&v, at, 4);
             if (isnan(v) || v == INFINITY)
                 fail("%s succeeded with LSE %g at element offset %lld of %s", c->call,
-                     (double)v, (long long)off, c->name);
+                     (double)v, (long long)element, c->name);
         } else if (!is_finite_at(at, sl->t.dtype)) {
             fail("%s succeeded with a non-finite value at element offset %lld of %s", c->call,
-                 (long long)off, c->name);
+                 (long long)element, c->name);
         }
     }
 }
