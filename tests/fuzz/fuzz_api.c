@@ -1547,6 +1547,13 @@ HOT static void check_output(const request *rq, int which, const char *call, int
     free(c.mask);
 }
 
+/* A softcap small enough to amplify the fp32 rounding of q.k beyond linear error
+ * bounds (tanh flips between saturated and not) makes a reference comparison moot. */
+static int reference_conditioned(const request *rq)
+{
+    return rq->params.softcap == 0.0f || rq->params.softcap >= 1e-3f;
+}
+
 /* Bounded inputs, moderate scale, softcap and slopes: a valid computation is finite. */
 static int numbers_sane(const request *rq, int backward)
 {
@@ -1746,7 +1753,7 @@ HOT static void check_reference_bwd(const request *rq)
     int64_t per_q = varlen ? 1 : q->shape[1], per_k = varlen ? 1 : k->shape[1];
     double scale = p->softmax_scale != 0.0f ? (double)p->softmax_scale : 1.0 / sqrt((double)d);
     int left = p->window_left, right = p->causal ? 0 : p->window_right;
-    double *dq, *dk, *dv, *mq, *mk, *mv, *pr, *tn, *o, *om;
+    double *dq, *dk, *dv, *mq, *mk, *mv, *pr, *tn, *xm, *o, *om;
     int64_t b, h, i, j, c, keys_max = varlen ? k->shape[0] : k->shape[1];
     if (batch <= 0 || heads <= 0 || heads_k <= 0 || rows_q <= 0)
         return;
@@ -1759,6 +1766,7 @@ HOT static void check_reference_bwd(const request *rq)
     om = malloc(sizeof(double) * (size_t)d);
     pr = malloc(sizeof(double) * (size_t)(keys_max + 1));
     tn = malloc(sizeof(double) * (size_t)(keys_max + 1));
+    xm = malloc(sizeof(double) * (size_t)(keys_max + 1));
     o = malloc(sizeof(double) * (size_t)d);
     for (b = 0; b < batch; b++) {
         int64_t row0_q = varlen ? p->cu_seqlens_q[b] : b * per_q;
@@ -1781,11 +1789,15 @@ HOT static void check_reference_bwd(const request *rq)
                 if (hi > sk - 1)
                     hi = sk - 1;
                 for (j = lo; j <= hi; j++) {
-                    double dot = 0.0;
-                    for (c = 0; c < d; c++)
-                        dot += load_value(qs, at_qlike(q, tb, tq + i, h, c)) *
-                               load_value(ks, at_qlike(k, tb, tk + j, hk, c));
+                    double dot = 0.0, dot_mag = 0.0;
+                    for (c = 0; c < d; c++) {
+                        double t = load_value(qs, at_qlike(q, tb, tq + i, h, c)) *
+                                   load_value(ks, at_qlike(k, tb, tk + j, hk, c));
+                        dot += t;
+                        dot_mag += fabs(t);
+                    }
                     dot *= scale;
+                    xm[j] = p->softcap > 0.0f ? scale * dot_mag / p->softcap : 0.0;
                     tn[j] = 0.0;
                     if (p->softcap > 0.0f) {
                         tn[j] = tanh(dot / p->softcap);
@@ -1819,8 +1831,11 @@ HOT static void check_reference_bwd(const request *rq)
                     ds = pr[j] * (dp - delta);
                     ds_mag = pr[j] * (dp_mag + delta_mag);
                     if (p->softcap > 0.0f) {
-                        ds *= 1.0 - tn[j] * tn[j];
-                        ds_mag *= 1.0 - tn[j] * tn[j];
+                        /* 1 - t^2 in fp32: absolute error ~3 roundoffs, and t follows
+                         * the rounding of the scaled dot (magnitude xm, in cap units) */
+                        double f = 1.0 - tn[j] * tn[j];
+                        ds *= f;
+                        ds_mag *= f + 3.0 + 2.0 * fabs(tn[j]) * f * xm[j];
                     }
                     for (c = 0; c < d; c++) {
                         double kv = load_value(ks, at_qlike(k, tb, tk + j, hk, c));
@@ -1848,6 +1863,7 @@ HOT static void check_reference_bwd(const request *rq)
     free(om);
     free(pr);
     free(tn);
+    free(xm);
     free(o);
 }
 
@@ -2037,7 +2053,7 @@ static void run_forward(request *rq, int *computed_ok)
         check_output(rq, T_OUT, "fa_fwd", sane);
         if (lse_passed)
             check_output(rq, T_LSE, "fa_fwd", sane);
-        if (sane)
+        if (sane && reference_conditioned(rq))
             check_reference(rq, lse_passed);
         *computed_ok = lse_passed; /* out and lse are real for a backward */
     }
@@ -2074,7 +2090,7 @@ static int run_backward(request *rq, int forward_ok)
         check_output(rq, T_DQ, "fa_bwd", sane);
         check_output(rq, T_DK, "fa_bwd", sane);
         check_output(rq, T_DV, "fa_bwd", sane);
-        if (sane && rq->ts[T_OUT].injective)
+        if (sane && reference_conditioned(rq) && rq->ts[T_OUT].injective)
             check_reference_bwd(rq);
     }
     free(ws_alloc);
