@@ -1007,9 +1007,14 @@ static int nothing_to_compute(const fa_problem *p, fa_pass pass)
     return pass == FA_PASS_BWD ? p->total_q == 0 && p->total_k == 0 : p->total_q == 0;
 }
 
-static void select_no_kernel(const fa_problem *p, fa_pass pass, fa_selection *sel,
-                             size_t *workspace_bytes)
+/* Nothing is selected, but a malformed tile override fails this call as any other. */
+static fa_status select_no_kernel(fa_context *ctx, const fa_problem *p, fa_pass pass,
+                                  fa_selection *sel, size_t *workspace_bytes)
 {
+    fa_tile_override force;
+    fa_status st = read_tile_override(ctx, pass, &force);
+    if (st != FA_OK)
+        return st;
     memset(sel, 0, sizeof *sel);
     sel->config = &no_kernel;
     sel->num_splits = 1;
@@ -1017,6 +1022,7 @@ static void select_no_kernel(const fa_problem *p, fa_pass pass, fa_selection *se
              "empty problem (batch %d, %s): nothing to compute, no kernel runs", p->batch,
              pass == FA_PASS_BWD ? "no query or key rows" : "no query rows");
     *workspace_bytes = 0;
+    return FA_OK;
 }
 
 /* Validation, selection and the workspace query: everything a forward does but launch. */
@@ -1024,10 +1030,8 @@ static fa_status prepare_forward(fa_context *ctx, const call_tensors *t, const f
                                  fa_problem *p, fa_selection *sel, size_t *workspace_bytes)
 {
     fa_status st = build_problem(ctx, t, params, p);
-    if (st == FA_OK && nothing_to_compute(p, FA_PASS_FWD)) {
-        select_no_kernel(p, FA_PASS_FWD, sel, workspace_bytes);
-        return FA_OK;
-    }
+    if (st == FA_OK && nothing_to_compute(p, FA_PASS_FWD))
+        return select_no_kernel(ctx, p, FA_PASS_FWD, sel, workspace_bytes);
     if (st == FA_OK)
         st = select_kernel(ctx, p, FA_PASS_FWD, sel);
     if (st != FA_OK)
@@ -1149,10 +1153,8 @@ static fa_status prepare_backward(fa_context *ctx, const call_tensors *t, const 
         return fa_fail(ctx, FA_ERR_UNSUPPORTED,
                        "the %s backend has no backward pass in this build",
                        fa_backend_name(ctx->backend));
-    if (nothing_to_compute(p, FA_PASS_BWD)) {
-        select_no_kernel(p, FA_PASS_BWD, sel, workspace_bytes);
-        return FA_OK;
-    }
+    if (nothing_to_compute(p, FA_PASS_BWD))
+        return select_no_kernel(ctx, p, FA_PASS_BWD, sel, workspace_bytes);
     st = select_kernel(ctx, p, FA_PASS_BWD, sel);
     if (st != FA_OK)
         return st;

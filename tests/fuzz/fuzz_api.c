@@ -1967,12 +1967,24 @@ static void run_plan(request *rq, call_kind kind, query_result *res)
         if (!cstring_in(plan.arch, sizeof plan.arch) || !cstring_in(plan.kernel, sizeof plan.kernel) ||
             !cstring_in(plan.reason, sizeof plan.reason))
             fail("%s: a plan string is not terminated", k_call_name[kind]);
-        if (plan.tile_m <= 0 || plan.tile_n <= 0 || plan.num_splits < 1)
+        /* An empty problem (no query rows; for the backward, no query and no key rows)
+         * plans kernel "none": no tiles, threads or workspace, and no override applies. */
+        int no_kernel = strcmp(plan.kernel, "none") == 0;
+        int empty = rq->ts[T_Q].empty && (kind == C_PLAN_FWD || rq->ts[T_K].empty);
+        if (no_kernel != empty)
+            fail("%s: kernel \"%s\" for a%s problem", k_call_name[kind], plan.kernel,
+                 empty ? "n empty" : " non-empty");
+        if (no_kernel && (plan.tile_m != 0 || plan.threads != 0 || plan.workspace_bytes != 0 ||
+                          plan.num_splits != 1 || strstr(plan.reason, "empty problem") == NULL))
+            fail("%s: the empty plan has tiles %dx%d, %d threads, %zu workspace bytes, reason "
+                 "\"%s\"", k_call_name[kind], plan.tile_m, plan.tile_n, plan.threads,
+                 plan.workspace_bytes, plan.reason);
+        if (!no_kernel && (plan.tile_m <= 0 || plan.tile_n <= 0 || plan.num_splits < 1))
             fail("%s: plan tiles %dx%d splits %d", k_call_name[kind], plan.tile_m, plan.tile_n,
                  plan.num_splits);
         if (kind == C_PLAN_BWD && plan.num_splits != 1)
             fail("fa_plan_bwd: num_splits %d, documented always 1", plan.num_splits);
-        {
+        if (!no_kernel) {
             const char *tile = rq->force_tile[kind == C_PLAN_BWD];
             long m, n, st;
             if (tile[0] != '\0' && parse_tile(tile, &m, &n, &st) &&
@@ -1980,7 +1992,7 @@ static void run_plan(request *rq, call_kind kind, query_result *res)
                 fail("%s: override \"%s\" but the plan has %dx%d:%d", k_call_name[kind], tile,
                      plan.tile_m, plan.tile_n, plan.stages);
         }
-        if (plan.threads != rq->threads)
+        if (!no_kernel && plan.threads != rq->threads)
             fail("%s: plan threads %d, context has %d", k_call_name[kind], plan.threads,
                  rq->threads);
     }
