@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test.sh - what CI runs (through .ci/run): install the dependencies, build and test the
 # default configuration (OpenBLAS when found), build and test again without BLAS, then
-# with AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer, build
-# the HIP backend for the four AMD targets and check its code objects, smoke-
-# run the benchmark CLI with --check, then install into a temporary prefix and build a
+# with AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer, fuzz the
+# API (libFuzzer, tests/fuzz), build the HIP backend for the four AMD targets and check
+# its code objects, smoke-run the benchmark CLI with --check, then install into a temporary prefix and build a
 # consumer against it with find_package(flashattn) and with pkg-config. Each section
 # prints its start time; the seconds each took are listed at the end, pass or fail.
 set -euo pipefail
@@ -73,6 +73,11 @@ section "Build and test with ThreadSanitizer (clang-19)"
 # (a segfault at startup); clang builds the CPU kernels without clones.
 build_and_test "$WORK/build-tsan" -DFA_SANITIZE=thread -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
+
+section "libFuzzer over the API on the CPU backend (clang-19, ASan + UBSan), 200k executions"
+# Replays the committed corpus and every regression (ctest fuzz_corpus), then fuzzes from
+# them with a fixed seed (FA_FUZZ_RUNS, FA_FUZZ_SEED override); tests/fuzz/README.md.
+bash "$ROOT/ci/fuzz.sh" "$WORK/build-fuzz"
 unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
 
 section "HIP backend for gfx90a;gfx942;gfx1100;gfx1201: build, check code objects, test"
