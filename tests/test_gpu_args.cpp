@@ -66,6 +66,16 @@ fa_problem big_problem(int batch, long long seqlen_q, long long seqlen_k, int he
     return p;
 }
 
+// A selection of `cfg` with `splits` split-KV parts, as the dispatcher hands it over.
+fa_selection selection_of(const fa_kernel_config &cfg, int splits)
+{
+    fa_selection sel;
+    std::memset(&sel, 0, sizeof sel);
+    sel.config = &cfg;
+    sel.num_splits = splits;
+    return sel;
+}
+
 fa_kernel_config big_config(int tile_m, int tile_n, int threads)
 {
     fa_kernel_config cfg;
@@ -102,10 +112,7 @@ TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_
     std::memset(&cfg, 0, sizeof cfg);
     cfg.tile_m = 128;
     cfg.tile_n = 64;
-    fa_selection sel;
-    std::memset(&sel, 0, sizeof sel);
-    sel.config = &cfg;
-    sel.num_splits = 3;
+    fa_selection sel = selection_of(cfg, 3);
 
     fa_grid g = fa_fwd_grid(&p, &sel);
     CHECK((g.x == 3 && g.y == 6 && g.z == 6)); // ceil(300/128), heads, batch * splits
@@ -237,10 +244,7 @@ TEST_CASE("gpu args past 2^31 rows: total_q, the backward's row offsets and its 
           at(kFakeWorkspace) + fa_bwd_workspace_bytes(&p, &cfg));
 
     CpuContext cx;
-    fa_selection sel;
-    std::memset(&sel, 0, sizeof sel);
-    sel.config = &cfg;
-    sel.num_splits = 1;
+    fa_selection sel = selection_of(cfg, 1);
     size_t bytes = 0;
     CHECK(fa_gpu_bwd_workspace(cx.ctx, &p, &sel, &bytes) == FA_OK);
     CHECK(bytes == 2 * row_bytes + accum_bytes);
@@ -275,10 +279,7 @@ TEST_CASE("gpu args: split-KV partial offsets and sizes at the largest split, ro
 
     CpuContext cx;
     const fa_kernel_config cfg = big_config(128, 64, 128);
-    fa_selection sel;
-    std::memset(&sel, 0, sizeof sel);
-    sel.config = &cfg;
-    sel.num_splits = 8;
+    fa_selection sel = selection_of(cfg, 8);
     size_t query = 0;
     CHECK(fa_gpu_fwd_workspace(cx.ctx, &p, &sel, &query) == FA_OK);
     CHECK(query == bytes);
@@ -331,10 +332,7 @@ TEST_CASE("gpu launch grids fold (head, batch) pairs past 65535 over y and z, ea
     // The forward's (head, batch * splits) and the backward's (kv head, batch) pairs.
     fa_problem p = big_problem(1 << 20, 64, 64, 64, 8, 128);
     fa_kernel_config cfg = big_config(128, 64, 128);
-    fa_selection sel;
-    std::memset(&sel, 0, sizeof sel);
-    sel.config = &cfg;
-    sel.num_splits = 3;
+    fa_selection sel = selection_of(cfg, 3);
     fa_grid g = fa_fwd_grid(&p, &sel);
     CHECK(g.x == 1);
     CHECK((g.y <= FA_GRID_YZ_MAX && g.z <= FA_GRID_YZ_MAX));
@@ -349,10 +347,7 @@ TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused wit
 {
     CpuContext cx;
     fa_kernel_config cfg = big_config(64, 128, 256);
-    fa_selection sel;
-    std::memset(&sel, 0, sizeof sel);
-    sel.config = &cfg;
-    sel.num_splits = 1;
+    fa_selection sel = selection_of(cfg, 1);
     size_t bytes = 0;
 
     // 2^20 sequences of 64 rows x 64 heads: more than 65535 of each grid dimension takes,
