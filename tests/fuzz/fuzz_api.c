@@ -1635,7 +1635,8 @@ HOT static void check_reference(const request *rq, int with_lse)
     int left = p->window_left, right = p->causal ? 0 : p->window_right;
     int64_t b, h, i, j, c;
     double *score, *acc;
-    if (batch <= 0 || heads <= 0 || heads_k <= 0)
+    /* No query rows, no output to compare (and a batch of 2^29 empty sequences is long). */
+    if (batch <= 0 || heads <= 0 || heads_k <= 0 || qs->empty)
         return;
     score = malloc(sizeof(double) * (size_t)(varlen ? k->shape[0] : k->shape[1]) + 8);
     acc = malloc(sizeof(double) * (size_t)d);
