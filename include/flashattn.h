@@ -29,6 +29,9 @@
  * SEMANTICS (identical on every backend)
  *   S[i][j] = softmax_scale * (q_i . k_j); softmax_scale 0 means 1/sqrt(d).
  *   softcap > 0: S = softcap * tanh(S / softcap).
+ *   The backends fold these into fp32 constants: softmax_scale * log2(e), and with softcap
+ *   softmax_scale / softcap and 2 * softcap * log2(e) must be normal fp32 numbers (else
+ *   FA_ERR_BAD_PARAM); the scores themselves must be finite in fp32.
  *   ALiBi: S[i][j] -= slope[head] * |i + s_k - s_q - j|.
  *   causal (bottom-right aligned, as FlashAttention >= 2.1): key j is visible to query i
  *   iff j <= i + s_k - s_q. Sliding window (window_left, window_right; -1 = unbounded):

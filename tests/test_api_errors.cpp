@@ -528,6 +528,29 @@ TEST_CASE_METHOD(ApiFixture, "api: non-finite softcap", "[api][errors]")
     expect_error_everywhere(FA_ERR_BAD_PARAM, "softcap");
 }
 
+// Finite values whose fp32 transform constants are not (found by the fuzzer: softcap
+// 1e-45 gave rows that see keys out 0 and LSE -inf, FLT_MAX gave NaN, scale FLT_MAX -inf).
+TEST_CASE_METHOD(ApiFixture, "api: softcap and scale outside fp32's reach", "[api][errors]")
+{
+    const float max = std::numeric_limits<float>::max();
+    params.softcap = 1e-45f;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "softcap 1.4013e-45 with softmax_scale");
+    params.softcap = max;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "leaves fp32's range");
+    params.softcap = 0.0f;
+    params.softmax_scale = max;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "softmax_scale 3.40282e+38 overflows fp32");
+    // Near the limits, still valid and finite.
+    params.softmax_scale = 0.0f;
+    params.softcap = 1e-30f;
+    REQUIRE(fwd() == FA_OK);
+    for (float x : out_buf)
+        if (!std::isfinite(x))
+            FAIL("non-finite output with softcap 1e-30");
+    params.softcap = 1e37f;
+    CHECK(fwd() == FA_OK);
+}
+
 TEST_CASE_METHOD(ApiFixture, "api: negative softmax_scale", "[api][errors]")
 {
     params.softmax_scale = -0.5f;

@@ -644,9 +644,32 @@ static fa_status check_lse(fa_context *ctx, const char *name, const fa_tensor *l
 /* Parameter checks                                                                     */
 /* ------------------------------------------------------------------------------------ */
 
-static fa_status check_scalars(fa_context *ctx, const fa_params *p)
+/* Every backend folds the score transform into fp32 constants: scale * log2(e), and
+ * with softcap scale / softcap and softcap * log2(e), whose scores differ by up to twice
+ * that. Each must be a finite, normal fp32 number, else rows that see keys come out 0,
+ * -inf or NaN (softcap 1e-45 or FLT_MAX, scale FLT_MAX). */
+static fa_status check_score_transform(fa_context *ctx, const fa_params *p, int64_t head_dim)
+{
+    const double log2e = 1.4426950408889634, fp32_max = 3.4028234663852886e38;
+    const double fp32_min = 1.1754943508222875e-38;
+    double scale = p->softmax_scale != 0.0f ? (double)p->softmax_scale : 1.0 / sqrt((double)head_dim);
+    if (scale * log2e > fp32_max)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "softmax_scale %g overflows fp32 in the log2 domain (scale * log2(e))", scale);
+    if (p->softcap > 0.0f &&
+        (2.0 * p->softcap * log2e > fp32_max || scale / p->softcap > fp32_max ||
+         scale / p->softcap < fp32_min))
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "softcap %g with softmax_scale %g leaves fp32's range (scale / softcap and "
+                       "2 * softcap * log2(e) must be normal fp32 numbers)",
+                       (double)p->softcap, scale);
+    return FA_OK;
+}
+
+static fa_status check_scalars(fa_context *ctx, const fa_params *p, int64_t head_dim)
 {
     int i;
+    fa_status st;
     if (!isfinite(p->softmax_scale) || p->softmax_scale < 0.0f)
         return fa_fail(ctx, FA_ERR_BAD_PARAM,
                        "softmax_scale %g must be finite and >= 0 (0 means 1/sqrt(d))",
@@ -654,6 +677,9 @@ static fa_status check_scalars(fa_context *ctx, const fa_params *p)
     if (!isfinite(p->softcap) || p->softcap < 0.0f)
         return fa_fail(ctx, FA_ERR_BAD_PARAM, "softcap %g must be finite and >= 0 (0 is off)",
                        (double)p->softcap);
+    st = check_score_transform(ctx, p, head_dim);
+    if (st != FA_OK)
+        return st;
     if (p->window_left < -1)
         return fa_fail(ctx, FA_ERR_BAD_PARAM, "window_left %d < -1 (-1 means unbounded)",
                        p->window_left);
@@ -925,7 +951,7 @@ static fa_status build_problem(fa_context *ctx, const call_tensors *t, const fa_
         if (st != FA_OK)
             return st;
     }
-    st = check_scalars(ctx, params);
+    st = check_scalars(ctx, params, d.q.head_dim);
     if (st != FA_OK)
         return st;
     fill_problem(t, params, varlen, batch, &d, p);
