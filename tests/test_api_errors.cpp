@@ -463,6 +463,17 @@ TEST_CASE_METHOD(ApiFixture, "api: constructor strides overflowing int64", "[api
     CHECK(t.stride[0] == std::numeric_limits<int64_t>::max());
 }
 
+// One row of k with row stride 2^62: its only element is at offset 0, but the empty
+// sequences after it start one row past the end, at 2^62 elements = 2^63 bytes (fuzzer).
+TEST_CASE_METHOD(ApiFixture, "api: one past the end overflowing int64", "[api][errors]")
+{
+    static const int32_t cu_q[] = {0, 16, 32}, cu_k[] = {0, 1, 1};
+    make_varlen(cu_q, cu_k, 2, 16, 1);
+    k.shape[0] = v.shape[0] = 1;
+    k.stride[0] = int64_t(1) << 62;
+    expect_forward_error_everywhere(FA_ERR_BAD_SIZE, "k element offsets overflow int64");
+}
+
 // batch 2^31-1 (stride 0, so the buffers are small): cu_seqlens-sized counts must not
 // overflow int. Only the queries run: a forward would compute 2^31 batches.
 TEST_CASE_METHOD(ApiFixture, "api: largest batch is planned without overflow", "[api]")

@@ -435,18 +435,25 @@ static int has_elements(const fa_tensor *t)
     return 1;
 }
 
-/* The largest element offset, in bytes, representable in int64, so no backend's address
- * arithmetic can overflow. A tensor without elements has no offsets. */
+/* Every address a backend forms from the tensor, in bytes, representable in int64, so no
+ * address arithmetic can overflow: the last element's offset plus one more step along any
+ * dim (a pointer one past the end, e.g. where an empty varlen sequence after the last row
+ * starts). Zero extents count as 1: an empty tensor's sequences still get base pointers. */
 static fa_status check_offsets(fa_context *ctx, const char *name, const fa_tensor *t,
                                const tensor_layout *layout)
 {
-    int64_t max_offset = 0;
+    int64_t max_offset = 0, max_stride = 0;
     int64_t limit = INT64_MAX / (t->dtype == FA_DTYPE_F32 ? 4 : 2);
     int i;
-    if (!has_elements(t))
-        return FA_OK;
+    for (i = 0; i < t->ndim; ++i)
+        if (t->stride[i] > max_stride)
+            max_stride = t->stride[i];
+    if (max_stride > limit)
+        return fa_fail(ctx, FA_ERR_BAD_SIZE, "%s element offsets overflow int64 (stride %lld)",
+                       name, (long long)max_stride);
+    limit -= max_stride;
     for (i = 0; i < t->ndim; ++i) {
-        int64_t steps = t->shape[i] - 1;
+        int64_t steps = t->shape[i] > 0 ? t->shape[i] - 1 : 0;
         if (steps > 0 && t->stride[i] > (limit - max_offset) / steps)
             return fa_fail(ctx, FA_ERR_BAD_SIZE,
                            "%s element offsets overflow int64 (%s %lld x stride %lld)", name,
