@@ -92,7 +92,7 @@ set(FA_HIP_FLAGS -x hip -std=c++17 -O3 -fPIC -fvisibility=hidden --rocm-path=${F
 foreach(arch IN LISTS FA_HIP_ARCHS)
   list(APPEND FA_HIP_FLAGS --offload-arch=${arch})
 endforeach()
-file(GLOB FA_HIP_HEADERS ${PROJECT_SOURCE_DIR}/src/common/*.h ${PROJECT_SOURCE_DIR}/src/hip/*.h
+file(GLOB FA_HIP_HEADERS ${PROJECT_SOURCE_DIR}/src/common/*/*.h ${PROJECT_SOURCE_DIR}/src/hip/*.h
      ${PROJECT_SOURCE_DIR}/include/*.h)
 
 # fa_hip_compile(SOURCE OBJECT [FLAGS...]): one HIP translation unit into OBJECT, appended
@@ -148,8 +148,8 @@ function(fa_hip_instances list_header letter wave32_letter pass kernel_header)
   set(FA_HIP_OBJECTS ${FA_HIP_OBJECTS} PARENT_SCOPE)
   set(FA_HIP_MANIFEST "${FA_HIP_MANIFEST}" PARENT_SCOPE)
 endfunction()
-fa_hip_instances(fwd_instances.h H R fwd attn_fwd.h)
-fa_hip_instances(bwd_instances.h A W bwd attn_bwd.h _dkdv _dq)
+fa_hip_instances(fwd_instances.h H R fwd gpu_kernels/attn_fwd.h)
+fa_hip_instances(bwd_instances.h A W bwd gpu_kernels/attn_bwd.h _dkdv _dq)
 
 fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_combine.cpp ${FA_HIP_DIR}/hip_combine.o)
 # The backward preprocess: no matrix instructions, every target builds it (wave32 too).

@@ -8,8 +8,8 @@ include_guard(GLOBAL)
 # follow it). The header is read as one string: its list lines end in backslashes, which
 # file(STRINGS) would take as escapes.
 function(fa_instance_entries list_header letter out)
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/common/${list_header})
-  file(READ ${PROJECT_SOURCE_DIR}/src/common/${list_header} text)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/common/select/${list_header})
+  file(READ ${PROJECT_SOURCE_DIR}/src/common/select/${list_header} text)
   string(REGEX MATCHALL "${letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" entries "${text}")
   set(${out} ${entries} PARENT_SCOPE)
 endfunction()

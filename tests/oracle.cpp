@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "mask.h"
+#include "api/mask.h"
 
 namespace fa_oracle {
 namespace {

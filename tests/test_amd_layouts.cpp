@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../src/hip/fa_amd_layouts.h"
-#include "dtype.h"
+#include "api/dtype.h"
 
 namespace {
 

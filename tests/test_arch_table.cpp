@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "arch_table.h"
+#include "select/arch_table.h"
 
 static const char *const k_required[] = {"cpu",    "sm_80",  "sm_86",  "sm_89",
                                          "sm_90",  "sm_100", "gfx90a", "gfx942",

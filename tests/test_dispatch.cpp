@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dispatch.h"
-#include "fwd_instances.h"
+#include "select/dispatch.h"
+#include "select/fwd_instances.h"
 
 namespace {
 

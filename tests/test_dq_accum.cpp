@@ -12,7 +12,7 @@
 
 #include "../src/cuda/fa_nv_layouts.h"
 #include "../src/hip/fa_amd_layouts.h"
-#include "dq_accum.h"
+#include "gpu_kernels/dq_accum.h"
 
 namespace {
 

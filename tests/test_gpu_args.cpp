@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "fa_internal.h"
-#include "gpu_args.h"
+#include "api/problem.h"
+#include "gpu_host/gpu_args.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "bwd_instances.h"
-#include "dispatch.h"
+#include "select/bwd_instances.h"
+#include "select/dispatch.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "../src/cuda/fa_nv_layouts.h"
-#include "fwd_instances.h"
+#include "select/fwd_instances.h"
 
 namespace {
 

@@ -1,3 +1,3 @@
 // cuda_bwd_prep.cu - instantiates the common backward preprocess kernel for nvcc.
 #include "fa_device.h"
-#include "attn_bwd_prep.h"
+#include "gpu_kernels/attn_bwd_prep.h"

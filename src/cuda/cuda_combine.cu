@@ -1,3 +1,3 @@
 // cuda_combine.cu - instantiates the common split-KV combine kernel for nvcc.
 #include "fa_device.h"
-#include "attn_combine.h"
+#include "gpu_kernels/attn_combine.h"

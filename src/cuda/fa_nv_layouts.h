@@ -13,7 +13,7 @@
 #ifndef FA_NV_LAYOUTS_H
 #define FA_NV_LAYOUTS_H
 
-#include "tile_layout.h"
+#include "gpu_kernels/tile_layout.h"
 
 FA_HD int fa_nv_acc_row(int lane, int reg) { return (lane >> 2) + 8 * (reg >> 1); }
 FA_HD int fa_nv_acc_col(int lane, int reg) { return 2 * (lane & 3) + (reg & 1); }

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fa_internal.h"
-#include "attn_args.h"
-#include "bwd_instances.h"
-#include "fwd_instances.h"
-#include "kernel_table.h"
-#include "gpu_args.h"
+#include "api/problem.h"
+#include "gpu_kernels/attn_args.h"
+#include "select/bwd_instances.h"
+#include "select/fwd_instances.h"
+#include "gpu_kernels/kernel_table.h"
+#include "gpu_host/gpu_args.h"
 
 FA_HIP_FWD_INSTANCES(FA_DECLARE_FWD_KERNELS)
 static const void *const fa_fwd_kernels[] = {FA_HIP_FWD_INSTANCES(FA_FWD_KERNEL_ENTRIES)};
@@ -73,7 +73,7 @@ static fa_status fa_rt_launch(fa_context *ctx, const void *kernel, fa_grid grid,
     return err == hipSuccess ? FA_OK : fa_hip_error(ctx, err, what);
 }
 
-#include "gpu_launch.h"
+#include "gpu_host/gpu_launch.h"
 
 /* 1 when `arch` ("gfx942", target features already dropped) is in the ',' list. */
 static int fa_arch_built(const char *arch)

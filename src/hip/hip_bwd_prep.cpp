@@ -1,3 +1,3 @@
 // hip_bwd_prep.cpp - instantiates the common backward preprocess kernel for HIP.
 #include "fa_device.h"
-#include "attn_bwd_prep.h"
+#include "gpu_kernels/attn_bwd_prep.h"

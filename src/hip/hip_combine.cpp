@@ -1,3 +1,3 @@
 // hip_combine.cpp - instantiates the common split-KV combine kernel for HIP.
 #include "fa_device.h"
-#include "attn_combine.h"
+#include "gpu_kernels/attn_combine.h"

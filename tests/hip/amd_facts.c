@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dispatch.h"
+#include "select/dispatch.h"
 
 /* The kernel symbol of a config: fa_<fwd|bwd>_d<d>_<f16|bf16>_<m>x<n>x<stages>, plus
  * `suffix` (the backward's _dkdv or _dq). */

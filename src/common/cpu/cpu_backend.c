@@ -5,7 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* sysconf under strict C99 */
 
-#include "cpu_internal.h"
+#include "cpu/cpu_internal.h"
 
 #include <stdio.h>
 #include <string.h>

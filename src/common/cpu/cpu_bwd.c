@@ -20,7 +20,7 @@
  * which turns all four of their products into the forward's two primitives,
  * fa_cpu_scores (A B^T) and fa_cpu_accumulate (C += A B).
  */
-#include "cpu_internal.h"
+#include "cpu/cpu_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * the workers of cpu_work.c; each worker owns O(tile) fp32 buffers and never
  * materialises s_q x s_k.
  */
-#include "cpu_internal.h"
+#include "cpu/cpu_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fa_internal.h"
+#include "api/problem.h"
 
 /* Tile geometry of one forward call. Buffers are padded so the own-loop kernels can run
  * whole register blocks: rows to FA_CPU_ROW_BLOCK, keys and head dim to FA_CPU_COL_BLOCK. */

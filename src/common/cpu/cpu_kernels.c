@@ -3,13 +3,13 @@
  * products (OpenBLAS sgemm when FA_HAVE_BLAS, else register-blocked loops the compiler
  * vectorizes), and the softmax row primitives with a vectorizable exp2.
  */
-#include "cpu_internal.h"
+#include "cpu/cpu_internal.h"
 
 #include <limits.h>
 #include <math.h>
 #include <string.h>
 
-#include "dtype.h"
+#include "api/dtype.h"
 
 #ifdef FA_HAVE_BLAS
 #include <cblas.h>

@@ -6,7 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* pthreads under strict C99 */
 
-#include "cpu_internal.h"
+#include "cpu/cpu_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>

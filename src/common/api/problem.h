@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 #include "flashattn.h"
-#include "arch_table.h"
-#include "dispatch.h"
-#include "mask.h"
+#include "select/arch_table.h"
+#include "select/dispatch.h"
+#include "api/mask.h"
 
 #ifdef __cplusplus
 extern "C" {

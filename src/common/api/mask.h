@@ -6,7 +6,7 @@
 #ifndef FA_MASK_H
 #define FA_MASK_H
 
-#include "fa_hd.h"
+#include "api/fa_hd.h"
 
 /* Window bounds after resolving causal: -1 means unbounded on that side. */
 typedef struct fa_window {

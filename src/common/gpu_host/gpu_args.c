@@ -1,7 +1,7 @@
 /*
  * gpu_args.c - the host helpers of gpu_args.h, shared by the CUDA and HIP backends.
  */
-#include "gpu_args.h"
+#include "gpu_host/gpu_args.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * problem.c - per-sequence lengths and first rows of a validated fa_problem, read from
  * host-memory cu_seqlens / seqused_k (the CPU backend's view of varlen batches).
  */
-#include "fa_internal.h"
+#include "api/problem.h"
 
 int64_t fa_problem_seqlen_q(const fa_problem *p, int b)
 {

@@ -7,7 +7,7 @@
 #define FA_DISPATCH_H
 
 #include "flashattn.h"
-#include "arch_table.h"
+#include "select/arch_table.h"
 
 #ifdef __cplusplus
 extern "C" {

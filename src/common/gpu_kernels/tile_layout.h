@@ -7,7 +7,7 @@
 #ifndef FA_TILE_LAYOUT_H
 #define FA_TILE_LAYOUT_H
 
-#include "fa_hd.h"
+#include "api/fa_hd.h"
 
 /* Element offset of chunk `chunk` (8 elements, 16 bytes) of row `row` in a shared tile of
  * `pitch` elements per row. Pitches of a multiple of 64 elements (whole groups of 8

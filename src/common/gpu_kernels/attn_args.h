@@ -6,7 +6,7 @@
 #ifndef FA_ATTN_ARGS_H
 #define FA_ATTN_ARGS_H
 
-#include "fa_hd.h"
+#include "api/fa_hd.h"
 
 /* Threads per block of the two small kernels (one thread per row or column pair). */
 #define FA_PREP_ROWS 64

@@ -6,9 +6,9 @@
 #ifndef FA_GPU_ARGS_H
 #define FA_GPU_ARGS_H
 
-#include "fa_internal.h"
-#include "attn_args.h"
-#include "launch_grid.h"
+#include "api/problem.h"
+#include "gpu_kernels/attn_args.h"
+#include "gpu_kernels/launch_grid.h"
 
 #ifdef __cplusplus
 extern "C" {

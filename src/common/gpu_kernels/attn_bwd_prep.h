@@ -10,9 +10,9 @@
 #ifndef FA_ATTN_BWD_PREP_H
 #define FA_ATTN_BWD_PREP_H
 
-#include "attn_args.h"
-#include "attn_sequence.h"
-#include "dq_accum.h"
+#include "gpu_kernels/attn_args.h"
+#include "gpu_kernels/attn_sequence.h"
+#include "gpu_kernels/dq_accum.h"
 
 #if FA_PREP_ROWS % FA_MMA_M != 0
 #error "a preprocess block must hold whole row blocks of the dQ accumulator"

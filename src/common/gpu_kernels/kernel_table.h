@@ -8,7 +8,7 @@
 #ifndef FA_KERNEL_TABLE_H
 #define FA_KERNEL_TABLE_H
 
-#include "attn_args.h"
+#include "gpu_kernels/attn_args.h"
 
 #define FA_DECLARE_FWD_KERNELS(d, m, n, w, s)                                        \
     extern "C" __global__ void fa_fwd_d##d##_f16_##m##x##n##x##s(fa_fwd_args args);  \

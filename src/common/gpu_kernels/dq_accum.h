@@ -19,7 +19,7 @@
 #ifndef FA_DQ_ACCUM_H
 #define FA_DQ_ACCUM_H
 
-#include "fa_hd.h"
+#include "api/fa_hd.h"
 
 /* Whether the row block starting at sequence row row_block is in fragment order, for
  * MMA tiles of tile_m x tile_n (FA_MMA_M x FA_MMA_N). The block's end is compared as

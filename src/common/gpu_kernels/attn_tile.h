@@ -7,8 +7,8 @@
 #ifndef FA_ATTN_TILE_H
 #define FA_ATTN_TILE_H
 
-#include "fwd_instances.h"
-#include "tile_layout.h"
+#include "select/fwd_instances.h"
+#include "gpu_kernels/tile_layout.h"
 
 #define FA_CHUNKS (FA_INST_D / 8)            /* 16-byte chunks per row                  */
 /* Rows of head-dim tiles; the layout rule is fa_tile_offset's. */

@@ -8,8 +8,8 @@
 #ifndef FA_ATTN_COMBINE_H
 #define FA_ATTN_COMBINE_H
 
-#include "attn_args.h"
-#include "attn_sequence.h"
+#include "gpu_kernels/attn_args.h"
+#include "gpu_kernels/attn_sequence.h"
 
 /* out_bf16 selects the output element type at run time: one combine kernel serves both
  * dtypes, since it is memory-bound and tiny next to the main kernel. */

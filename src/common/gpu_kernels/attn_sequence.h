@@ -6,8 +6,8 @@
 #ifndef FA_ATTN_SEQUENCE_H
 #define FA_ATTN_SEQUENCE_H
 
-#include "attn_args.h"
-#include "launch_grid.h"
+#include "gpu_kernels/attn_args.h"
+#include "gpu_kernels/launch_grid.h"
 
 /* This block's pair of the launch's inner x outer pairs (launch_grid.h); *o == outer for
  * a block of a folded grid past the last pair. Kernels test for that together with their

@@ -13,7 +13,7 @@
 #ifndef FA_LAUNCH_GRID_H
 #define FA_LAUNCH_GRID_H
 
-#include "fa_hd.h"
+#include "api/fa_hd.h"
 
 #define FA_GRID_YZ_MAX 65535
 

@@ -24,7 +24,7 @@
  *              multiProcessorCount counts WGPs (2 CUs each). The RDNA rows therefore use
  *              the WGP as their "SM": sm_count, LDS and registers are per WGP.
  */
-#include "arch_table.h"
+#include "select/arch_table.h"
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -36,9 +36,9 @@
  *    min(slots / grid, ceil(s_k / tile_n) / 4, FA_MAX_SPLITS), so the grid fills at most
  *    one wave and the combine step stays small.
  */
-#include "dispatch.h"
-#include "bwd_instances.h"
-#include "fwd_instances.h"
+#include "select/dispatch.h"
+#include "select/bwd_instances.h"
+#include "select/fwd_instances.h"
 
 #include <limits.h>
 #include <stdarg.h>

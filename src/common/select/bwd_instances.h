@@ -22,7 +22,7 @@
 #ifndef FA_BWD_INSTANCES_H
 #define FA_BWD_INSTANCES_H
 
-#include "fwd_instances.h"
+#include "select/fwd_instances.h"
 
 #define FA_CUDA_BWD_INSTANCES(B) \
     B(32, 64, 64, 4, 2)          \

@@ -1,6 +1,6 @@
 /*
  * api.c - the public entry points of flashattn.h that are not a backend: contexts and
- * backend choice, tensor constructors, names of statuses/backends/dtypes, and the one
+ * backend choice, tensor constructors, and the one
  * argument checker that turns (q, k, v, params, out, lse) into a resolved fa_problem.
  * fa_fwd, fa_fwd_workspace_size and fa_plan_fwd all go through prepare_forward(), fa_bwd,
  * fa_bwd_workspace_size and fa_plan_bwd through prepare_backward(), so "is this
@@ -13,92 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fa_internal.h"
+#include "api/export.h"
+#include "api/problem.h"
 
-/* The library is built with hidden visibility; the public API is exported explicitly so
- * a shared build exposes exactly flashattn.h. */
 #if defined(__GNUC__)
-#define FA_EXPORT __attribute__((visibility("default")))
 #define FA_THREAD_LOCAL __thread
 #elif defined(_MSC_VER)
-#define FA_EXPORT
 #define FA_THREAD_LOCAL __declspec(thread)
 #else
-#define FA_EXPORT
 #define FA_THREAD_LOCAL
 #endif
 
 #define FA_INT32_MAX 2147483647LL
 
-/* ------------------------------------------------------------------------------------ */
-/* Names                                                                                */
-/* ------------------------------------------------------------------------------------ */
-
-FA_EXPORT const char *fa_status_string(fa_status status)
-{
-    switch (status) {
-    case FA_OK: return "FA_OK";
-    case FA_ERR_NULL_POINTER: return "FA_ERR_NULL_POINTER";
-    case FA_ERR_BAD_RANK: return "FA_ERR_BAD_RANK";
-    case FA_ERR_BAD_SIZE: return "FA_ERR_BAD_SIZE";
-    case FA_ERR_SHAPE_MISMATCH: return "FA_ERR_SHAPE_MISMATCH";
-    case FA_ERR_BAD_HEAD_DIM: return "FA_ERR_BAD_HEAD_DIM";
-    case FA_ERR_BAD_GQA: return "FA_ERR_BAD_GQA";
-    case FA_ERR_BAD_STRIDE: return "FA_ERR_BAD_STRIDE";
-    case FA_ERR_BAD_DTYPE: return "FA_ERR_BAD_DTYPE";
-    case FA_ERR_BAD_SEQLENS: return "FA_ERR_BAD_SEQLENS";
-    case FA_ERR_BAD_PARAM: return "FA_ERR_BAD_PARAM";
-    case FA_ERR_BAD_BACKEND: return "FA_ERR_BAD_BACKEND";
-    case FA_ERR_BAD_TILE_OVERRIDE: return "FA_ERR_BAD_TILE_OVERRIDE";
-    case FA_ERR_WORKSPACE_TOO_SMALL: return "FA_ERR_WORKSPACE_TOO_SMALL";
-    case FA_ERR_UNSUPPORTED: return "FA_ERR_UNSUPPORTED";
-    case FA_ERR_NO_DEVICE: return "FA_ERR_NO_DEVICE";
-    case FA_ERR_OUT_OF_MEMORY: return "FA_ERR_OUT_OF_MEMORY";
-    case FA_ERR_DEVICE_RUNTIME: return "FA_ERR_DEVICE_RUNTIME";
-    case FA_STATUS_COUNT: break;
-    }
-    return "FA_STATUS_UNKNOWN";
-}
-
-FA_EXPORT const char *fa_backend_name(fa_backend backend)
-{
-    switch (backend) {
-    case FA_BACKEND_AUTO: return "auto";
-    case FA_BACKEND_CPU: return "cpu";
-    case FA_BACKEND_CUDA: return "cuda";
-    case FA_BACKEND_HIP: return "hip";
-    }
-    return "unknown";
-}
-
-FA_EXPORT const char *fa_dtype_name(fa_dtype dtype)
-{
-    switch (dtype) {
-    case FA_DTYPE_F32: return "f32";
-    case FA_DTYPE_F16: return "f16";
-    case FA_DTYPE_BF16: return "bf16";
-    }
-    return "unknown";
-}
-
 static int dtype_is_known(fa_dtype dtype)
 {
     return dtype == FA_DTYPE_F32 || dtype == FA_DTYPE_F16 || dtype == FA_DTYPE_BF16;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* Errors                                                                               */
-/* ------------------------------------------------------------------------------------ */
-
-fa_status fa_fail(fa_context *ctx, fa_status status, const char *fmt, ...)
-{
-    va_list args;
-    if (ctx == NULL)
-        return status;
-    va_start(args, fmt);
-    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, args);
-    va_end(args);
-    return status;
 }
 
 /* A backend that failed without a message still leaves the user a reason. */

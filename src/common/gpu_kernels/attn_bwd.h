@@ -34,12 +34,12 @@
 #endif
 #define FA_ATTN_BWD_INCLUDED
 
-#include "attn_args.h"
-#include "attn_sequence.h"
-#include "attn_tile.h"
-#include "bwd_instances.h"
-#include "dq_accum.h"
-#include "mask.h"
+#include "gpu_kernels/attn_args.h"
+#include "gpu_kernels/attn_sequence.h"
+#include "gpu_kernels/attn_tile.h"
+#include "select/bwd_instances.h"
+#include "gpu_kernels/dq_accum.h"
+#include "api/mask.h"
 
 #define FA_ROWS FA_INST_N /* resident rows per block */
 #define FA_COLS FA_INST_M /* streamed rows per step  */

@@ -19,10 +19,10 @@
 #endif
 #define FA_ATTN_FWD_INCLUDED
 
-#include "attn_args.h"
-#include "attn_sequence.h"
-#include "attn_tile.h"
-#include "mask.h"
+#include "gpu_kernels/attn_args.h"
+#include "gpu_kernels/attn_sequence.h"
+#include "gpu_kernels/attn_tile.h"
+#include "api/mask.h"
 
 #define FA_WARP_ROWS (FA_INST_M / FA_INST_WARPS)
 #define FA_MF (FA_WARP_ROWS / FA_MMA_M)       /* m-tiles per warp                       */
