@@ -8,6 +8,10 @@
 
 #include "api/fa_hd.h"
 
+/* Token pasting after expansion, for kernel names made of generated parts. */
+#define FA_CAT_(a, b) a##b
+#define FA_CAT(a, b) FA_CAT_(a, b)
+
 /* Threads per block of the two small kernels (one thread per row or column pair). */
 #define FA_PREP_ROWS 64
 #define FA_COMBINE_THREADS 64

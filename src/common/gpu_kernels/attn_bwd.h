@@ -95,8 +95,6 @@
 #error "backward instances need at least as many threads as streamed rows per step"
 #endif
 
-#define FA_CAT_(a, b) a##b
-#define FA_CAT(a, b) FA_CAT_(a, b)
 
 /* Top of pipeline step i of `count` (the loops below): afterwards step i's tiles are in
  * shared memory for every warp, and step i + stages - 1 is on its way. */

@@ -63,7 +63,7 @@ FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f)
     return r;
 }
 
-extern "C" FA_GLOBAL void fa_bwd_preprocess(fa_bwd_args args)
+extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_preprocess)(fa_bwd_args args)
 {
     const fa_fwd_args *f = &args.fwd;
     const fa_prep_rows rows = fa_block_rows(f);
@@ -140,7 +140,7 @@ FA_DEVICE void fa_convert_fragments(unsigned short *dq_rows, long long dq_row, c
 
 /* dQ = scale · accumulator, as fp16/bf16 rows (same grid as the preprocess), row block
  * by row block in the accumulator's layout. */
-extern "C" FA_GLOBAL void fa_bwd_convert_dq(fa_bwd_args args)
+extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_convert_dq)(fa_bwd_args args)
 {
     const fa_fwd_args *f = &args.fwd;
     const fa_prep_rows rows = fa_block_rows(f);

@@ -13,7 +13,7 @@
 
 /* out_bf16 selects the output element type at run time: one combine kernel serves both
  * dtypes, since it is memory-bound and tiny next to the main kernel. */
-extern "C" FA_GLOBAL void fa_fwd_combine(fa_fwd_args args, int out_bf16)
+extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, fwd_combine)(fa_fwd_args args, int out_bf16)
 {
     unsigned head_u, batch_u;
     fa_block_pair(args.heads, args.batch, &head_u, &batch_u);
