@@ -11,9 +11,9 @@ itself (the amd_facts helper prints the arch table rows, the HIP registry and th
 dispatcher's selections), so nothing here is transcribed by hand.
 
   --check    fail (exit 1) unless, per target and kernel built for it (wave32 targets
-             build the R and W lists of fwd_/bwd_instances.h): LDS <= the row's
+             build the rows listing wave 32 in src/common/select/*_instances.txt): LDS <= the row's
              smem_per_block, scratch = 0, wave size = the row's, v_mfma_* (CDNA) / v_wmma_*
-             (RDNA) present (not asked of the preprocess, which has no product), no
+             (RDNA) present (not asked of the shared kernels, which have no product), no
              compare-and-swap atomics (the backward's dQ adds must be hardware fp32 adds,
              not CAS loops), dK/dV kernels with global atomics exactly at wave64 (the
              registry's atomic_dq); and every
@@ -89,8 +89,8 @@ def read_facts(exe):
     rows, selects, unsupported, atomic_dq = {}, [], [], {}
     for line in run([exe]).splitlines():
         f = line.split()
-        if f[0] == "config":  # name, kernel base, wave, threads, smem, atomic dQ
-            atomic_dq[(f[2], int(f[3]))] = f[6] == "1"
+        if f[0] == "config":  # name (the kernel symbol), wave, threads, smem, atomic dQ
+            atomic_dq[(f[1], int(f[2]))] = f[5] == "1"
         elif f[0] == "row":
             rows[f[1]] = {"wave": int(f[2]), "smem_per_block": int(f[3]), "smem_per_cu": int(f[4]),
                           "cus": int(f[5]), "unit": f[6]}
@@ -244,7 +244,7 @@ def main():
                     continue
                 if row["wave"] == 32 and not k["wave32"]:
                     if k["name"] in notes:
-                        failures.append(f"{where}: built for wave32 though not in the R list")
+                        failures.append(f"{where}: built for wave32 though its row does not list wave 32")
                     continue
                 if k["name"] not in notes:
                     failures.append(f"{where}: kernel missing from the code object")
@@ -261,7 +261,7 @@ def main():
                     failures.append(f"{where}: scratch {scratch} bytes (spills)")
                 if wave != row["wave"]:
                     failures.append(f"{where}: wave {wave}, table says {row['wave']}")
-                if k["pass"] != "prep" and not mnemonic.startswith(want):
+                if k["pass"] != "shared" and not mnemonic.startswith(want):
                     failures.append(f"{where}: no {want}_* instruction")
                 if any("cmpswap" in a for a in atomics):  # dQ adds: hardware fp32, no CAS loop
                     failures.append(f"{where}: compare-and-swap atomics (a CAS loop)")
@@ -340,19 +340,20 @@ def write_markdown(path, archs, table, rows, not_built):
         other = sum(mix.get(c, 0) for c in ("valu", "trans", "lds", "salu"))
         out.append(f"| {k['name']} | {occ} | {mix.get('mma', 0)} | {other} | {pred:.0f} | {bound:.0f} | {MI300X_PUBLISHED} |")
     out += ["", "## Backward", "",
-            "The dK/dV and dQ kernels of each backward instance (src/common/attn_bwd.h; tile",
-            "and waves in the name and in bwd_instances.h) and the preprocess. Columns as above,",
+            "The dK/dV and dQ kernels of each backward instance (src/common/gpu_kernels/attn_bwd.h;",
+            "tile in the name, waves in src/common/select/bwd_instances.txt) and the shared kernels",
+            "(split-KV combine, backward preprocess and dQ conversion). Columns as above,",
             "except occupancy, given as waves per CU (whole workgroups, as LDS and registers",
             "allow: the two-wave instances fill at most half of a CU's four SIMDs per",
             "workgroup), and matrix instructions per wave per pipeline step (the main loop as",
-            "compiled) and in the whole kernel. RDNA builds the W list only (bwd_instances.h): d32, whose dK/dV kernel has no atomic dQ phase there.",
+            "compiled) and in the whole kernel. RDNA builds only the rows listing wave 32 (bwd_instances.txt): d32, whose dK/dV kernel has no atomic dQ phase there.",
             "No performance prediction.", "",
             "| target | kernel | LDS | VGPR/AGPR | scratch | waves/CU | instruction | MMA/step (kernel) |",
             "|---|---|---|---|---|---|---|---|"]
     for arch, k, meta, mma, mix, mnemonic, occ in table:
         if k["pass"] == "fwd":
             continue
-        prep = k["pass"] == "prep"
+        prep = k["pass"] == "shared"
         cu = "-" if prep else waves_per_cu(meta, rows[arch], k)
         out.append(f"| {arch} | {k['name']} | {meta['group_segment_fixed_size']} | "
                    f"{meta['vgpr_count']}/{meta.get('agpr_count', '0')} | "

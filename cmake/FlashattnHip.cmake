@@ -1,7 +1,6 @@
-# FlashattnHip.cmake - adds the HIP backend: one generated translation unit per AMD
-# forward instance of src/common/fwd_instances.h (entries H(...)) and backward instance of
-# src/common/bwd_instances.h (entries A(...)) and dtype, plus the combine and backward
-# preprocess kernels and the runtime mapping in src/hip, each compiled for every target of
+# FlashattnHip.cmake - adds the HIP backend: the kernels of the hip rows of
+# src/common/select/*_instances.txt (one generated translation unit per row and dtype),
+# the shared kernels and the runtime table of src/hip, each compiled for every target of
 # FA_HIP_ARCHS by a HIP compiler driven directly (no CMake HIP language, which needs a
 # full ROCm install). The compiler is FA_HIP_COMPILER, else a ROCm 6+ amdclang++, else
 # clang++-19 or newer with the ROCm headers and device libraries of the system (Debian 12:
@@ -106,58 +105,21 @@ endfunction()
 
 set(FA_HIP_DIR ${PROJECT_BINARY_DIR}/hip)
 set(FA_HIP_OBJECTS "")
-# The manifest: one line per kernel symbol,
+# The kernels: one translation unit per row of the instance lists and dtype, plus the
+# shared kernels (cmake/FlashattnInstances.cmake), each compiled for every target. The
+# manifest (bench/amd_resources.py) names each kernel symbol with its row and object:
 #   kernel SYMBOL PASS HEAD_DIM TILE_M TILE_N WAVES STAGES DTYPE WAVE32 OBJECT
-# (a backward instance's object holds two kernels, SYMBOL_dkdv and SYMBOL_dq).
-set(FA_HIP_MANIFEST "archs ${FA_HIP_ARCHS}\n")
-
-# fa_hip_instances(LIST_HEADER LETTER WAVE32_LETTER PASS KERNEL_HEADER SUFFIXES...): one
-# generated translation unit per entry LETTER(d, m, n, waves, stages) of LIST_HEADER and
-# per dtype, instantiating KERNEL_HEADER as fa_PASS_d<d>_<dtype>_<m>x<n>x<stages>, whose
-# kernels are that name plus each of SUFFIXES (none: the name itself). Wave32 (RDNA)
-# targets build only the entries also listed as WAVE32_LETTER(...).
 include(FlashattnInstances)
-function(fa_hip_instances list_header letter wave32_letter pass kernel_header)
-  set(suffixes ${ARGN})
-  fa_instance_entries(${list_header} ${letter} entries)
-  fa_instance_entries(${list_header} ${wave32_letter} wave32)
-  set(FA_KERNEL_HEADER ${kernel_header})
-  foreach(entry IN LISTS entries)
-    fa_instance_fields("${entry}")
-    string(REGEX REPLACE "^${letter}" "${wave32_letter}" as_wave32 "${entry}")
-    if("${as_wave32}" IN_LIST wave32)
-      set(FA_WAVE32 1)
-    else()
-      set(FA_WAVE32 0)
-    endif()
-    foreach(FA_DT f16 bf16)
-      fa_instance_dtype(${pass} ${FA_DT})
-      set(object ${FA_HIP_DIR}/${FA_NAME}.o)
-      configure_file(${PROJECT_SOURCE_DIR}/cmake/instance.hip.in ${FA_HIP_DIR}/${FA_NAME}.hip @ONLY)
-      fa_hip_compile(${FA_HIP_DIR}/${FA_NAME}.hip ${object})
-      set(symbols ${FA_NAME})
-      if(suffixes)
-        list(TRANSFORM suffixes PREPEND ${FA_NAME} OUTPUT_VARIABLE symbols)
-      endif()
-      foreach(symbol IN LISTS symbols)
-        string(APPEND FA_HIP_MANIFEST "kernel ${symbol} ${pass} ${FA_D} ${FA_M} ${FA_N} "
-               "${FA_W} ${FA_S} ${FA_DT} ${FA_WAVE32} ${object}\n")
-      endforeach()
-    endforeach()
-  endforeach()
-  set(FA_HIP_OBJECTS ${FA_HIP_OBJECTS} PARENT_SCOPE)
-  set(FA_HIP_MANIFEST "${FA_HIP_MANIFEST}" PARENT_SCOPE)
-endfunction()
-fa_hip_instances(fwd_instances.h H R fwd gpu_kernels/attn_fwd.h)
-fa_hip_instances(bwd_instances.h A W bwd gpu_kernels/attn_bwd.h _dkdv _dq)
-
-fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_combine.cpp ${FA_HIP_DIR}/hip_combine.o)
-# The backward preprocess: no matrix instructions, every target builds it (wave32 too).
-fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_bwd_prep.cpp ${FA_HIP_DIR}/hip_bwd_prep.o)
-string(APPEND FA_HIP_MANIFEST "kernel fa_bwd_preprocess prep 0 0 0 0 0 any 1 ${FA_HIP_DIR}/hip_bwd_prep.o\n")
-# Host code only: its device pass would try to emit the ops table for the GPU.
-fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_backend.cpp ${FA_HIP_DIR}/hip_backend.o --offload-host-only)
-file(WRITE ${FA_HIP_DIR}/manifest.txt "${FA_HIP_MANIFEST}")
+fa_instance_units(hip ${FA_HIP_DIR} hip)
+foreach(source IN LISTS FA_UNIT_SOURCES)
+  string(REGEX REPLACE "\\.hip$" ".o" object ${source})
+  fa_hip_compile(${source} ${object})
+endforeach()
+string(REPLACE ".hip\n" ".o\n" FA_HIP_KERNELS "${FA_UNIT_MANIFEST}")
+# The runtime table is host code only: a device pass would try to emit it for the GPU.
+fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_runtime_table.cpp ${FA_HIP_DIR}/hip_runtime_table.o
+               --offload-host-only)
+file(WRITE ${FA_HIP_DIR}/manifest.txt "archs ${FA_HIP_ARCHS}\n${FA_HIP_KERNELS}")
 
 # The objects join both libraries (an OBJECT library cannot hold prebuilt objects).
 target_sources(flashattn PRIVATE ${FA_HIP_OBJECTS})

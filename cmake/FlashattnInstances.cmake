@@ -1,38 +1,238 @@
-# FlashattnInstances.cmake - reading the kernel instance lists of src/common
-# (fwd_instances.h, bwd_instances.h) for the vendor builds (FlashattnCuda.cmake,
-# FlashattnHip.cmake), which generate one translation unit per entry and dtype.
+# FlashattnInstances.cmake - the instance lists (src/common/select/fwd_instances.txt and
+# bwd_instances.txt) turned into the build. For a vendor's backend: one translation unit
+# per row and dtype, and one for the vendor's shared kernels (fa_instance_units). For
+# every vendor, built or only planned: the registry the dispatcher selects from,
+# generated/registry.c (fa_write_registry). Names come from here alone:
+# fa_<vendor>_<pass>_d<head_dim>_<dtype>_<tile_m>x<tile_n>x<stages>.
 include_guard(GLOBAL)
 
-# fa_instance_entries(LIST_HEADER LETTER OUT): the entries LETTER(d, m, n, warps, stages)
-# of LIST_HEADER, in order; re-configures when the list changes (the generated sources
-# follow it). The header is read as one string: its list lines end in backslashes, which
-# file(STRINGS) would take as escapes.
-function(fa_instance_entries list_header letter out)
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/common/select/${list_header})
-  file(READ ${PROJECT_SOURCE_DIR}/src/common/select/${list_header} text)
-  string(REGEX MATCHALL "${letter}\\([0-9]+, [0-9]+, [0-9]+, [0-9]+, [0-9]+\\)" entries "${text}")
-  set(${out} ${entries} PARENT_SCOPE)
+set(FA_INSTANCE_DIR ${PROJECT_SOURCE_DIR}/src/common/select)
+set(FA_PASSES fwd bwd)
+set(FA_KERNEL_HEADER_fwd gpu_kernels/attn_fwd.h)
+set(FA_KERNEL_HEADER_bwd gpu_kernels/attn_bwd.h)
+set(FA_KERNEL_SUFFIXES_fwd "")
+set(FA_KERNEL_SUFFIXES_bwd _dkdv _dq)
+# The enumerators of the registry's fields, per list spelling.
+set(FA_BACKEND_cuda FA_BACKEND_CUDA)
+set(FA_BACKEND_hip FA_BACKEND_HIP)
+set(FA_BACKEND_cpu FA_BACKEND_CPU)
+set(FA_VENDOR_cuda FA_VENDOR_NVIDIA)
+set(FA_VENDOR_hip FA_VENDOR_AMD)
+set(FA_VENDOR_cpu FA_VENDOR_CPU)
+set(FA_DTYPE_f32 FA_DTYPE_F32)
+set(FA_DTYPE_f16 FA_DTYPE_F16)
+set(FA_DTYPE_bf16 FA_DTYPE_BF16)
+
+# fa_instance_rows(PASS OUT): the rows of PASS's list, each as
+# "vendor:head_dim:tile_m:tile_n:warps:stages:waves:dtypes". Anything but 8 columns of
+# the documented kinds stops the configuration with the line: a malformed list never
+# builds silently.
+function(fa_instance_rows pass out)
+  set(list_file ${FA_INSTANCE_DIR}/${pass}_instances.txt)
+  set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${list_file})
+  file(STRINGS ${list_file} lines)
+  set(rows "")
+  foreach(line IN LISTS lines)
+    string(STRIP "${line}" line)
+    if(line STREQUAL "" OR line MATCHES "^#")
+      continue()
+    endif()
+    string(REGEX REPLACE "[ \t]+" ";" fields "${line}")
+    list(LENGTH fields n)
+    set(valid FALSE)
+    if(n EQUAL 8)
+      list(GET fields 0 vendor)
+      list(SUBLIST fields 1 5 numbers)
+      list(GET fields 6 waves)
+      list(GET fields 7 dtypes)
+      string(JOIN "" digits ${numbers})
+      if(vendor MATCHES "^(cuda|hip|cpu)$" AND digits MATCHES "^[0-9]+$" AND
+         waves MATCHES "^(-|[0-9]+(,[0-9]+)*)$" AND dtypes MATCHES "^(f32|f16|bf16)(,(f32|f16|bf16))*$")
+        set(valid TRUE)
+      endif()
+    endif()
+    if(NOT valid)
+      message(FATAL_ERROR "${list_file}: malformed row \"${line}\" (want: vendor head_dim "
+                          "tile_m tile_n warps stages waves dtypes)")
+    endif()
+    string(JOIN ":" row ${fields})
+    list(APPEND rows "${row}")
+  endforeach()
+  set(${out} "${rows}" PARENT_SCOPE)
 endfunction()
 
-# fa_instance_fields(ENTRY): FA_D, FA_M, FA_N, FA_W (warps or waves) and FA_S (stages) of
-# one entry, set in the caller's scope.
-macro(fa_instance_fields entry)
-  string(REGEX MATCH "\\(([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+), ([0-9]+)\\)" _ "${entry}")
-  set(FA_D ${CMAKE_MATCH_1})
-  set(FA_M ${CMAKE_MATCH_2})
-  set(FA_N ${CMAKE_MATCH_3})
-  set(FA_W ${CMAKE_MATCH_4})
-  set(FA_S ${CMAKE_MATCH_5})
+# fa_row_fields(ROW): FA_VENDOR, FA_D, FA_M, FA_N, FA_W, FA_S, FA_WAVES, FA_DTYPES (lists)
+# of one row, in the caller's scope.
+macro(fa_row_fields row)
+  string(REPLACE ":" ";" _fields "${row}")
+  list(GET _fields 0 FA_VENDOR)
+  list(GET _fields 1 FA_D)
+  list(GET _fields 2 FA_M)
+  list(GET _fields 3 FA_N)
+  list(GET _fields 4 FA_W)
+  list(GET _fields 5 FA_S)
+  list(GET _fields 6 FA_WAVES)
+  list(GET _fields 7 FA_DTYPES)
+  string(REPLACE "," ";" FA_WAVES "${FA_WAVES}")
+  string(REPLACE "," ";" FA_DTYPES "${FA_DTYPES}")
 endmacro()
 
-# fa_instance_dtype(PASS DTYPE): FA_NAME (fa_PASS_d<d>_<dtype>_<m>x<n>x<stages>) and
-# FA_BF16_DEFINE (the instance templates' dtype line) for DTYPE f16 or bf16, set in the
-# caller's scope after fa_instance_fields.
-macro(fa_instance_dtype pass dtype)
-  set(FA_NAME fa_${pass}_d${FA_D}_${dtype}_${FA_M}x${FA_N}x${FA_S})
-  if("${dtype}" STREQUAL "bf16")
-    set(FA_BF16_DEFINE "#define FA_INST_BF16 1")
-  else()
-    set(FA_BF16_DEFINE "")
-  endif()
+# The name of a row's instance for one dtype, in the caller's scope as FA_NAME.
+macro(fa_instance_name pass dtype)
+  set(FA_NAME fa_${FA_VENDOR}_${pass}_d${FA_D}_${dtype}_${FA_M}x${FA_N}x${FA_S})
 endmacro()
+
+# fa_write_unit(FILE WHAT DEFINES INCLUDES SYMBOLS): a translation unit of the vendor
+# FA_UNIT_VENDOR from cmake/kernel_unit.in, with a launch handle per symbol.
+function(fa_write_unit file what defines includes symbols)
+  get_filename_component(FA_UNIT_NAME ${file} NAME)
+  set(FA_UNIT_WHAT "${what}")
+  set(FA_VENDOR ${FA_UNIT_VENDOR})
+  string(JOIN "\n" FA_UNIT_DEFINES ${defines})
+  list(TRANSFORM includes PREPEND "#include \"")
+  list(TRANSFORM includes APPEND "\"")
+  string(JOIN "\n" FA_UNIT_INCLUDES ${includes})
+  list(TRANSFORM symbols PREPEND "FA_KERNEL_HANDLE(")
+  list(TRANSFORM symbols APPEND ")")
+  string(JOIN "\n" FA_UNIT_HANDLES ${symbols})
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/kernel_unit.in ${file} @ONLY)
+endfunction()
+
+# fa_instance_units(VENDOR DIR EXT): writes VENDOR's translation units into DIR and sets,
+# in the caller's scope, FA_UNIT_SOURCES (the files) and FA_UNIT_MANIFEST (one line per
+# kernel symbol: "kernel SYMBOL PASS HEAD_DIM TILE_M TILE_N WARPS STAGES DTYPE WAVE32
+# SOURCE", and for the shared kernels "kernel SYMBOL shared 0 0 0 0 0 any 1 SOURCE").
+function(fa_instance_units vendor dir ext)
+  set(FA_UNIT_VENDOR ${vendor})
+  set(sources "")
+  set(manifest "")
+  foreach(pass IN LISTS FA_PASSES)
+    fa_instance_rows(${pass} rows)
+    foreach(row IN LISTS rows)
+      fa_row_fields("${row}")
+      if(NOT FA_VENDOR STREQUAL vendor)
+        continue()
+      endif()
+      set(wave32 0)
+      if("32" IN_LIST FA_WAVES)
+        set(wave32 1)
+      endif()
+      foreach(dtype IN LISTS FA_DTYPES)
+        fa_instance_name(${pass} ${dtype})
+        set(bf16 0)
+        if(dtype STREQUAL "bf16")
+          set(bf16 1)
+        endif()
+        set(defines "#define FA_INST_D ${FA_D}" "#define FA_INST_M ${FA_M}" "#define FA_INST_N ${FA_N}"
+                    "#define FA_INST_WARPS ${FA_W}" "#define FA_INST_STAGES ${FA_S}"
+                    "#define FA_INST_NAME ${FA_NAME}" "#define FA_INST_WAVE32 ${wave32}")
+        if(bf16)
+          list(APPEND defines "#define FA_INST_BF16 1")
+        endif()
+        set(symbols ${FA_NAME})
+        if(FA_KERNEL_SUFFIXES_${pass})
+          list(TRANSFORM FA_KERNEL_SUFFIXES_${pass} PREPEND ${FA_NAME} OUTPUT_VARIABLE symbols)
+        endif()
+        set(file ${dir}/${FA_NAME}.${ext})
+        fa_write_unit(${file} "row \"${row}\" of src/common/select/${pass}_instances.txt, ${dtype}"
+                      "${defines}" "${FA_KERNEL_HEADER_${pass}}" "${symbols}")
+        list(APPEND sources ${file})
+        foreach(symbol IN LISTS symbols)
+          string(APPEND manifest "kernel ${symbol} ${pass} ${FA_D} ${FA_M} ${FA_N} ${FA_W} ${FA_S} "
+                 "${dtype} ${wave32} ${file}\n")
+        endforeach()
+      endforeach()
+    endforeach()
+  endforeach()
+  # The kernels every instance shares: no matrix instructions, so every target builds them.
+  set(file ${dir}/fa_${vendor}_shared_kernels.${ext})
+  set(symbols fa_${vendor}_fwd_combine fa_${vendor}_bwd_preprocess fa_${vendor}_bwd_convert_dq)
+  fa_write_unit(${file} "the split-KV combine and the backward's preprocess and dQ conversion"
+                "#define FA_INST_WAVE32 1" "gpu_kernels/attn_combine.h;gpu_kernels/attn_bwd_prep.h" "${symbols}")
+  list(APPEND sources ${file})
+  foreach(symbol IN LISTS symbols)
+    string(APPEND manifest "kernel ${symbol} shared 0 0 0 0 0 any 1 ${file}\n")
+  endforeach()
+  set(FA_UNIT_SOURCES ${sources} PARENT_SCOPE)
+  set(FA_UNIT_MANIFEST "${manifest}" PARENT_SCOPE)
+endfunction()
+
+# fa_write_registry(OUT): the registry of every row of both lists, each dtype and wave
+# size: a config next to its kernels' launch handles where its vendor is built
+# (FA_BUILT_<vendor> true), planned (compiled 0, no handles) where not.
+function(fa_write_registry out)
+  set(FA_BUILT_cpu TRUE)
+  set(externs "")
+  set(arrays "")
+  set(parts "")
+  foreach(pass IN LISTS FA_PASSES)
+    string(TOUPPER ${pass} PASS)
+    fa_instance_rows(${pass} rows)
+    foreach(vendor cuda hip cpu)
+      set(body "")
+      foreach(row IN LISTS rows)
+        fa_row_fields("${row}")
+        if(NOT FA_VENDOR STREQUAL vendor)
+          continue()
+        endif()
+        if(vendor STREQUAL "cpu")
+          set(smem "FA_CPU_${PASS}_TILE_BYTES(${FA_D}, ${FA_M}, ${FA_N})")
+        else()
+          set(smem "FA_${PASS}_SMEM_BYTES(${FA_D}, ${FA_M}, ${FA_N}, ${FA_S})")
+        endif()
+        foreach(dtype IN LISTS FA_DTYPES)
+          fa_instance_name(${pass} ${dtype})
+          set(handles "NULL, NULL")
+          set(compiled 0)
+          if(FA_BUILT_${vendor})
+            set(compiled 1)
+          endif()
+          if(FA_BUILT_${vendor} AND NOT vendor STREQUAL "cpu")
+            if(pass STREQUAL "fwd")
+              string(APPEND externs "extern const void *const ${FA_NAME}_handle;\n")
+              set(handles "&${FA_NAME}_handle, NULL")
+            else()
+              string(APPEND externs "extern const void *const ${FA_NAME}_dkdv_handle;\n"
+                     "extern const void *const ${FA_NAME}_dq_handle;\n")
+              set(handles "&${FA_NAME}_dkdv_handle, &${FA_NAME}_dq_handle")
+            endif()
+          endif()
+          foreach(wave IN LISTS FA_WAVES)
+            if(wave STREQUAL "-")
+              set(threads ${FA_W})
+              set(wave 0)
+            else()
+              math(EXPR threads "${FA_W} * ${wave}")
+            endif()
+            set(atomic 0)
+            if(pass STREQUAL "bwd" AND NOT vendor STREQUAL "cpu")
+              set(atomic "FA_BWD_ATOMIC_DQ_FOR(${FA_VENDOR_${vendor}}, ${wave})")
+            endif()
+            string(APPEND body "    {\"${FA_NAME}\", ${FA_BACKEND_${vendor}}, ${FA_VENDOR_${vendor}}, "
+                   "FA_PASS_${PASS}, ${FA_DTYPE_${dtype}}, ${FA_D}, ${FA_M}, ${FA_N}, ${threads}, ${FA_S},\n"
+                   "     ${smem}, 0, ${wave}, ${compiled}, ${atomic}, {${handles}}},\n")
+          endforeach()
+        endforeach()
+      endforeach()
+      if(body)
+        string(APPEND arrays "static const fa_kernel_config ${vendor}_${pass}[] = {\n${body}};\n\n")
+        string(APPEND parts "    {${FA_BACKEND_${vendor}}, FA_PASS_${PASS}, ${vendor}_${pass}, "
+               "(int)(sizeof ${vendor}_${pass} / sizeof ${vendor}_${pass}[0])},\n")
+      endif()
+    endforeach()
+  endforeach()
+  file(CONFIGURE OUTPUT ${out} CONTENT [==[
+/* registry.c - generated by cmake/FlashattnInstances.cmake from
+ * src/common/select/fwd_instances.txt and bwd_instances.txt: every row for each dtype
+ * and wave size. Fields in fa_kernel_config's order (select/dispatch.h). */
+#include <stddef.h>
+
+#include "gpu_kernels/smem_bytes.h"
+#include "select/registry.h"
+
+@externs@
+@arrays@const fa_registry_part fa_registry_parts[] = {
+@parts@};
+const int fa_registry_part_count = (int)(sizeof fa_registry_parts / sizeof fa_registry_parts[0]);
+]==] @ONLY)
+endfunction()

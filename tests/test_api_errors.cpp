@@ -1120,7 +1120,7 @@ TEST_CASE_METHOD(ApiFixture, "api: backward plan on the CPU matches what fa_bwd 
     std::memset(&plan, 0, sizeof plan);
     REQUIRE(fa_plan_bwd(ctx, &q, &k, &v, &params, &plan) == FA_OK);
     CHECK(plan.backend == FA_BACKEND_CPU);
-    CHECK(std::string(plan.kernel).find("cpu_bwd_") == 0);
+    CHECK(std::string(plan.kernel).find("fa_cpu_bwd_") == 0);
     CHECK_FALSE(std::string(plan.reason).empty());
     CHECK(plan.head_dim_instance >= int(d));
     CHECK(plan.num_splits == 1);

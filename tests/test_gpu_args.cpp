@@ -76,11 +76,16 @@ fa_selection selection_of(const fa_kernel_config &cfg, int splits)
     return sel;
 }
 
+// Any non-NULL launch handle: the checks only ask whether a config has kernels.
+const void *const kFakeKernel = &kFakeKernel;
+
 fa_kernel_config big_config(int tile_m, int tile_n, int threads)
 {
     fa_kernel_config cfg;
     std::memset(&cfg, 0, sizeof cfg);
     cfg.name = "test_config";
+    cfg.kernels[0] = &kFakeKernel;
+    cfg.kernels[1] = &kFakeKernel;
     cfg.tile_m = tile_m;
     cfg.tile_n = tile_n;
     cfg.threads = threads;
@@ -133,7 +138,8 @@ TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the rea
     fa_kernel_config cfg;
     std::memset(&cfg, 0, sizeof cfg);
     cfg.name = "test_config";
-    cfg.kernel_id = 1;
+    cfg.kernels[0] = &kFakeKernel;
+    cfg.kernels[1] = &kFakeKernel;
     cfg.tile_m = 128; // the launch limits below look at the grids
     cfg.tile_n = 64;
     cfg.threads = 128;
@@ -142,25 +148,33 @@ TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the rea
     std::memset(&sel, 0, sizeof sel);
     sel.config = &cfg;
 
-    CHECK(fa_gpu_check_fwd(cx.ctx, &p, &sel, 2, "CUDA") == FA_OK);
-    CHECK(fa_gpu_check_bwd(cx.ctx, &p, &sel, 2, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &p, &sel, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &p, &sel, "CUDA") == FA_OK);
 
-    CHECK(fa_gpu_check_fwd(cx.ctx, &p, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    fa_kernel_config unbuilt = cfg; // a config of a vendor this library was built without
+    unbuilt.kernels[0] = nullptr;
+    sel.config = &unbuilt;
+    CHECK(fa_gpu_check_fwd(cx.ctx, &p, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     CHECK(std::string(fa_last_error(cx.ctx)).find("no CUDA kernel") != std::string::npos);
+    unbuilt = cfg;
+    unbuilt.pass = FA_PASS_BWD;
+    unbuilt.kernels[1] = nullptr; // a backward needs its dQ kernel too
+    CHECK(fa_gpu_check_bwd(cx.ctx, &p, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
+    sel.config = &cfg;
 
     fa_problem odd = p;
     odd.q_stride.row = 6 * 64 + 4; // rows no longer 16-byte aligned
-    CHECK(fa_gpu_check_fwd(cx.ctx, &odd, &sel, 2, "HIP") == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &odd, &sel, "HIP") == FA_ERR_UNSUPPORTED);
     CHECK(std::string(fa_last_error(cx.ctx)).find("16-byte aligned") != std::string::npos);
     odd = p;
     odd.dq_stride.head = 60;
-    CHECK(fa_gpu_check_fwd(cx.ctx, &odd, &sel, 2, "HIP") == FA_OK); // forward ignores dq
-    CHECK(fa_gpu_check_bwd(cx.ctx, &odd, &sel, 2, "HIP") == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &odd, &sel, "HIP") == FA_OK); // forward ignores dq
+    CHECK(fa_gpu_check_bwd(cx.ctx, &odd, &sel, "HIP") == FA_ERR_UNSUPPORTED);
 
     fa_problem capped = p;
     capped.softcap = 30.f;
-    CHECK(fa_gpu_check_fwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_OK);
-    CHECK(fa_gpu_check_bwd(cx.ctx, &capped, &sel, 2, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &capped, &sel, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &capped, &sel, "CUDA") == FA_OK);
 }
 
 TEST_CASE("gpu backward workspace: the dQ accumulator exactly when the config adds dQ with "
@@ -353,32 +367,32 @@ TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused wit
     // 2^20 sequences of 64 rows x 64 heads: more than 65535 of each grid dimension takes,
     // folded, so accepted.
     fa_problem many = big_problem(1 << 20, 64, 64, 64, 64, 128);
-    CHECK(fa_gpu_check_fwd(cx.ctx, &many, &sel, 1, "CUDA") == FA_OK);
-    CHECK(fa_gpu_check_bwd(cx.ctx, &many, &sel, 1, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &many, &sel, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &many, &sel, "CUDA") == FA_OK);
 
     // 2^16 heads x 2^16 sequences: more pairs than 65535^2, refused by the launch checks and
     // already by the workspace queries.
     fa_problem wide = big_problem(1 << 16, 8, 8, 1 << 16, 1 << 16, 8);
-    CHECK(fa_gpu_check_fwd(cx.ctx, &wide, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &wide, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "cannot launch the forward kernel"));
     CHECK(fa_gpu_fwd_workspace(cx.ctx, &wide, &sel, &bytes) == FA_ERR_UNSUPPORTED);
-    CHECK(fa_gpu_check_bwd(cx.ctx, &wide, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &wide, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "y and z at most 65535"));
     CHECK(fa_gpu_bwd_workspace(cx.ctx, &wide, &sel, &bytes) == FA_ERR_UNSUPPORTED);
 
     // 2^30 + 64 rows: 2^24 + 1 query tiles of 64 rows x 256 threads pass HIP's 2^32
     // work-items per grid dimension; CUDA counts blocks.
     fa_problem tall = big_problem(1, (1LL << 30) + 64, 64, 1, 1, 32);
-    CHECK(fa_gpu_check_fwd(cx.ctx, &tall, &sel, 1, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &tall, &sel, "CUDA") == FA_OK);
     {
         AsBackend hip(cx.ctx, FA_BACKEND_HIP);
-        CHECK(fa_gpu_check_fwd(cx.ctx, &tall, &sel, 1, "HIP") == FA_ERR_UNSUPPORTED);
+        CHECK(fa_gpu_check_fwd(cx.ctx, &tall, &sel, "HIP") == FA_ERR_UNSUPPORTED);
         CHECK(says(cx.ctx, "x times threads below 2^32"));
         // The split-KV combine runs a 64-thread block per row: 2^26 rows pass it.
         fa_problem rows = big_problem(1, 1LL << 26, 1 << 20, 1, 1, 32);
-        CHECK(fa_gpu_check_fwd(cx.ctx, &rows, &sel, 1, "HIP") == FA_OK);
+        CHECK(fa_gpu_check_fwd(cx.ctx, &rows, &sel, "HIP") == FA_OK);
         sel.num_splits = 2;
-        CHECK(fa_gpu_check_fwd(cx.ctx, &rows, &sel, 1, "HIP") == FA_ERR_UNSUPPORTED);
+        CHECK(fa_gpu_check_fwd(cx.ctx, &rows, &sel, "HIP") == FA_ERR_UNSUPPORTED);
         CHECK(says(cx.ctx, "split-KV combine"));
         sel.num_splits = 1;
     }
@@ -386,19 +400,19 @@ TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused wit
     // The dK/dV kernel counts (query heads per kv head) x query tiles in int: 64 x 2^25
     // tiles of 64 rows is 2^31 steps.
     fa_problem mqa = big_problem(1, 2147483647, 64, 64, 1, 8);
-    CHECK(fa_gpu_check_bwd(cx.ctx, &mqa, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &mqa, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "step counter"));
     CHECK(fa_gpu_bwd_workspace(cx.ctx, &mqa, &sel, &bytes) == FA_ERR_UNSUPPORTED);
     mqa.heads = 32;
-    CHECK(fa_gpu_check_bwd(cx.ctx, &mqa, &sel, 1, "CUDA") == FA_OK);
-    CHECK(fa_gpu_check_fwd(cx.ctx, &mqa, &sel, 1, "CUDA") == FA_OK); // the forward has no such count
+    CHECK(fa_gpu_check_bwd(cx.ctx, &mqa, &sel, "CUDA") == FA_OK);
+    CHECK(fa_gpu_check_fwd(cx.ctx, &mqa, &sel, "CUDA") == FA_OK); // the forward has no such count
 
     // Workspaces past 64-bit sizes (only with operands whose strides repeat elements, e.g.
     // stride 0, can such a shape be legal): 2^20 heads x 2^40 rows.
     fa_problem huge = big_problem(1 << 20, 1 << 20, 8, 1 << 20, 1, 8);
     CHECK(fa_gpu_bwd_workspace(cx.ctx, &huge, &sel, &bytes) == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "64-bit sizes"));
-    CHECK(fa_gpu_check_bwd(cx.ctx, &huge, &sel, 1, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_check_bwd(cx.ctx, &huge, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     sel.num_splits = 128;
     fa_problem split = big_problem(1 << 20, 1 << 20, 8, 1 << 10, 1, 256); // 2^7 x 2^40 x 2^10 x 2^8
     CHECK(fa_gpu_fwd_workspace(cx.ctx, &split, &sel, &bytes) == FA_ERR_UNSUPPORTED);

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "../src/cuda/fa_nv_layouts.h"
-#include "select/fwd_instances.h"
+#include "gpu_kernels/smem_bytes.h"
 
 namespace {
 

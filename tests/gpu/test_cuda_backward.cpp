@@ -264,7 +264,7 @@ TEST_CASE("cuda plan: backward tiles and the dQ accumulator it needs unless dete
     p.deterministic = 1;
     REQUIRE(fa_plan_bwd(ctx.ctx, &q, &q, &q, &p, &det_plan) == FA_OK);
     INFO(atomic_plan.kernel << ": " << atomic_plan.reason);
-    CHECK(std::string(atomic_plan.kernel).find("cuda_bwd_d128_bf16_") == 0);
+    CHECK(std::string(atomic_plan.kernel).find("fa_cuda_bwd_d128_bf16_") == 0);
     CHECK(std::string(det_plan.kernel) == std::string(atomic_plan.kernel));
     CHECK(atomic_plan.num_splits == 1);
     // fp32 [heads][2 s][d] for the atomic path on top of the same D and LSE rows.

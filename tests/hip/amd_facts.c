@@ -6,8 +6,9 @@
  * AMD_RESOURCES.md).
  *
  * Lines: row NAME WAVE SMEM_PER_BLOCK SMEM_PER_CU SM_COUNT MATRIX_UNIT
- *        config NAME KERNEL WAVE THREADS SMEM_BYTES ATOMIC_DQ (backward: 1 when the dK/dV
- *                          kernel adds dQ with atomics)
+ *        config NAME WAVE THREADS SMEM_BYTES ATOMIC_DQ (NAME is the kernel symbol, a
+ *                          backward's two kernels add _dkdv and _dq; ATOMIC_DQ: 1 when
+ *                          the dK/dV kernel adds dQ with atomics)
  *        select ROW KERNEL (one per distinct selection; a backward config selects its
  *                          _dkdv and _dq kernels)
  *        unsupported ROW PASS D DTYPE REASON (a problem no AMD config covers)
@@ -15,15 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "select/dispatch.h"
-
-/* The kernel symbol of a config: fa_<fwd|bwd>_d<d>_<f16|bf16>_<m>x<n>x<stages>, plus
- * `suffix` (the backward's _dkdv or _dq). */
-static void kernel_name(const fa_kernel_config *c, const char *suffix, char *out, size_t len)
-{
-    snprintf(out, len, "fa_%s_d%d_%s_%dx%dx%d%s", c->pass == FA_PASS_BWD ? "bwd" : "fwd", c->head_dim,
-             c->dtype == FA_DTYPE_BF16 ? "bf16" : "f16", c->tile_m, c->tile_n, c->stages, suffix);
-}
+#include "select/registry.h"
 
 static void print_selections(const fa_arch_row *row, const fa_kernel_config *reg, int count,
                              fa_pass pass)
@@ -50,11 +43,11 @@ static void print_selections(const fa_arch_row *row, const fa_kernel_config *reg
                 shape.seqlen_k = seqs[s][1];
                 if (fa_select_config(row, reg, count, &shape, NULL, &sel) != FA_OK) {
                     printf("unsupported %s %s %d %s %s\n", row->name, pass == FA_PASS_BWD ? "bwd" : "fwd",
-                           d, dt ? "bf16" : "fp16", sel.reason);
+                           d, fa_dtype_name(shape.dtype), sel.reason);
                     continue;
                 }
                 for (const char *const *suffix = suffixes; *suffix; suffix++) {
-                    kernel_name(sel.config, *suffix, name, sizeof name);
+                    snprintf(name, sizeof name, "%s%s", sel.config->name, *suffix);
                     int i = 0;
                     while (i < n_seen && strcmp(seen[i], name) != 0)
                         i++;
@@ -73,9 +66,7 @@ int main(void)
     const fa_kernel_config *bwd = fa_registry_bwd(FA_BACKEND_HIP, &bwd_count);
     for (int i = 0; i < count + bwd_count; i++) {
         const fa_kernel_config *c = i < count ? &reg[i] : &bwd[i - count];
-        char name[48];
-        kernel_name(c, "", name, sizeof name);
-        printf("config %s %s %d %d %d %d\n", c->name, name, c->min_wave_size, c->threads, c->smem_bytes,
+        printf("config %s %d %d %d %d\n", c->name, c->min_wave_size, c->threads, c->smem_bytes,
                c->atomic_dq);
     }
     for (int r = 0; r < fa_arch_count(); r++) {

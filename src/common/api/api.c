@@ -15,6 +15,7 @@
 
 #include "api/export.h"
 #include "api/problem.h"
+#include "select/registry.h"
 
 #if defined(__GNUC__)
 #define FA_THREAD_LOCAL __thread
@@ -151,16 +152,9 @@ FA_EXPORT void fa_params_init(fa_params *params)
 /* The ops table of a backend compiled into this build, or NULL. */
 static const fa_backend_ops *compiled_ops(fa_backend backend)
 {
-    switch (backend) {
-    case FA_BACKEND_CPU: return &fa_cpu_ops;
-#ifdef FA_HAVE_CUDA
-    case FA_BACKEND_CUDA: return &fa_cuda_ops;
-#endif
-#ifdef FA_HAVE_HIP
-    case FA_BACKEND_HIP: return &fa_hip_ops;
-#endif
-    default: return NULL;
-    }
+    if (backend == FA_BACKEND_CPU)
+        return &fa_cpu_ops;
+    return fa_gpu_backend_built(backend) ? &fa_gpu_ops : NULL;
 }
 
 /* Allocates a context and runs the backend's init; on failure create_error says why. */
@@ -960,7 +954,7 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
 
 /* The "kernel" of a call with nothing to compute: its plan names it, nothing launches. */
 static const fa_kernel_config no_kernel = {"none", FA_BACKEND_AUTO, FA_VENDOR_CPU, FA_PASS_FWD,
-                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0};
+                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL}};
 
 /* Empty problems are valid calls: a forward without query rows, or a backward without
  * query and key rows, has no output element to write. A backward with rows on one side

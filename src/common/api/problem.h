@@ -98,14 +98,11 @@ struct fa_backend_ops {
                      void *workspace, size_t workspace_bytes);
 };
 
-/* Backend tables; a backend not compiled in has no table (api.c knows via FA_HAVE_*). */
+/* Backend tables: the CPU's, and the one table of every GPU backend (gpu_host/
+ * gpu_backend.c) over the vendor runtimes built in; fa_gpu_backend_built says which. */
 extern const fa_backend_ops fa_cpu_ops;
-#ifdef FA_HAVE_CUDA
-extern const fa_backend_ops fa_cuda_ops;
-#endif
-#ifdef FA_HAVE_HIP
-extern const fa_backend_ops fa_hip_ops;
-#endif
+extern const fa_backend_ops fa_gpu_ops;
+int fa_gpu_backend_built(fa_backend backend);
 
 /* printf-style message into ctx->last_error; returns status for `return fa_fail(...)`. */
 fa_status fa_fail(fa_context *ctx, fa_status status, const char *fmt, ...)

@@ -117,11 +117,12 @@ static fa_status fa_unaligned(fa_context *ctx, const char *backend)
                    "and outer strides that are multiples of 8 elements", backend);
 }
 
-static fa_status fa_check_kernel(fa_context *ctx, const fa_selection *sel, int kernel_count,
-                                 const char *backend)
+/* A config of a vendor this library was built without has no kernels to launch. */
+static fa_status fa_check_kernel(fa_context *ctx, const fa_selection *sel, const char *backend)
 {
-    if (sel->config->kernel_id < 0 || sel->config->kernel_id >= kernel_count)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no %s kernel", sel->config->name, backend);
+    const fa_kernel_config *c = sel->config;
+    if (c->kernels[0] == NULL || (c->pass == FA_PASS_BWD && c->kernels[1] == NULL))
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no %s kernel", c->name, backend);
     return FA_OK;
 }
 
@@ -218,23 +219,23 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
 static const char *fa_gpu_name(const fa_context *ctx) { return ctx->backend == FA_BACKEND_HIP ? "HIP" : "CUDA"; }
 
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                           int kernel_count, const char *backend)
+                           const char *backend)
 {
     fa_status st;
     if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
         !fa_rows_aligned(p->v, p->v_stride) || !fa_rows_aligned(p->out, p->out_stride))
         return fa_unaligned(ctx, backend);
-    st = fa_check_kernel(ctx, sel, kernel_count, backend);
+    st = fa_check_kernel(ctx, sel, backend);
     return st == FA_OK ? fa_fwd_limits(ctx, p, sel, backend) : st;
 }
 
 fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                           int kernel_count, const char *backend)
+                           const char *backend)
 {
     fa_status st;
     if (!fa_bwd_rows_aligned(p))
         return fa_unaligned(ctx, backend);
-    st = fa_check_kernel(ctx, sel, kernel_count, backend);
+    st = fa_check_kernel(ctx, sel, backend);
     return st == FA_OK ? fa_bwd_limits(ctx, p, sel, backend) : st;
 }
 

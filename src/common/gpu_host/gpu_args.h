@@ -54,9 +54,9 @@ fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
  * within 32, grids the runtime takes); on failure ctx says why, naming `backend`. The
  * workspace queries above check the same limits. */
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                           int kernel_count, const char *backend);
+                           const char *backend);
 fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                           int kernel_count, const char *backend);
+                           const char *backend);
 
 /* The context's arch row and device info from what the runtime reports (`reported`,
  * built by fa_arch_from_device): the table's row of that name when there is one, with

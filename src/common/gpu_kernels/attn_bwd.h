@@ -37,7 +37,7 @@
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/attn_sequence.h"
 #include "gpu_kernels/attn_tile.h"
-#include "select/bwd_instances.h"
+#include "gpu_kernels/smem_bytes.h"
 #include "gpu_kernels/dq_accum.h"
 #include "api/mask.h"
 

@@ -7,7 +7,7 @@
 #ifndef FA_ATTN_TILE_H
 #define FA_ATTN_TILE_H
 
-#include "select/fwd_instances.h"
+#include "gpu_kernels/smem_bytes.h"
 #include "gpu_kernels/tile_layout.h"
 
 #define FA_CHUNKS (FA_INST_D / 8)            /* 16-byte chunks per row                  */

@@ -1,8 +1,7 @@
 /*
- * dispatch.c - the kernel-configuration registries (CPU tiles, the CUDA and HIP forward
- * instances of fwd_instances.h and backward instances of bwd_instances.h) and
- * the pure selection (arch row, problem) -> config, with the reason for the choice in
- * words. Also parses the FLASHATTN_FORCE_TILE syntax.
+ * dispatch.c - the pure selection (arch row, problem) -> config over a registry
+ * (select/registry.h), with the reason for the choice in words. Also parses the
+ * FLASHATTN_FORCE_TILE syntax.
  *
  * Selection rule (fa_select_config):
  *  Filters, in order (the first one that removes every config names the failure):
@@ -37,8 +36,6 @@
  *    one wave and the combine step stays small.
  */
 #include "select/dispatch.h"
-#include "select/bwd_instances.h"
-#include "select/fwd_instances.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -53,209 +50,7 @@
 #define COST_TIE_DEN 8
 #define KIB 1024
 
-/* ---- registry ----------------------------------------------------------------------- */
-
-#ifdef FA_HAVE_CUDA
-#define FA_CUDA_BUILT 1
-#else
-#define FA_CUDA_BUILT 0 /* planned: listed so plans can explain, never selected */
-#endif
-
-/* kernel_id of the CUDA forward configs: the instances of FA_CUDA_FWD_INSTANCES in list
- * order, each as fp16 then bf16 (id = 2 * entry + (dtype == bf16)). The CUDA translation
- * unit expands the same list in the same order to build its launch table. */
-enum fa_cuda_fwd_kernel_id {
-#define FA_CUDA_KID(hd, m, n, w, s) \
-    FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_F16, FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_BF16,
-    FA_CUDA_FWD_INSTANCES(FA_CUDA_KID)
-#undef FA_CUDA_KID
-};
-
-#define FA_CUDA_CFG(hd, m, n, w, s, dt, dtname, kid)                                        \
-    {"cuda_fwd_d" #hd "_" dtname "_" #m "x" #n "x" #s, FA_BACKEND_CUDA, FA_VENDOR_NVIDIA,  \
-     FA_PASS_FWD, dt, hd, m, n, (w) * 32, s, FA_FWD_SMEM_BYTES(hd, m, n, s), 0, 32,         \
-     FA_CUDA_BUILT, kid, 0},
-#define FA_CUDA_CFG_PAIR(hd, m, n, w, s)                                                    \
-    FA_CUDA_CFG(hd, m, n, w, s, FA_DTYPE_F16, "fp16",                                      \
-                FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_F16)                            \
-    FA_CUDA_CFG(hd, m, n, w, s, FA_DTYPE_BF16, "bf16",                                     \
-                FA_CUDA_KID_##hd##_##m##_##n##_##w##_##s##_BF16)
-
-static const fa_kernel_config k_cuda_configs[] = {FA_CUDA_FWD_INSTANCES(FA_CUDA_CFG_PAIR)};
-
-/* CUDA backward configs: the entries of FA_CUDA_BWD_INSTANCES, each as fp16 then bf16
- * (kernel_id = 2 * entry + (dtype == bf16)), the order cuda_backend.cu builds its table
- * of (dK/dV, dQ) kernel pairs in. */
-enum fa_cuda_bwd_kernel_id {
-#define FA_CUDA_BWD_KID(hd, m, n, w, s)                                                     \
-    FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16,                                    \
-        FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_BF16,
-    FA_CUDA_BWD_INSTANCES(FA_CUDA_BWD_KID)
-#undef FA_CUDA_BWD_KID
-};
-
-#define FA_CUDA_BWD_CFG(hd, m, n, w, s, dt, dtname, kid)                                    \
-    {"cuda_bwd_d" #hd "_" dtname "_" #m "x" #n "x" #s, FA_BACKEND_CUDA, FA_VENDOR_NVIDIA,  \
-     FA_PASS_BWD, dt, hd, m, n, (w) * 32, s, FA_BWD_SMEM_BYTES(hd, m, n, s), 0, 32,         \
-     FA_CUDA_BUILT, kid, 1},
-#define FA_CUDA_BWD_CFG_PAIR(hd, m, n, w, s)                                                \
-    FA_CUDA_BWD_CFG(hd, m, n, w, s, FA_DTYPE_F16, "fp16",                                  \
-                    FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16)                    \
-    FA_CUDA_BWD_CFG(hd, m, n, w, s, FA_DTYPE_BF16, "bf16",                                 \
-                    FA_CUDA_BWD_KID_##hd##_##m##_##n##_##w##_##s##_BF16)
-
-static const fa_kernel_config k_cuda_bwd_configs[] = {FA_CUDA_BWD_INSTANCES(FA_CUDA_BWD_CFG_PAIR)};
-
-#ifdef FA_HAVE_HIP
-#define FA_HIP_BUILT 1
-#else
-#define FA_HIP_BUILT 0
-#endif
-
-/* kernel_id of the HIP forward configs: the entries of FA_HIP_FWD_INSTANCES in list
- * order, each as fp16 then bf16 (id = 2 * entry + (dtype == bf16)), the order of
- * hip_backend.cpp's launch table. One kernel serves every AMD target (the code object
- * of the device's target is picked at load time): each entry is registered with four
- * waves of 64 threads for the CDNA rows, and the FA_HIP_WAVE32_FWD_INSTANCES subset also
- * with four waves of 32 for the RDNA rows (min_wave_size). */
-enum fa_hip_fwd_kernel_id {
-#define FA_HIP_KID(hd, m, n, w, s) \
-    FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_F16, FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_BF16,
-    FA_HIP_FWD_INSTANCES(FA_HIP_KID)
-#undef FA_HIP_KID
-};
-
-#define FA_HIP_CFG(hd, m, n, w, s, wave, dt, dtname, kid)                                  \
-    {"hip_fwd_d" #hd "_" dtname "_" #m "x" #n "x" #s "_w" #wave, FA_BACKEND_HIP,          \
-     FA_VENDOR_AMD, FA_PASS_FWD, dt, hd, m, n, (w) * (wave), s,                            \
-     FA_FWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid, 0},
-#define FA_HIP_CFG_WAVE(hd, m, n, w, s, wave)                                              \
-    FA_HIP_CFG(hd, m, n, w, s, wave, FA_DTYPE_F16, "fp16",                                \
-               FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_F16)                             \
-    FA_HIP_CFG(hd, m, n, w, s, wave, FA_DTYPE_BF16, "bf16",                               \
-               FA_HIP_KID_##hd##_##m##_##n##_##w##_##s##_BF16)
-#define FA_HIP_CFG_W64(hd, m, n, w, s) FA_HIP_CFG_WAVE(hd, m, n, w, s, 64)
-#define FA_HIP_CFG_W32(hd, m, n, w, s) FA_HIP_CFG_WAVE(hd, m, n, w, s, 32)
-
-static const fa_kernel_config k_hip_configs[] = {FA_HIP_FWD_INSTANCES(FA_HIP_CFG_W64)
-                                                     FA_HIP_WAVE32_FWD_INSTANCES(FA_HIP_CFG_W32)};
-
-/* HIP backward configs, numbered and registered as the forward ones: kernel_id = 2 *
- * (entry of FA_HIP_BWD_INSTANCES) + (dtype == bf16), the order of hip_backend.cpp's table
- * of (dK/dV, dQ) pairs; every entry with wave 64, the FA_HIP_WAVE32_BWD_INSTANCES subset
- * also with wave 32. */
-enum fa_hip_bwd_kernel_id {
-#define FA_HIP_BWD_KID(hd, m, n, w, s)                                                      \
-    FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16,                                     \
-        FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_BF16,
-    FA_HIP_BWD_INSTANCES(FA_HIP_BWD_KID)
-#undef FA_HIP_BWD_KID
-};
-
-/* Wave32 (RDNA) dK/dV kernels have no atomic dQ phase (FA_BWD_ATOMIC_DQ in
- * src/hip/fa_device.h); bench/amd_resources.py checks the code objects agree. */
-#define FA_HIP_BWD_ATOMIC_DQ(wave) ((wave) == 64)
-#define FA_HIP_BWD_CFG(hd, m, n, w, s, wave, dt, dtname, kid)                              \
-    {"hip_bwd_d" #hd "_" dtname "_" #m "x" #n "x" #s "_w" #wave, FA_BACKEND_HIP,          \
-     FA_VENDOR_AMD, FA_PASS_BWD, dt, hd, m, n, (w) * (wave), s,                            \
-     FA_BWD_SMEM_BYTES(hd, m, n, s), 0, wave, FA_HIP_BUILT, kid, FA_HIP_BWD_ATOMIC_DQ(wave)},
-#define FA_HIP_BWD_CFG_WAVE(hd, m, n, w, s, wave)                                          \
-    FA_HIP_BWD_CFG(hd, m, n, w, s, wave, FA_DTYPE_F16, "fp16",                            \
-                   FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_F16)                     \
-    FA_HIP_BWD_CFG(hd, m, n, w, s, wave, FA_DTYPE_BF16, "bf16",                           \
-                   FA_HIP_BWD_KID_##hd##_##m##_##n##_##w##_##s##_BF16)
-#define FA_HIP_BWD_CFG_W64(hd, m, n, w, s) FA_HIP_BWD_CFG_WAVE(hd, m, n, w, s, 64)
-#define FA_HIP_BWD_CFG_W32(hd, m, n, w, s) FA_HIP_BWD_CFG_WAVE(hd, m, n, w, s, 32)
-
-static const fa_kernel_config k_hip_bwd_configs[] = {
-    FA_HIP_BWD_INSTANCES(FA_HIP_BWD_CFG_W64) FA_HIP_WAVE32_BWD_INSTANCES(FA_HIP_BWD_CFG_W32)};
-
-/* CPU tiles: one head-dim class (256) covers every head dim, because the CPU loops take
- * the head dim at run time. smem_bytes is one worker's fp32 working set at d256: Q tile
- * and O accumulator (2 * m * d), K and V tiles (2 * n * d) and the score tile (m * n):
- * 64x256 = 704 KiB, 128x256 = 896 KiB, both inside the cpu row's 1 MiB (L2) budget.
- * 64-row tiles give more parallel work for short queries, 128-row tiles read K/V half
- * as often for long ones. kernel_id = index in this array. */
-#define CPU_TILE_BYTES(d, m, n) (4 * (2 * (m) * (d) + 2 * (n) * (d) + (m) * (n)))
-#define FA_CPU_CFG(dt, dtname, m, n, kid)                                                   \
-    {"cpu_fwd_d256_" dtname "_" #m "x" #n, FA_BACKEND_CPU, FA_VENDOR_CPU, FA_PASS_FWD, dt,  \
-     256, m, n, 1, 1, CPU_TILE_BYTES(256, m, n), 0, 0, 1, kid, 0}
-
-static const fa_kernel_config k_cpu_configs[] = {
-    FA_CPU_CFG(FA_DTYPE_F32, "f32", 64, 256, 0),   FA_CPU_CFG(FA_DTYPE_F32, "f32", 128, 256, 1),
-    FA_CPU_CFG(FA_DTYPE_F16, "fp16", 64, 256, 2),  FA_CPU_CFG(FA_DTYPE_F16, "fp16", 128, 256, 3),
-    FA_CPU_CFG(FA_DTYPE_BF16, "bf16", 64, 256, 4), FA_CPU_CFG(FA_DTYPE_BF16, "bf16", 128, 256, 5),
-};
-
-/* CPU backward tiles (tile_m query rows x tile_n keys). One worker holds, in fp32: two
- * row operands and two accumulators of each pass's row tile, the score and gradient
- * tiles, and four staged column operands: 4 * (m + n) * d + 2 * m * n floats (cpu_bwd.c).
- * Larger tiles amortise OpenBLAS's packing and the per-block reloads of D and LSE
- * (b1 h16 s2048 d128 on 2 workers: 128x256 runs about 12% faster than 64x128), but only
- * fit the cpu row's 1 MiB up to d128, so there are two head-dim classes, as on GPUs:
- * d128 with 64x128 (448 KiB), 128x128 (640 KiB), 128x256 (1 MiB); d256 with 64x64
- * (544 KiB) and 64x128 (832 KiB). kernel_id = index in this array. */
-#define CPU_BWD_TILE_BYTES(d, m, n) (4 * (4 * ((m) + (n)) * (d) + 2 * (m) * (n)))
-#define FA_CPU_BWD_CFG(d, dt, dtname, m, n, kid)                                            \
-    {"cpu_bwd_d" #d "_" dtname "_" #m "x" #n, FA_BACKEND_CPU, FA_VENDOR_CPU, FA_PASS_BWD,   \
-     dt, d, m, n, 1, 1, CPU_BWD_TILE_BYTES(d, m, n), 0, 0, 1, kid, 0}
-#define FA_CPU_BWD_DTYPE(dt, dtname, kid)                                                   \
-    FA_CPU_BWD_CFG(128, dt, dtname, 64, 128, kid),                                         \
-    FA_CPU_BWD_CFG(128, dt, dtname, 128, 128, kid + 1),                                    \
-    FA_CPU_BWD_CFG(128, dt, dtname, 128, 256, kid + 2),                                    \
-    FA_CPU_BWD_CFG(256, dt, dtname, 64, 64, kid + 3),                                      \
-    FA_CPU_BWD_CFG(256, dt, dtname, 64, 128, kid + 4)
-
-static const fa_kernel_config k_cpu_bwd_configs[] = {
-    FA_CPU_BWD_DTYPE(FA_DTYPE_F32, "f32", 0),
-    FA_CPU_BWD_DTYPE(FA_DTYPE_F16, "fp16", 5),
-    FA_CPU_BWD_DTYPE(FA_DTYPE_BF16, "bf16", 10),
-};
-
-#define COUNT_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* Forward and backward registries per backend (AUTO is not a backend of its own). */
-typedef struct registry_row {
-    fa_backend backend;
-    const fa_kernel_config *fwd, *bwd;
-    int fwd_count, bwd_count;
-} registry_row;
-
-static const registry_row k_registries[] = {
-    {FA_BACKEND_CPU, k_cpu_configs, k_cpu_bwd_configs, COUNT_OF(k_cpu_configs), COUNT_OF(k_cpu_bwd_configs)},
-    {FA_BACKEND_CUDA, k_cuda_configs, k_cuda_bwd_configs, COUNT_OF(k_cuda_configs),
-     COUNT_OF(k_cuda_bwd_configs)},
-    {FA_BACKEND_HIP, k_hip_configs, k_hip_bwd_configs, COUNT_OF(k_hip_configs), COUNT_OF(k_hip_bwd_configs)},
-};
-
-static const registry_row *registry_of(fa_backend backend)
-{
-    for (int i = 0; i < COUNT_OF(k_registries); ++i)
-        if (k_registries[i].backend == backend)
-            return &k_registries[i];
-    return NULL;
-}
-
-const fa_kernel_config *fa_registry(fa_backend backend, int *count)
-{
-    const registry_row *r = registry_of(backend);
-    if (count) *count = r ? r->fwd_count : 0;
-    return r ? r->fwd : NULL;
-}
-
-const fa_kernel_config *fa_registry_bwd(fa_backend backend, int *count)
-{
-    const registry_row *r = registry_of(backend);
-    if (count) *count = r ? r->bwd_count : 0;
-    return r ? r->bwd : NULL;
-}
-
 /* ---- names for reasons -------------------------------------------------------------- */
-
-static const char *dtype_label(fa_dtype dtype)
-{
-    return dtype == FA_DTYPE_F32 ? "f32" : dtype == FA_DTYPE_F16 ? "fp16" : "bf16";
-}
 
 static const char *sm_word(fa_vendor vendor)
 {
@@ -485,7 +280,7 @@ static void describe_choice(const fa_arch_row *row, const fa_kernel_config *c,
                  row->regs_per_sm);
 
     n += snprintf(out + n, len - n, "d%d %s %dx%dx%d: %d blocks/%s by %s (%s), grid %lld blocks = %.1f waves on %d %ss",
-                  c->head_dim, dtype_label(c->dtype), c->tile_m, c->tile_n, c->stages,
+                  c->head_dim, fa_dtype_name(c->dtype), c->tile_m, c->tile_n, c->stages,
                   e->blocks_per_sm, unit, e->limiter, detail, e->grid,
                   (double)e->grid / (double)slots, sm_count_of(row), unit);
     if (n > 0 && (size_t)n < len && e->splits > 1)
@@ -499,7 +294,7 @@ static void describe_choice(const fa_arch_row *row, const fa_kernel_config *c,
 static void describe_no_config(const fa_arch_row *row, const fa_problem_shape *shape,
                                passed furthest, const char *limit_msg, char *out, size_t len)
 {
-    const char *dt = dtype_label(shape->dtype);
+    const char *dt = fa_dtype_name(shape->dtype);
     const char *pass = shape->pass == FA_PASS_BWD ? "backward" : "forward";
     if (furthest == PASSED_NONE && shape->pass == FA_PASS_BWD)
         snprintf(out, len, "no backward kernel configs are registered for %s yet", row->name);
@@ -541,7 +336,7 @@ static void describe_bad_override(const fa_arch_row *row, const fa_kernel_config
         n += snprintf(out + n, len - n, ":%d", force->stages);
     if (n > 0 && (size_t)n < len)
         n += snprintf(out + n, len - n, " names no config that fits d%d %s on %s; fitting:",
-                      shape->head_dim, dtype_label(shape->dtype), row->name);
+                      shape->head_dim, fa_dtype_name(shape->dtype), row->name);
     for (i = 0; i < count && n > 0 && (size_t)n < len; i++)
         if (filter_stage(row, &reg[i], shape) == PASSED_LIMITS &&
             !listed_before(row, reg, i, shape))

@@ -1,7 +1,7 @@
 /*
- * dispatch.h - the kernel-configuration registry and the pure selection function
- * (arch row, problem) -> config. Used for fa_fwd, fa_plan_fwd and fa_bwd alike, so "is
- * this supported" and "what would run" can never disagree.
+ * dispatch.h - kernel configurations and the pure selection function (arch row,
+ * problem) -> config over a registry (select/registry.h). Used for fa_fwd, fa_plan_fwd
+ * and fa_bwd alike, so "is this supported" and "what would run" can never disagree.
  */
 #ifndef FA_DISPATCH_H
 #define FA_DISPATCH_H
@@ -15,24 +15,30 @@ extern "C" {
 
 typedef enum fa_pass { FA_PASS_FWD = 0, FA_PASS_BWD } fa_pass;
 
-/* One kernel configuration: a compiled instance (or a planned one) of a backend. */
+/* One kernel configuration: a row of an instance list (src/common/select/fwd_instances.txt, bwd_instances.txt)
+ * for one dtype and wave size, as the generated registry holds it. */
 typedef struct fa_kernel_config {
-    const char *name;        /* "cuda_fwd_d128_bf16_128x64"                           */
+    const char *name;        /* "fa_cuda_fwd_d128_bf16_128x64x2": also the kernel symbol  */
+                             /* (a backward's two kernels add _dkdv and _dq)              */
     fa_backend backend;      /* FA_BACKEND_CPU / CUDA / HIP                             */
     fa_vendor vendor;        /* rows it may run on                                      */
     fa_pass pass;
     fa_dtype dtype;
     int head_dim;            /* instance head dim; problems with d <= head_dim use it   */
-    int tile_m, tile_n;
+    int tile_m, tile_n;      /* forward: query rows x keys; backward: streamed x        */
+                             /* resident rows (bwd_instances.txt)                       */
     int threads;             /* per block                                               */
-    int stages;              /* K/V pipeline depth                                      */
+    int stages;              /* pipeline depth (buffers of streamed tiles)              */
     int smem_bytes;          /* shared memory per block                                 */
     int regs_per_thread;     /* from the compiler's report; 0: unknown                  */
     int min_wave_size;       /* wave size the instance was written for (0: any)         */
     int compiled;            /* 1: built into this library; 0: planned, never selected  */
-    int kernel_id;           /* backend's own index of the launchable function          */
     int atomic_dq;           /* backward: the dK/dV kernel adds dQ with atomics (unless */
                              /* the call is deterministic); 0: dQ has its own pass      */
+    /* The compiled GPU kernels' launch handles (each defined in its generated           */
+    /* translation unit): the forward kernel, or the backward's dK/dV and dQ kernels;    */
+    /* NULL for the CPU and for vendors not built.                                       */
+    const void *const *kernels[2];
 } fa_kernel_config;
 
 /* What the selection needs to know about a problem. */
@@ -60,11 +66,6 @@ typedef struct fa_selection {
     int num_splits;
     char reason[256];
 } fa_selection;
-
-/* Registry of every known forward config for a backend (compiled and planned), and its
- * size; fa_registry_bwd the same for the backward (count 0 where there is none). */
-const fa_kernel_config *fa_registry(fa_backend backend, int *count);
-const fa_kernel_config *fa_registry_bwd(fa_backend backend, int *count);
 
 /* The selection: picks among registry[0..count) the compiled configs of the row's vendor,
  * pass and dtype with head_dim >= shape->head_dim that fit the row's limits, and ranks

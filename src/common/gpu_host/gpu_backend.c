@@ -1,0 +1,303 @@
+/*
+ * gpu_backend.c - the host side of every GPU backend, written once over a vendor's
+ * runtime table (gpu_runtime.h): device discovery and the context's arch-table row, the
+ * launch sequences of the forward and backward (which kernels run, in what order, on
+ * which grid), call-owned workspaces, and the copies api.c validates sequence lengths
+ * with. No vendor API and no attention logic lives here.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/problem.h"
+#include "gpu_host/gpu_args.h"
+#include "gpu_host/gpu_runtime.h"
+#include "select/registry.h"
+
+static const fa_gpu_runtime *const k_runtimes[] = {
+#ifdef FA_HAVE_CUDA
+    &fa_cuda_runtime,
+#endif
+#ifdef FA_HAVE_HIP
+    &fa_hip_runtime,
+#endif
+    NULL};
+
+static const fa_gpu_runtime *runtime_for(fa_backend backend)
+{
+    const fa_gpu_runtime *const *rt;
+    for (rt = k_runtimes; *rt != NULL; rt++)
+        if ((*rt)->backend == backend)
+            return *rt;
+    return NULL;
+}
+
+int fa_gpu_backend_built(fa_backend backend) { return runtime_for(backend) != NULL; }
+
+/* Per context: the runtime, and for each registry config's kernels whether their
+ * shared-memory limit was raised (runtimes with dynamic shared memory). */
+typedef struct gpu_state {
+    const fa_gpu_runtime *rt;
+    const fa_kernel_config *fwd_configs, *bwd_configs;
+    int fwd_count, bwd_count;
+    int *prepared; /* [fwd_count + bwd_count][2] */
+} gpu_state;
+
+static gpu_state *state_of(fa_context *ctx) { return (gpu_state *)ctx->state; }
+
+static fa_status runtime_failed(fa_context *ctx, fa_status status, int err, const char *what)
+{
+    return fa_fail(ctx, status, "%s: %s", what, state_of(ctx)->rt->error_text(err));
+}
+
+static fa_status check(fa_context *ctx, int err, const char *what)
+{
+    return err == 0 ? FA_OK : runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, what);
+}
+
+/* ---- device discovery --------------------------------------------------------------- */
+
+/* 1 when `arch` is in the comma-separated `list`. */
+static int target_listed(const char *list, const char *arch)
+{
+    size_t len = strlen(arch);
+    while (*list) {
+        size_t n = strcspn(list, ",");
+        if (n == len && strncmp(list, arch, len) == 0)
+            return 1;
+        list += n + (list[n] == ',');
+    }
+    return 0;
+}
+
+static fa_status find_device(const fa_gpu_runtime *rt, int device, fa_gpu_properties *props,
+                             char *why, size_t why_len)
+{
+    int count = 0, err = rt->device_count(&count);
+    if (err != 0 || count == 0) {
+        snprintf(why, why_len, "no %s device: %s", rt->name,
+                 err != 0 ? rt->error_text(err) : "device count is 0");
+        return FA_ERR_NO_DEVICE;
+    }
+    if (device >= count) {
+        snprintf(why, why_len, "%s device index %d out of range (%d devices)", rt->name, device, count);
+        return FA_ERR_BAD_BACKEND;
+    }
+    err = rt->properties(device, props);
+    if (err != 0) {
+        snprintf(why, why_len, "reading the %s device's properties: %s", rt->name, rt->error_text(err));
+        return FA_ERR_DEVICE_RUNTIME;
+    }
+    if (rt->built_targets && !target_listed(rt->built_targets, props->arch)) {
+        snprintf(why, why_len, "device %s (%s) is not among the %s targets this library was built "
+                 "for (%s): rebuild with it included", props->device_name, props->arch, rt->name,
+                 rt->built_targets);
+        return FA_ERR_UNSUPPORTED;
+    }
+    return FA_OK;
+}
+
+static fa_status create_state(fa_context *ctx, const fa_gpu_runtime *rt, char *why, size_t why_len)
+{
+    gpu_state *state = (gpu_state *)calloc(1, sizeof *state);
+    if (state != NULL) {
+        state->rt = rt;
+        state->fwd_configs = fa_registry(rt->backend, &state->fwd_count);
+        state->bwd_configs = fa_registry_bwd(rt->backend, &state->bwd_count);
+        state->prepared = (int *)calloc((size_t)(state->fwd_count + state->bwd_count) * 2 + 1, sizeof(int));
+    }
+    if (state == NULL || state->prepared == NULL) {
+        free(state);
+        snprintf(why, why_len, "out of host memory");
+        return FA_ERR_OUT_OF_MEMORY;
+    }
+    ctx->state = state;
+    return FA_OK;
+}
+
+static fa_status gpu_init(fa_context *ctx, char *why, size_t why_len)
+{
+    const fa_gpu_runtime *rt = runtime_for(ctx->backend);
+    fa_gpu_properties props;
+    fa_status st;
+    if (rt == NULL) {
+        snprintf(why, why_len, "the %s backend is not built into this library", fa_backend_name(ctx->backend));
+        return FA_ERR_BAD_BACKEND;
+    }
+    memset(&props, 0, sizeof props);
+    st = find_device(rt, ctx->device, &props, why, why_len);
+    if (st != FA_OK)
+        return st;
+    fa_arch_row reported = fa_arch_from_device(
+        props.arch, rt->vendor, props.wave_size,
+        props.smem_per_block, props.smem_per_sm, props.regs_per_sm, props.max_threads_per_block,
+        props.max_threads_per_sm, props.sm_count, props.has_matrix_unit);
+    fa_gpu_describe_device(ctx, rt->backend, props.device_name, &reported);
+    return create_state(ctx, rt, why, why_len);
+}
+
+static void gpu_destroy(fa_context *ctx)
+{
+    gpu_state *state = state_of(ctx);
+    if (state)
+        free(state->prepared);
+    free(state);
+    ctx->state = NULL;
+}
+
+static fa_status gpu_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
+{
+    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    int err = rt->set_device(ctx->device);
+    if (err == 0)
+        err = rt->copy_to_host(dst, src, bytes, ctx->stream);
+    return check(ctx, err, "reading cu_seqlens/seqused_k");
+}
+
+/* ---- launches ----------------------------------------------------------------------- */
+
+/* The prepared flag of kernel `which` (0 or 1) of a registry config. */
+static int *prepared_flag(gpu_state *state, const fa_kernel_config *cfg, int which)
+{
+    long index = -1;
+    if (cfg >= state->fwd_configs && cfg < state->fwd_configs + state->fwd_count)
+        index = (long)(cfg - state->fwd_configs);
+    else if (cfg >= state->bwd_configs && cfg < state->bwd_configs + state->bwd_count)
+        index = state->fwd_count + (long)(cfg - state->bwd_configs);
+    return index < 0 ? NULL : &state->prepared[2 * index + which];
+}
+
+/* One kernel on one grid: a grid without blocks (an empty side of an empty problem)
+ * launches nothing, since CUDA and HIP refuse a zero grid dimension. `prepared` records
+ * that the kernel's shared-memory limit was raised (NULL: no record, so raise it each
+ * time; the shared kernels take no dynamic shared memory). `stage` names the step in a
+ * failure's message. */
+static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid, unsigned threads,
+                        void **args, int smem_bytes, int *prepared, const char *stage)
+{
+    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    size_t dynamic = rt->dynamic_smem ? (size_t)smem_bytes : 0;
+    char what[96];
+    int err;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+        return FA_OK;
+    if (dynamic > 0 && rt->prepare_kernel && !(prepared && *prepared)) {
+        snprintf(what, sizeof what, "raising the shared-memory limit of the %s", stage);
+        err = rt->prepare_kernel(*kernel, smem_bytes);
+        if (err != 0)
+            return runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, what);
+        if (prepared)
+            *prepared = 1;
+    }
+    snprintf(what, sizeof what, "launching the %s", stage);
+    return check(ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream), what);
+}
+
+/* The caller's workspace, or one allocated for the call (*owned, to release after). */
+static fa_status call_workspace(fa_context *ctx, void **workspace, size_t need, void **owned,
+                                const char *what)
+{
+    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    int err;
+    *owned = NULL;
+    if (*workspace != NULL || need == 0)
+        return FA_OK;
+    err = rt->alloc(owned, need, ctx->stream);
+    if (err != 0) {
+        *owned = NULL;
+        return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "%s of %zu bytes: %s", what, need, rt->error_text(err));
+    }
+    *workspace = *owned;
+    return FA_OK;
+}
+
+static void release_workspace(fa_context *ctx, void *owned)
+{
+    if (owned)
+        state_of(ctx)->rt->release(owned, ctx->stream);
+}
+
+/* The forward kernel, then the split-KV combine when the keys were split. */
+static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
+                            fa_fwd_args *args)
+{
+    const fa_kernel_config *cfg = sel->config;
+    gpu_state *state = state_of(ctx);
+    void *kernel_args[] = {args};
+    fa_status st = launch(ctx, cfg->kernels[0], fa_fwd_grid(p, sel), (unsigned)cfg->threads, kernel_args,
+                          cfg->smem_bytes, prepared_flag(state, cfg, 0), "forward kernel");
+    if (st != FA_OK || sel->num_splits <= 1)
+        return st;
+    int out_bf16 = p->dtype == FA_DTYPE_BF16;
+    void *combine_args[] = {args, &out_bf16};
+    return launch(ctx, state->rt->fwd_combine, fa_combine_grid(p), FA_COMBINE_THREADS, combine_args, 0,
+                  NULL, "split-KV combine");
+}
+
+static fa_status gpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                         void *workspace, size_t workspace_bytes)
+{
+    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    fa_status st = fa_gpu_check_fwd(ctx, p, sel, rt->name);
+    void *owned = NULL;
+    (void)workspace_bytes; /* api.c has checked it against fa_gpu_fwd_workspace */
+    if (st == FA_OK)
+        st = check(ctx, rt->set_device(ctx->device), "selecting the device");
+    if (st == FA_OK)
+        st = call_workspace(ctx, &workspace, fa_split_bytes(p, sel->num_splits), &owned,
+                            "split-KV workspace");
+    if (st == FA_OK) {
+        fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
+        st = launch_fwd(ctx, sel, p, &args);
+    }
+    release_workspace(ctx, owned);
+    return st;
+}
+
+/* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key tiles, then dQ: the
+ * conversion of what the dK/dV pass's atomics summed, or its own pass over query tiles.
+ * All in stream order. */
+static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
+                            fa_bwd_args *args)
+{
+    const fa_kernel_config *cfg = sel->config;
+    gpu_state *state = state_of(ctx);
+    void *kernel_args[] = {args};
+    fa_status st = launch(ctx, state->rt->bwd_preprocess, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0,
+                          NULL, "backward preprocess");
+    if (st == FA_OK)
+        st = launch(ctx, cfg->kernels[0], fa_bwd_dkdv_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
+                    cfg->smem_bytes, prepared_flag(state, cfg, 0), "backward dK/dV kernel");
+    if (st == FA_OK && args->dq_accum)
+        st = launch(ctx, state->rt->bwd_convert_dq, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0, NULL,
+                    "backward dQ conversion");
+    else if (st == FA_OK)
+        st = launch(ctx, cfg->kernels[1], fa_bwd_dq_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
+                    cfg->smem_bytes, prepared_flag(state, cfg, 1), "backward dQ kernel");
+    return st;
+}
+
+static fa_status gpu_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                         void *workspace, size_t workspace_bytes)
+{
+    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    fa_status st = fa_gpu_check_bwd(ctx, p, sel, rt->name);
+    void *owned = NULL;
+    (void)workspace_bytes; /* api.c has checked it against fa_gpu_bwd_workspace */
+    if (st == FA_OK)
+        st = check(ctx, rt->set_device(ctx->device), "selecting the device");
+    if (st == FA_OK)
+        st = call_workspace(ctx, &workspace, fa_bwd_workspace_bytes(p, sel->config), &owned,
+                            "backward workspace");
+    if (st == FA_OK) {
+        fa_bwd_args args = fa_make_bwd_args(p, sel->config, workspace);
+        st = launch_bwd(ctx, sel, p, &args);
+    }
+    release_workspace(ctx, owned);
+    return st;
+}
+
+const fa_backend_ops fa_gpu_ops = {
+    gpu_init, gpu_destroy, fa_gpu_set_stream, gpu_copy_to_host,
+    fa_gpu_fwd_workspace, gpu_fwd, NULL, fa_gpu_bwd_workspace, gpu_bwd,
+};

@@ -1,0 +1,78 @@
+/*
+ * gpu_runtime.h - the table through which the one GPU host layer (gpu_backend.c) drives
+ * a vendor's runtime. A vendor supplies one table (src/cuda/cuda_runtime_table.cu,
+ * src/hip/hip_runtime_table.cpp) and a device vocabulary header (fa_device.h); nothing
+ * else of the host side is per vendor. Functions return the runtime's own error code, 0
+ * on success, which error_text names.
+ */
+#ifndef FA_GPU_RUNTIME_H
+#define FA_GPU_RUNTIME_H
+
+#include <stddef.h>
+
+#include "flashattn.h"
+#include "gpu_host/gpu_args.h"
+#include "select/arch_table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a runtime reports about one device, in the arch table's terms (arch_table.h). */
+typedef struct fa_gpu_properties {
+    char device_name[256];
+    char arch[32];            /* the arch table's row name: "sm_90", "gfx942"              */
+    int wave_size;
+    int smem_per_block;       /* the most one block may use (opted in where that is asked) */
+    int smem_per_sm;
+    int regs_per_sm;
+    int max_threads_per_block;
+    int max_threads_per_sm;
+    int sm_count;
+    int has_matrix_unit;
+} fa_gpu_properties;
+
+typedef struct fa_gpu_runtime {
+    const char *name;         /* "CUDA", in messages                                      */
+    fa_backend backend;
+    fa_vendor vendor;         /* the arch-table rows its devices match                    */
+    /* Comma-separated targets this library holds machine code for; NULL: every device
+     * runs (a build with PTX for later GPUs). */
+    const char *built_targets;
+    /* 1: a launch passes the kernel's shared memory as dynamic bytes, after
+     * prepare_kernel raised the kernel's limit once; 0: kernels size it statically. */
+    int dynamic_smem;
+
+    int (*device_count)(int *count);
+    int (*properties)(int device, fa_gpu_properties *out);
+    int (*set_device)(int device);
+    /* Device memory usable in the stream's order; release frees it once the work queued
+     * on the stream no longer needs it. */
+    int (*alloc)(void **ptr, size_t bytes, void *stream);
+    void (*release)(void *ptr, void *stream);
+    /* Returns once the bytes are on the host. */
+    int (*copy_to_host)(void *dst, const void *src, size_t bytes, void *stream);
+    int (*prepare_kernel)(const void *kernel, int smem_bytes);
+    int (*launch)(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes,
+                  void *stream);
+    const char *(*error_text)(int error);
+
+    /* Launch handles of the kernels every instance shares (the vendor's generated
+     * fa_<vendor>_shared_kernels unit). */
+    const void *const *fwd_combine;
+    const void *const *bwd_preprocess;
+    const void *const *bwd_convert_dq;
+} fa_gpu_runtime;
+
+#ifdef FA_HAVE_CUDA
+extern const fa_gpu_runtime fa_cuda_runtime;
+#endif
+#ifdef FA_HAVE_HIP
+extern const fa_gpu_runtime fa_hip_runtime;
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FA_GPU_RUNTIME_H */

@@ -1,0 +1,34 @@
+/*
+ * smem_bytes.h - the shared memory of each GPU kernel's tiles as a function of its
+ * instance (head dim, tile sizes, stages): the kernels size their buffers with it and the
+ * generated registry (src/common/select/registry.h) records it, so what the dispatcher
+ * checks against a device's limits is what the kernel allocates. Plain C macros.
+ */
+#ifndef FA_SMEM_BYTES_H
+#define FA_SMEM_BYTES_H
+
+/* Row pitch in elements of a shared tile: rows of a multiple of 64 elements are XOR-
+ * swizzled, others padded by 8 elements (tile_layout.h). */
+#define FA_FWD_SMEM_PITCH(head_dim) ((head_dim) % 64 == 0 ? (head_dim) : (head_dim) + 8)
+
+/* Forward: the Q tile (tile_m rows) and `stages` pairs of K/V tiles (tile_n rows). */
+#define FA_FWD_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
+    (2 * ((tile_m) + 2 * (stages) * (tile_n)) * FA_FWD_SMEM_PITCH(head_dim))
+
+/* Warps that share one 16-row group of the dQ kernel's resident tile (attn_bwd.h). */
+#define FA_BWD_SPLIT(warps, resident) ((warps) * 16 / (resident))
+
+/* Backward (attn_bwd.h), `streamed` and `resident` rows as in bwd_instances.txt. dQ
+ * kernel: Q and dO resident, `stages` pairs of K/V tiles streamed. dK/dV kernel: K and V
+ * resident, `stages` pairs of Q/dO tiles streamed with their LSE and D (fp32), and the
+ * [resident][streamed] tiles of Pᵀ and dSᵀ. A launch passes the larger,
+ * FA_BWD_SMEM_BYTES; compile-time-sized LDS (AMD) takes each. */
+#define FA_BWD_DQ_SMEM_BYTES(head_dim, streamed, resident, stages) \
+    (2 * (2 * (resident) + 2 * (stages) * (streamed)) * FA_FWD_SMEM_PITCH(head_dim))
+#define FA_BWD_DKDV_SMEM_BYTES(head_dim, streamed, resident, stages)                          \
+    (FA_BWD_DQ_SMEM_BYTES(head_dim, streamed, resident, stages) + 4 * 2 * (stages) * (streamed) + \
+     2 * 2 * (resident) * FA_FWD_SMEM_PITCH(streamed))
+#define FA_BWD_SMEM_BYTES(head_dim, streamed, resident, stages) \
+    FA_BWD_DKDV_SMEM_BYTES(head_dim, streamed, resident, stages)
+
+#endif /* FA_SMEM_BYTES_H */
