@@ -1,6 +1,6 @@
 # FlashattnCuda.cmake - adds the CUDA backend to the flashattn target: the kernels of the
 # cuda rows of src/common/select/*_instances.txt (one generated translation unit each, so
-# they compile in parallel), the runtime table of src/cuda, and named SASS targets from
+# they compile in parallel), the runtime table, and named SASS targets from
 # FA_CUDA_ARCHS (plus PTX of the newest for later GPUs).
 # Named targets everywhere, set before enable_language so CMake never probes a default.
 set(FA_CUDA_ARCH_LIST "")
@@ -14,10 +14,13 @@ enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 
 # The kernels: one translation unit per row of the instance lists and dtype, plus the
-# shared kernels (cmake/FlashattnInstances.cmake); the runtime table in src/cuda.
+# shared kernels (cmake/FlashattnInstances.cmake); the runtime table, written once in
+# src/common/gpu_host over src/cuda/fa_runtime.h, compiled as CUDA.
 include(FlashattnInstances)
 fa_instance_units(cuda ${PROJECT_BINARY_DIR}/generated/cuda cu)
-set(FA_CUDA_SOURCES ${PROJECT_SOURCE_DIR}/src/cuda/cuda_runtime_table.cu ${FA_UNIT_SOURCES})
+set(FA_CUDA_RUNTIME_TABLE ${PROJECT_SOURCE_DIR}/src/common/gpu_host/runtime_table.cpp)
+set_source_files_properties(${FA_CUDA_RUNTIME_TABLE} PROPERTIES LANGUAGE CUDA)
+set(FA_CUDA_SOURCES ${FA_CUDA_RUNTIME_TABLE} ${FA_UNIT_SOURCES})
 target_sources(flashattn_objects PRIVATE ${FA_CUDA_SOURCES})
 target_include_directories(flashattn_objects PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda)
 target_compile_definitions(flashattn_objects PRIVATE FA_HAVE_CUDA=1)

@@ -1,6 +1,6 @@
 # FlashattnHip.cmake - adds the HIP backend: the kernels of the hip rows of
 # src/common/select/*_instances.txt (one generated translation unit per row and dtype),
-# the shared kernels and the runtime table of src/hip, each compiled for every target of
+# the shared kernels and the runtime table, each compiled for every target of
 # FA_HIP_ARCHS by a HIP compiler driven directly (no CMake HIP language, which needs a
 # full ROCm install). The compiler is FA_HIP_COMPILER, else a ROCm 6+ amdclang++, else
 # clang++-19 or newer with the ROCm headers and device libraries of the system (Debian 12:
@@ -116,8 +116,9 @@ foreach(source IN LISTS FA_UNIT_SOURCES)
   fa_hip_compile(${source} ${object})
 endforeach()
 string(REPLACE ".hip\n" ".o\n" FA_HIP_KERNELS "${FA_UNIT_MANIFEST}")
-# The runtime table is host code only: a device pass would try to emit it for the GPU.
-fa_hip_compile(${PROJECT_SOURCE_DIR}/src/hip/hip_runtime_table.cpp ${FA_HIP_DIR}/hip_runtime_table.o
+# The runtime table (src/common/gpu_host over src/hip/fa_runtime.h) is host code only: a
+# device pass would try to emit it for the GPU.
+fa_hip_compile(${PROJECT_SOURCE_DIR}/src/common/gpu_host/runtime_table.cpp ${FA_HIP_DIR}/runtime_table.o
                --offload-host-only)
 file(WRITE ${FA_HIP_DIR}/manifest.txt "archs ${FA_HIP_ARCHS}\n${FA_HIP_KERNELS}")
 

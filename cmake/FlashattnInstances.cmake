@@ -134,7 +134,8 @@ function(fa_instance_units vendor dir ext)
           list(TRANSFORM FA_KERNEL_SUFFIXES_${pass} PREPEND ${FA_NAME} OUTPUT_VARIABLE symbols)
         endif()
         set(file ${dir}/${FA_NAME}.${ext})
-        fa_write_unit(${file} "row \"${row}\" of src/common/select/${pass}_instances.txt, ${dtype}"
+        string(REPLACE ":" " " row_text "${row}")
+        fa_write_unit(${file} "the row \"${row_text}\" of\n// src/common/select/${pass}_instances.txt, as ${dtype}"
                       "${defines}" "${FA_KERNEL_HEADER_${pass}}" "${symbols}")
         list(APPEND sources ${file})
         foreach(symbol IN LISTS symbols)

@@ -57,7 +57,7 @@ int stored_plain(int row, int col) { return tag(row, col); }
 int stored_transposed(int row, int col) { return tag(col, row); }
 
 // The pitches of every shared tile the instances use: head-dim tiles and the backward's
-// score tiles (fwd_/bwd_instances.h), padded or swizzled by FA_FWD_SMEM_PITCH.
+// score tiles (gpu_kernels/smem_bytes.h), padded or swizzled by FA_FWD_SMEM_PITCH.
 const int kPitches[] = {FA_FWD_SMEM_PITCH(32),  FA_FWD_SMEM_PITCH(64),  FA_FWD_SMEM_PITCH(96),
                         FA_FWD_SMEM_PITCH(128), FA_FWD_SMEM_PITCH(160), FA_FWD_SMEM_PITCH(192),
                         FA_FWD_SMEM_PITCH(256)};

@@ -280,7 +280,7 @@ typedef _Float16 fa_mma_elem;
 #endif
 
 /* The kernel's LDS as a static allocation of the size the kernel states (its layout's
- * *_SMEM_BYTES of fwd_instances.h / bwd_instances.h): see the header. */
+ * *_SMEM_BYTES in src/common/gpu_kernels/smem_bytes.h): see the header. */
 #define FA_DYNAMIC_SMEM(name, bytes) __shared__ __attribute__((aligned(16))) unsigned char name[bytes]
 
 typedef fa_mma_elem fa_frag_vec __attribute__((ext_vector_type(FA_FRAG_ELEMS)));

@@ -1,10 +1,10 @@
 /*
- * fa_internal.h - what the API layer hands to backends: the validated, resolved problem
+ * problem.h - what the API layer hands to backends: the validated, resolved problem
  * (fa_problem), the context, and the backend operations table each backend provides.
  * api.c checks every argument before a backend sees it; backends may trust fa_problem.
  */
-#ifndef FA_INTERNAL_H
-#define FA_INTERNAL_H
+#ifndef FA_PROBLEM_H
+#define FA_PROBLEM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -122,4 +122,4 @@ int64_t fa_problem_row0_k(const fa_problem *p, int b);
 }
 #endif
 
-#endif /* FA_INTERNAL_H */
+#endif /* FA_PROBLEM_H */

@@ -214,8 +214,8 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     return st;
 }
 
-/* The name gpu_launch.h gives the backend (FA_GPU_BACKEND_NAME), for the queries that
- * come without one. */
+/* The backend's name as its runtime table spells it (gpu_runtime.h), for the workspace
+ * queries, which come without one. */
 static const char *fa_gpu_name(const fa_context *ctx) { return ctx->backend == FA_BACKEND_HIP ? "HIP" : "CUDA"; }
 
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,

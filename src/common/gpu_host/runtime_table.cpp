@@ -1,0 +1,53 @@
+/*
+ * runtime_table.cpp - a vendor's runtime table (gpu_runtime.h), written once over its
+ * runtime vocabulary fa_runtime.h (src/cuda or src/hip, found by the include path, as
+ * the kernels find fa_device.h). Compiled by each vendor's compiler as host code; each
+ * entry is one runtime call or two.
+ */
+#include "fa_runtime.h"
+
+extern "C" const void *const FA_RT_HANDLE(fwd_combine), *const FA_RT_HANDLE(bwd_preprocess),
+    *const FA_RT_HANDLE(bwd_convert_dq);
+
+static FA_RT(Stream_t) as_stream(void *stream) { return (FA_RT(Stream_t))stream; }
+
+static int rt_device_count(int *count) { return FA_RT(GetDeviceCount)(count); }
+
+static int rt_properties(int device, fa_gpu_properties *out)
+{
+    fa_rt_device_prop prop;
+    FA_RT(Error_t) err = FA_RT(GetDeviceProperties)(&prop, device);
+    if (err != FA_RT(Success))
+        return err;
+    snprintf(out->device_name, sizeof out->device_name, "%s", prop.name);
+    out->wave_size = prop.warpSize;
+    out->max_threads_per_block = prop.maxThreadsPerBlock;
+    out->max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+    out->sm_count = prop.multiProcessorCount;
+    fa_rt_vendor_props(&prop, out);
+    return FA_RT(Success);
+}
+
+static int rt_set_device(int device) { return FA_RT(SetDevice)(device); }
+
+static int rt_copy_to_host(void *dst, const void *src, size_t bytes, void *stream)
+{
+    FA_RT(Error_t) err = FA_RT(MemcpyAsync)(dst, src, bytes, FA_RT(MemcpyDeviceToHost), as_stream(stream));
+    return err != FA_RT(Success) ? err : FA_RT(StreamSynchronize)(as_stream(stream));
+}
+
+static int rt_launch(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes,
+                     void *stream)
+{
+    return FA_RT(LaunchKernel)(kernel, dim3(grid.x, grid.y, grid.z), dim3(threads), args, smem_bytes,
+                               as_stream(stream));
+}
+
+static const char *rt_error_text(int error) { return FA_RT(GetErrorString)((FA_RT(Error_t))error); }
+
+extern "C" const fa_gpu_runtime FA_RT_TABLE = {
+    FA_RT_NAME, FA_RT_BACKEND, FA_RT_VENDOR, FA_RT_BUILT_TARGETS, FA_RT_DYNAMIC_SMEM,
+    rt_device_count, rt_properties, rt_set_device, fa_rt_alloc, fa_rt_release,
+    rt_copy_to_host, fa_rt_prepare_kernel, rt_launch, rt_error_text,
+    &FA_RT_HANDLE(fwd_combine), &FA_RT_HANDLE(bwd_preprocess), &FA_RT_HANDLE(bwd_convert_dq),
+};
