@@ -29,6 +29,9 @@
 
 #include "flashattn.h"
 
+/* The library's own host conversions, so inputs round exactly as its CPU backend rounds. */
+#include "api/dtype.h"
+
 #define EXIT_CHECK_FAILED 1
 #define EXIT_USAGE 2
 #define CHECK_SAMPLES 8
@@ -228,65 +231,8 @@ static int parse_args(int argc, char **argv, options *o)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Numbers: 16-bit floats, random normal inputs                                          */
+/* Numbers: elements of any dtype, random normal inputs                                 */
 /* ------------------------------------------------------------------------------------ */
-
-static uint32_t float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* IEEE binary16, round to nearest even. */
-static uint16_t float_to_f16(float f)
-{
-    uint32_t x = float_bits(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t mag = x & 0x7fffffffu;
-    if (mag > 0x7f800000u)
-        return sign | 0x7e00u;
-    if (mag >= 0x477ff000u) /* rounds past 65504 */
-        return sign | 0x7c00u;
-    if (mag < 0x38800000u)  /* below 2^-14: subnormal, in units of 2^-24 */
-        return sign | (uint16_t)lrintf(fabsf(f) * 16777216.0f);
-    mag += 0x0fffu + ((mag >> 13) & 1u);
-    return sign | (uint16_t)((mag - 0x38000000u) >> 13);
-}
-
-static float f16_to_float(uint16_t h)
-{
-    int exponent = (h >> 10) & 0x1f;
-    int mantissa = h & 0x3ff;
-    float mag;
-    if (exponent == 0)
-        mag = ldexpf((float)mantissa, -24);
-    else if (exponent == 31)
-        mag = mantissa ? NAN : INFINITY;
-    else
-        mag = ldexpf((float)(mantissa | 0x400), exponent - 25);
-    return (h & 0x8000u) ? -mag : mag;
-}
-
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t x = float_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-static float bf16_to_float(uint16_t b)
-{
-    return bits_float((uint32_t)b << 16);
-}
 
 static size_t dtype_bytes(fa_dtype dtype)
 {
@@ -298,9 +244,9 @@ static void store_element(void *buf, fa_dtype dtype, size_t index, float value)
     if (dtype == FA_DTYPE_F32)
         ((float *)buf)[index] = value;
     else if (dtype == FA_DTYPE_F16)
-        ((uint16_t *)buf)[index] = float_to_f16(value);
+        ((uint16_t *)buf)[index] = fa_f32_to_f16(value);
     else
-        ((uint16_t *)buf)[index] = float_to_bf16(value);
+        ((uint16_t *)buf)[index] = fa_f32_to_bf16(value);
 }
 
 static double load_element(const void *buf, fa_dtype dtype, size_t index)
@@ -308,8 +254,8 @@ static double load_element(const void *buf, fa_dtype dtype, size_t index)
     if (dtype == FA_DTYPE_F32)
         return ((const float *)buf)[index];
     if (dtype == FA_DTYPE_F16)
-        return f16_to_float(((const uint16_t *)buf)[index]);
-    return bf16_to_float(((const uint16_t *)buf)[index]);
+        return fa_f16_to_f32(((const uint16_t *)buf)[index]);
+    return fa_bf16_to_f32(((const uint16_t *)buf)[index]);
 }
 
 static uint64_t splitmix64(uint64_t *state)
