@@ -271,13 +271,24 @@ double fa_ref_score_gradient(const fa_ref_head *h, int64_t j, double prob, doubl
     return rounded(h, rounded(h, prob * (rounded(h, dp) - delta)) * slope);
 }
 
+void fa_ref_add_key_terms(const fa_ref_head *h, int64_t i, double prob, double ds,
+                          const double *dout_row, double *dk_row, double *dv_row)
+{
+    const int dim = h->problem->dim;
+    const double *q = h->q + i * dim;
+    int c;
+    for (c = 0; c < dim; ++c) {
+        dk_row[c] = accumulated(h, dk_row[c] + ds * q[c]);
+        dv_row[c] = accumulated(h, dv_row[c] + prob * dout_row[c]);
+    }
+}
+
 void fa_ref_row_backward(const fa_ref_head *h, int64_t i, const double *prob,
                          const double *slope, const double *dout_row, const double *out_row,
                          double *dq_row, double *dk, double *dv, int64_t kv_row_stride)
 {
     const fa_window w = head_window(h);
     const int dim = h->problem->dim;
-    const double *q = h->q + i * dim;
     const double delta = fa_ref_row_delta(h, dout_row, out_row);
     int64_t j;
     int c;
@@ -285,15 +296,14 @@ void fa_ref_row_backward(const fa_ref_head *h, int64_t i, const double *prob,
         dq_row[c] = 0.0;
     for (j = 0; j < h->seq.k_len; ++j) {
         const double *key = h->k + j * dim;
-        double *dk_row = dk + j * kv_row_stride, *dv_row = dv + j * kv_row_stride, ds;
+        double ds;
         if (!fa_key_visible(i, j, h->seq.q_len, h->seq.k_len, w))
             continue;
         ds = fa_ref_score_gradient(h, j, prob[j], slope[j], dout_row, delta);
-        for (c = 0; c < dim; ++c) {
+        for (c = 0; c < dim; ++c)
             dq_row[c] = accumulated(h, dq_row[c] + ds * key[c]);
-            dk_row[c] = accumulated(h, dk_row[c] + ds * q[c]);
-            dv_row[c] = accumulated(h, dv_row[c] + prob[j] * dout_row[c]);
-        }
+        fa_ref_add_key_terms(h, i, prob[j], ds, dout_row, dk + j * kv_row_stride,
+                             dv + j * kv_row_stride);
     }
     for (c = 0; c < dim; ++c)
         dq_row[c] = rounded(h, h->scale * dq_row[c]);

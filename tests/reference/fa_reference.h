@@ -83,6 +83,10 @@ double fa_ref_row_delta(const fa_ref_head *h, const double *dout_row, const doub
 /* dS of (row, key j): prob (dout . v_j - D) slope, before the softmax scale. */
 double fa_ref_score_gradient(const fa_ref_head *h, int64_t j, double prob, double slope,
                              const double *dout_row, double delta);
+/* Adds query row i's terms to key j's gradient rows: dS q_i to dk_row (before the softmax
+ * scale) and prob dout_i to dv_row. */
+void fa_ref_add_key_terms(const fa_ref_head *h, int64_t i, double prob, double ds,
+                          const double *dout_row, double *dk_row, double *dv_row);
 /* The backward of query row i: dq_row[dim] = scale * sum_j dS_j k_j, and adds the row's
  * unscaled terms dS_j q_i to dk and prob_j dout_i to dv, key j's row at dk + j *
  * kv_row_stride (likewise dv). Callers scale dk once all query heads are summed. */
