@@ -1,5 +1,5 @@
 /*
- * fa_internal.h - what the API layer hands to backends: the validated, resolved problem
+ * problem.h - what the API layer hands to backends: the validated, resolved problem
  * (fa_problem), the context, and the backend operations table each backend provides.
  * api.c checks every argument before a backend sees it; backends may trust fa_problem.
  */
