@@ -31,11 +31,11 @@ import sys
 import tempfile
 
 # Issue cycles per instruction on gfx942 (MI300X), for the prediction only. MFMA 16x16x16
-# f16/bf16: 16 cycles (AMD_NOTES.md; 8192 FLOP per wave, 512 FLOP/clk per SIMD = the
-# 1307 TFLOP/s peak at 2.1 GHz). VALU: a wave64 op takes 4 cycles on a 16-lane SIMD,
+# f16/bf16: 16 cycles (docs/amd.md#mfma-issue-rate; 8192 FLOP per wave, 512 FLOP/clk per
+# SIMD = the 1307 TFLOP/s peak at 2.1 GHz). VALU: a wave64 op takes 4 cycles on a 16-lane SIMD,
 # transcendentals (v_exp, v_log, v_rcp) a quarter rate (16). LDS, SALU: 4 and 1 to issue.
 MI300X_CLOCK_GHZ = 2.1  # peak engine clock (AMD Instinct MI300X data sheet)
-MI300X_PUBLISHED = "546-592"  # AMD aiter forward, d128, seqlen >= 4k (ANCHORS.md)
+MI300X_PUBLISHED = "546-592"  # AMD aiter forward, d128, seqlen >= 4k (docs/amd.md#published-performance)
 CYCLES = {"mma": 16, "valu": 4, "trans": 16, "lds": 4, "salu": 1}
 SIMDS_PER_CU = 4
 MAX_WAVES_PER_SIMD = {"mfma": 8, "wmma": 16}

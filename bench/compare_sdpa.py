@@ -2,9 +2,10 @@
 """Side-by-side forward benchmark on one GPU, in one process, on the same inputs:
 flashattn vs torch SDPA's FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends.
 
-Shapes as ANCHORS.md: b*s = 16384 tokens, h*d = 2048, FLOPs = 4*b*h*s^2*d (halved when
-causal). q/k/v are allocated in torch's [b, h, s, d] layout; flashattn reads the same
-memory as a strided BSHD view (any outer strides are part of its contract).
+Shapes as docs/anchors.md#shapes-and-flop-counting: b*s = 16384 tokens, h*d = 2048,
+FLOPs = 4*b*h*s^2*d (halved when causal). q/k/v are allocated in torch's [b, h, s, d]
+layout; flashattn reads the same memory as a strided BSHD view (any outer strides are part
+of its contract).
 
     python3 bench/compare_sdpa.py [--dims 64,128,256] [--seqlens 512,...] [--dtypes bf16,fp16]
                                   [--json out.json]

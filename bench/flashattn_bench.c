@@ -2,8 +2,8 @@
  * flashattn_bench.c - the benchmark CLI: runs one forward (or, with --backward, backward)
  * attention shape on a backend, prints the plan the dispatcher chose, the median time per
  * iteration, GFLOP/s (with FlashAttention's FLOP count; 2.5x it for the backward), extra
- * memory, and optionally checks sampled output rows (or gradient rows) against an fp64
- * reference computed here and times an OpenBLAS SGEMM for comparison.
+ * memory, and optionally checks sampled output rows (or gradient rows) against the fp64
+ * reference the tests use too (tests/reference) and times an OpenBLAS SGEMM for comparison.
  * On CUDA (built with FA_BENCH_CUDA) the inputs are made on the host and copied to the
  * device, calls are timed with CUDA events, and --check copies the sampled rows back.
  *
@@ -28,6 +28,10 @@
 #endif
 
 #include "flashattn.h"
+
+/* The library's own host conversions, so inputs round exactly as its CPU backend rounds. */
+#include "api/dtype.h"
+#include "fa_reference.h"
 
 #define EXIT_CHECK_FAILED 1
 #define EXIT_USAGE 2
@@ -228,65 +232,8 @@ static int parse_args(int argc, char **argv, options *o)
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* Numbers: 16-bit floats, random normal inputs                                          */
+/* Numbers: elements of any dtype, random normal inputs                                 */
 /* ------------------------------------------------------------------------------------ */
-
-static uint32_t float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* IEEE binary16, round to nearest even. */
-static uint16_t float_to_f16(float f)
-{
-    uint32_t x = float_bits(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t mag = x & 0x7fffffffu;
-    if (mag > 0x7f800000u)
-        return sign | 0x7e00u;
-    if (mag >= 0x477ff000u) /* rounds past 65504 */
-        return sign | 0x7c00u;
-    if (mag < 0x38800000u)  /* below 2^-14: subnormal, in units of 2^-24 */
-        return sign | (uint16_t)lrintf(fabsf(f) * 16777216.0f);
-    mag += 0x0fffu + ((mag >> 13) & 1u);
-    return sign | (uint16_t)((mag - 0x38000000u) >> 13);
-}
-
-static float f16_to_float(uint16_t h)
-{
-    int exponent = (h >> 10) & 0x1f;
-    int mantissa = h & 0x3ff;
-    float mag;
-    if (exponent == 0)
-        mag = ldexpf((float)mantissa, -24);
-    else if (exponent == 31)
-        mag = mantissa ? NAN : INFINITY;
-    else
-        mag = ldexpf((float)(mantissa | 0x400), exponent - 25);
-    return (h & 0x8000u) ? -mag : mag;
-}
-
-static uint16_t float_to_bf16(float f)
-{
-    uint32_t x = float_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-static float bf16_to_float(uint16_t b)
-{
-    return bits_float((uint32_t)b << 16);
-}
 
 static size_t dtype_bytes(fa_dtype dtype)
 {
@@ -298,9 +245,9 @@ static void store_element(void *buf, fa_dtype dtype, size_t index, float value)
     if (dtype == FA_DTYPE_F32)
         ((float *)buf)[index] = value;
     else if (dtype == FA_DTYPE_F16)
-        ((uint16_t *)buf)[index] = float_to_f16(value);
+        ((uint16_t *)buf)[index] = fa_f32_to_f16(value);
     else
-        ((uint16_t *)buf)[index] = float_to_bf16(value);
+        ((uint16_t *)buf)[index] = fa_f32_to_bf16(value);
 }
 
 static double load_element(const void *buf, fa_dtype dtype, size_t index)
@@ -308,8 +255,8 @@ static double load_element(const void *buf, fa_dtype dtype, size_t index)
     if (dtype == FA_DTYPE_F32)
         return ((const float *)buf)[index];
     if (dtype == FA_DTYPE_F16)
-        return f16_to_float(((const uint16_t *)buf)[index]);
-    return bf16_to_float(((const uint16_t *)buf)[index]);
+        return fa_f16_to_f32(((const uint16_t *)buf)[index]);
+    return fa_bf16_to_f32(((const uint16_t *)buf)[index]);
 }
 
 static uint64_t splitmix64(uint64_t *state)
@@ -821,13 +768,72 @@ static int run_attention(fa_context *ctx, const options *o, problem *p, results 
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* --check: fp64 reference of sampled rows                                              */
+/* --check: fp64 reference of sampled rows (tests/reference, the tests' reference too)  */
 /* ------------------------------------------------------------------------------------ */
 
 typedef struct sample {
     int batch, head;
     long long row;
 } sample;
+
+/* The reference's view of the problem: the host copies of the inputs, and the params
+ * with the host copy of the ALiBi slopes. Described in place (the problem points into
+ * it), so it is never copied. */
+typedef struct reference_inputs {
+    fa_tensor q, k, v, dout;
+    fa_params params;
+    fa_ref_problem problem;
+} reference_inputs;
+
+static void describe_reference(const options *o, const problem *p, reference_inputs *ri)
+{
+    ri->q = fa_tensor_bshd(p->host.q, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
+    ri->k = fa_tensor_bshd(p->host.k, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
+    ri->v = fa_tensor_bshd(p->host.v, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
+    ri->dout = fa_tensor_bshd(p->host.dout, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
+    ri->params = p->params;
+    ri->params.alibi_slopes = p->host.slopes;
+    fa_ref_describe(&ri->problem, &ri->q, &ri->k, &ri->v, &ri->params);
+}
+
+/* One (batch, head) of the reference with the scratch its rows need. */
+typedef struct reference_head {
+    fa_ref_head head;
+    double *prob, *slope, *out_row; /* s_k, s_k, head_dim */
+    double *dout_rows;              /* s_q x head_dim; NULL unless asked for */
+} reference_head;
+
+static void free_reference_head(reference_head *rh)
+{
+    fa_ref_head_free(&rh->head);
+    free(rh->prob);
+    free(rh->slope);
+    free(rh->out_row);
+    free(rh->dout_rows);
+}
+
+/* 0 when out of memory (everything already freed). */
+static int load_reference_head(const options *o, const reference_inputs *ri, int batch, int head,
+                               int with_dout, reference_head *rh)
+{
+    int ok = fa_ref_head_load(&rh->head, &ri->problem, batch, head, FA_REF_EXACT);
+    rh->prob = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
+    rh->slope = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
+    rh->out_row = (double *)malloc((size_t)o->head_dim * sizeof(double));
+    rh->dout_rows = ok && with_dout ? fa_ref_head_query_rows(&rh->head, &ri->dout) : NULL;
+    if (ok && rh->prob && rh->slope && rh->out_row && (!with_dout || rh->dout_rows))
+        return 1;
+    free_reference_head(rh);
+    return 0;
+}
+
+/* Probabilities, output row (rh->out_row) and LSE of query row `row`. */
+static double reference_row(reference_head *rh, long long row)
+{
+    double lse = fa_ref_row_probabilities(&rh->head, row, rh->prob, rh->slope);
+    fa_ref_row_output(&rh->head, row, rh->prob, rh->out_row);
+    return lse;
+}
 
 static size_t q_index(const options *o, int b, long long row, int head)
 {
@@ -837,70 +843,6 @@ static size_t q_index(const options *o, int b, long long row, int head)
 static size_t kv_index(const options *o, int b, long long row, int kv_head)
 {
     return (((size_t)b * o->seqlen_k + (size_t)row) * o->kv_heads + kv_head) * o->head_dim;
-}
-
-static int key_visible(const options *o, long long i, long long j)
-{
-    long long diag = i + o->seqlen_k - o->seqlen_q;
-    int right = o->causal ? 0 : o->window_right;
-    return (o->window_left < 0 || j >= diag - o->window_left) && (right < 0 || j <= diag + right);
-}
-
-/* The score of (query row i, key j) exactly as the header defines it, in fp64, and (when
- * slope is not NULL) its derivative by q.k * scale: 1, or 1 - tanh^2 under softcap. */
-static double reference_score(const options *o, const problem *p, const sample *s, long long j,
-                              double *slope)
-{
-    int kv_head = s->head / (o->heads / o->kv_heads);
-    size_t qi = q_index(o, s->batch, s->row, s->head), ki = kv_index(o, s->batch, j, kv_head);
-    double dot = 0.0, score;
-    long long dist = s->row + o->seqlen_k - o->seqlen_q - j;
-    int c;
-    for (c = 0; c < o->head_dim; ++c)
-        dot += load_element(p->host.q, o->dtype, qi + c) *
-               load_element(p->host.k, o->dtype, ki + c);
-    score = dot / sqrt((double)o->head_dim);
-    if (slope != NULL)
-        *slope = 1.0;
-    if (o->softcap > 0.0f) {
-        double t = tanh(score / o->softcap);
-        score = o->softcap * t;
-        if (slope != NULL)
-            *slope = 1.0 - t * t;
-    }
-    if (p->host.slopes != NULL)
-        score -= p->host.slopes[s->head] * (double)(dist < 0 ? -dist : dist);
-    return score;
-}
-
-/* Reference output row (into ref[head_dim]) and LSE of one sample. */
-static double reference_row(const options *o, const problem *p, const sample *s, double *ref,
-                            double *scores)
-{
-    int kv_head = s->head / (o->heads / o->kv_heads), c;
-    double max = -INFINITY, sum = 0.0;
-    long long j;
-    for (c = 0; c < o->head_dim; ++c)
-        ref[c] = 0.0;
-    for (j = 0; j < o->seqlen_k; ++j) {
-        scores[j] = key_visible(o, s->row, j) ? reference_score(o, p, s, j, NULL) : -INFINITY;
-        if (scores[j] > max)
-            max = scores[j];
-    }
-    if (max == -INFINITY)
-        return -INFINITY;
-    for (j = 0; j < o->seqlen_k; ++j) {
-        double w = exp(scores[j] - max);
-        size_t vi = kv_index(o, s->batch, j, kv_head);
-        if (w == 0.0)
-            continue;
-        sum += w;
-        for (c = 0; c < o->head_dim; ++c)
-            ref[c] += w * load_element(p->host.v, o->dtype, vi + c);
-    }
-    for (c = 0; c < o->head_dim; ++c)
-        ref[c] /= sum;
-    return max + log(sum);
 }
 
 /* Spread samples over the batch, the heads and the rows: first and last rows included. */
@@ -958,23 +900,26 @@ static int fetch_sample(const options *o, problem *p, const sample *s)
 /* 0 when the check could not run (out of memory, a failed copy back). */
 static int check_samples(const options *o, problem *p, results *r)
 {
-    double *ref = (double *)malloc((size_t)o->head_dim * sizeof(double));
-    double *scores = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
+    reference_inputs ri;
     sample samples[CHECK_SAMPLES];
-    int i, c, ok = ref != NULL && scores != NULL;
+    int i, c, ok = 1;
+    describe_reference(o, p, &ri);
     pick_samples(o, samples);
     for (i = 0; ok && i < CHECK_SAMPLES; ++i) {
         const sample *s = &samples[i];
-        double lse = reference_row(o, p, s, ref, scores);
         size_t oi = q_index(o, s->batch, s->row, s->head);
+        reference_head rh;
+        double lse;
+        if (!load_reference_head(o, &ri, s->batch, s->head, 0, &rh))
+            return 0;
+        lse = reference_row(&rh, s->row);
         ok = fetch_sample(o, p, s);
         for (c = 0; ok && c < o->head_dim; ++c)
-            track_worst(&r->max_err, fabs(load_element(p->host.out, o->dtype, oi + c) - ref[c]));
+            track_worst(&r->max_err, fabs(load_element(p->host.out, o->dtype, oi + c) - rh.out_row[c]));
         if (ok)
             track_worst(&r->max_lse_err, lse_error(lse, p->host.lse[lse_index(o, s)]));
+        free_reference_head(&rh);
     }
-    free(ref);
-    free(scores);
     if (!ok)
         return 0;
     r->checked = 1;
@@ -998,59 +943,6 @@ static double grad_tolerance(fa_dtype dtype)
     return dtype == FA_DTYPE_F32 ? 1e-3 : dtype == FA_DTYPE_F16 ? 1e-2 : 5e-2;
 }
 
-static double dot_rows(const options *o, const void *a, size_t ai, const void *b, size_t bi)
-{
-    double sum = 0.0;
-    int c;
-    for (c = 0; c < o->head_dim; ++c)
-        sum += load_element(a, o->dtype, ai + c) * load_element(b, o->dtype, bi + c);
-    return sum;
-}
-
-/* dS of (query row s->row, key j) given the row's LSE and D = dO . O. */
-static double reference_ds(const options *o, const problem *p, const sample *s, long long j,
-                           double lse, double delta)
-{
-    int kv_head = s->head / (o->heads / o->kv_heads);
-    double slope, prob;
-    if (lse == -INFINITY || !key_visible(o, s->row, j))
-        return 0.0;
-    prob = exp(reference_score(o, p, s, j, &slope) - lse);
-    return prob * (dot_rows(o, p->host.dout, q_index(o, s->batch, s->row, s->head), p->host.v,
-                            kv_index(o, s->batch, j, kv_head)) - delta) * slope;
-}
-
-/* LSE and D of one query row (out_row and scores are scratch of head_dim and s_k). */
-static double row_lse_delta(const options *o, const problem *p, const sample *s, double *out_row,
-                            double *scores, double *delta)
-{
-    size_t qi = q_index(o, s->batch, s->row, s->head);
-    double lse = reference_row(o, p, s, out_row, scores);
-    int c;
-    *delta = 0.0;
-    for (c = 0; c < o->head_dim; ++c)
-        *delta += load_element(p->host.dout, o->dtype, qi + c) * out_row[c];
-    return lse;
-}
-
-/* ref[head_dim] = dQ of one sampled query row. */
-static void reference_dq(const options *o, const problem *p, const sample *s, double *ref,
-                         double *out_row, double *scores)
-{
-    int kv_head = s->head / (o->heads / o->kv_heads), c;
-    double delta, lse = row_lse_delta(o, p, s, out_row, scores, &delta);
-    double scale = 1.0 / sqrt((double)o->head_dim);
-    long long j;
-    for (c = 0; c < o->head_dim; ++c)
-        ref[c] = 0.0;
-    for (j = 0; j < o->seqlen_k; ++j) {
-        double ds = reference_ds(o, p, s, j, lse, delta);
-        size_t ki = kv_index(o, s->batch, j, kv_head);
-        for (c = 0; ds != 0.0 && c < o->head_dim; ++c)
-            ref[c] += scale * ds * load_element(p->host.k, o->dtype, ki + c);
-    }
-}
-
 typedef struct grad_check {
     double max_err, max_ref;
 } grad_check;
@@ -1066,74 +958,105 @@ static void compare_row(const options *o, const void *got, size_t index, const d
     }
 }
 
+/* ref[head_dim] = dQ of query row `row` (dk, dv: s_k x head_dim scratch the row's key
+ * terms land in). */
+static void reference_dq(const options *o, reference_head *rh, long long row, double *ref,
+                         double *dk, double *dv)
+{
+    memset(dk, 0, (size_t)o->seqlen_k * o->head_dim * sizeof(double));
+    memset(dv, 0, (size_t)o->seqlen_k * o->head_dim * sizeof(double));
+    reference_row(rh, row);
+    fa_ref_row_backward(&rh->head, row, rh->prob, rh->slope, rh->dout_rows + row * o->head_dim,
+                        rh->out_row, ref, dk, dv, o->head_dim);
+}
+
 /* dQ of the CHECK_SAMPLES sampled query rows. 0 when the check could not run. */
 static int check_dq_rows(const options *o, problem *p, grad_check *g)
 {
-    size_t elem = dtype_bytes(o->dtype);
+    const size_t elem = dtype_bytes(o->dtype), kv_values = (size_t)o->seqlen_k * o->head_dim;
     double *ref = (double *)malloc((size_t)o->head_dim * sizeof(double));
-    double *out_row = (double *)malloc((size_t)o->head_dim * sizeof(double));
-    double *scores = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
+    double *dk = (double *)malloc(kv_values * sizeof(double));
+    double *dv = (double *)malloc(kv_values * sizeof(double));
+    reference_inputs ri;
     sample samples[CHECK_SAMPLES];
-    int i, ok = ref && out_row && scores;
+    int i, ok = ref && dk && dv;
+    describe_reference(o, p, &ri);
     pick_samples(o, samples);
     for (i = 0; ok && i < CHECK_SAMPLES; ++i) {
         size_t qi = q_index(o, samples[i].batch, samples[i].row, samples[i].head);
-        reference_dq(o, p, &samples[i], ref, out_row, scores);
+        reference_head rh;
+        ok = load_reference_head(o, &ri, samples[i].batch, samples[i].head, 1, &rh);
+        if (!ok)
+            break;
+        reference_dq(o, &rh, samples[i].row, ref, dk, dv);
+        free_reference_head(&rh);
         ok = fetch_back(p->on_device, p->host.dq, p->run.dq, qi * elem, (size_t)o->head_dim * elem);
         if (ok)
             compare_row(o, p->host.dq, qi, ref, g);
     }
     free(ref);
-    free(out_row);
-    free(scores);
+    free(dk);
+    free(dv);
     return ok;
 }
 
+/* Adds every query row of one query head to the reference dK/dV (unscaled) of `keys`. */
+static void add_head_key_terms(const options *o, reference_head *rh, const long long *keys,
+                               double *ref_dk, double *ref_dv)
+{
+    long long row;
+    int k;
+    for (row = 0; row < o->seqlen_q; ++row) {
+        const double *dout_row = rh->dout_rows + row * o->head_dim;
+        double delta;
+        if (reference_row(rh, row) == -INFINITY)
+            continue;
+        delta = fa_ref_row_delta(&rh->head, dout_row, rh->out_row);
+        for (k = 0; k < CHECK_KEY_ROWS; ++k) {
+            double prob = rh->prob[keys[k]], ds;
+            if (prob == 0.0) /* unseen (or no weight): adds nothing */
+                continue;
+            ds = fa_ref_score_gradient(&rh->head, keys[k], prob, rh->slope[keys[k]], dout_row, delta);
+            fa_ref_add_key_terms(&rh->head, row, prob, ds, dout_row, ref_dk + k * o->head_dim,
+                                 ref_dv + k * o->head_dim);
+        }
+    }
+}
+
 /* dK and dV of CHECK_KEY_ROWS key rows of the last batch and kv head: sums over every
- * query row of the kv head's group, whose LSE and D are computed first. */
+ * query row of the kv head's group. */
 static int check_dkdv_rows(const options *o, problem *p, grad_check *g)
 {
     const int group = o->heads / o->kv_heads, kv_head = o->kv_heads - 1, batch = o->batch - 1;
-    const size_t rows = (size_t)group * (size_t)o->seqlen_q, elem = dtype_bytes(o->dtype);
-    const double scale = 1.0 / sqrt((double)o->head_dim);
-    double *lse = (double *)malloc(rows * sizeof(double)), *delta = (double *)malloc(rows * sizeof(double));
-    double *out_row = (double *)malloc((size_t)o->head_dim * sizeof(double));
-    double *scores = (double *)malloc((size_t)o->seqlen_k * sizeof(double));
-    double *ref_dk = (double *)malloc((size_t)o->head_dim * sizeof(double));
-    double *ref_dv = (double *)malloc((size_t)o->head_dim * sizeof(double));
+    const size_t elem = dtype_bytes(o->dtype), key_values = (size_t)CHECK_KEY_ROWS * o->head_dim;
+    double *ref_dk = (double *)calloc(key_values, sizeof(double));
+    double *ref_dv = (double *)calloc(key_values, sizeof(double));
     long long keys[CHECK_KEY_ROWS] = {0, o->seqlen_k - 1, o->seqlen_k / 3, (2 * o->seqlen_k) / 3};
-    size_t r;
-    int k, c, ok = lse && delta && out_row && scores && ref_dk && ref_dv;
-    for (r = 0; ok && r < rows; ++r) {
-        sample s = {batch, kv_head * group + (int)(r / (size_t)o->seqlen_q), (long long)(r % (size_t)o->seqlen_q)};
-        lse[r] = row_lse_delta(o, p, &s, out_row, scores, &delta[r]);
+    reference_inputs ri;
+    double scale = 1.0;
+    size_t n;
+    int h, k, ok = ref_dk && ref_dv;
+    describe_reference(o, p, &ri);
+    for (h = 0; ok && h < group; ++h) {
+        reference_head rh;
+        ok = load_reference_head(o, &ri, batch, kv_head * group + h, 1, &rh);
+        if (!ok)
+            break;
+        scale = rh.head.scale;
+        add_head_key_terms(o, &rh, keys, ref_dk, ref_dv);
+        free_reference_head(&rh);
     }
+    for (n = 0; ok && n < key_values; ++n)
+        ref_dk[n] *= scale;
     for (k = 0; ok && k < CHECK_KEY_ROWS; ++k) {
         size_t ki = kv_index(o, batch, keys[k], kv_head);
-        for (c = 0; c < o->head_dim; ++c)
-            ref_dk[c] = ref_dv[c] = 0.0;
-        for (r = 0; r < rows; ++r) {
-            sample s = {batch, kv_head * group + (int)(r / (size_t)o->seqlen_q), (long long)(r % (size_t)o->seqlen_q)};
-            size_t qi = q_index(o, batch, s.row, s.head);
-            double ds = reference_ds(o, p, &s, keys[k], lse[r], delta[r]), prob = 0.0;
-            if (lse[r] != -INFINITY && key_visible(o, s.row, keys[k]))
-                prob = exp(reference_score(o, p, &s, keys[k], NULL) - lse[r]);
-            for (c = 0; c < o->head_dim; ++c) {
-                ref_dv[c] += prob * load_element(p->host.dout, o->dtype, qi + c);
-                ref_dk[c] += scale * ds * load_element(p->host.q, o->dtype, qi + c);
-            }
-        }
         ok = fetch_back(p->on_device, p->host.dk, p->run.dk, ki * elem, (size_t)o->head_dim * elem) &&
              fetch_back(p->on_device, p->host.dv, p->run.dv, ki * elem, (size_t)o->head_dim * elem);
         if (ok) {
-            compare_row(o, p->host.dk, ki, ref_dk, g);
-            compare_row(o, p->host.dv, ki, ref_dv, g);
+            compare_row(o, p->host.dk, ki, ref_dk + k * o->head_dim, g);
+            compare_row(o, p->host.dv, ki, ref_dv + k * o->head_dim, g);
         }
     }
-    free(lse);
-    free(delta);
-    free(out_row);
-    free(scores);
     free(ref_dk);
     free(ref_dv);
     return ok;

@@ -277,6 +277,21 @@ typedef struct fa_device_info {
 
 FA_API fa_status fa_get_device_info(fa_context *ctx, fa_device_info *info);
 
+/* The public structs by name, for fa_struct_size. */
+typedef enum fa_struct_id {
+    FA_STRUCT_TENSOR = 0,       /* fa_tensor      */
+    FA_STRUCT_PARAMS = 1,       /* fa_params      */
+    FA_STRUCT_PLAN = 2,         /* fa_plan        */
+    FA_STRUCT_DEVICE_INFO = 3,  /* fa_device_info */
+    FA_STRUCT_COUNT
+} fa_struct_id;
+
+/* sizeof the struct as this library was compiled; 0 for any other value of `which`.
+ * For bindings that mirror the structs instead of compiling this header (python/flashattn
+ * compares its ctypes layouts at load): a size that differs from the mirror's means the
+ * mirror is out of date and calls through it would read or write the wrong bytes. */
+FA_API size_t fa_struct_size(fa_struct_id which);
+
 /* Environment:
  *   FLASHATTN_FORCE_TILE=MxN or MxN:S (e.g. "128x64" or "128x64:2") forces the forward
  *   tile (and stages) for tuning; it must name a compiled config that fits the device,

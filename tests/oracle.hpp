@@ -2,7 +2,9 @@
 // host tensors over the public fa_tensor type, seeded random normal fills, NaN poisoning,
 // an fp64 attention oracle (forward and backward), a "naive attention in the tensor's own
 // precision" (the yard stick for fp16/bf16 tolerances), and max-abs-error metrics.
-// Independent of any backend.
+// The attention itself is tests/reference/fa_reference.h's, which the benchmark CLI's
+// --check uses too; this header gives it whole-tensor C++ calls. Independent of any
+// backend.
 #ifndef FA_TEST_ORACLE_HPP
 #define FA_TEST_ORACLE_HPP
 

@@ -15,6 +15,9 @@ import os
 
 import torch
 
+from . import _abi
+from ._abi import Params as _Params, Tensor as _Tensor
+
 __all__ = ["attention", "attention_backward", "flash_attn_func", "FlashAttnError", "library"]
 
 _STATUS_OK = 0
@@ -24,24 +27,6 @@ _DTYPE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 class FlashAttnError(RuntimeError):
     pass
-
-
-class _Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
-                ("shape", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4)]
-
-
-class _Params(ctypes.Structure):
-    _fields_ = [("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
-                ("window_left", ctypes.c_int), ("window_right", ctypes.c_int),
-                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
-                ("alibi_batch_stride", ctypes.c_int64), ("cu_seqlens_q", ctypes.c_void_p),
-                ("cu_seqlens_k", ctypes.c_void_p), ("varlen_batch", ctypes.c_int),
-                ("max_seqlen_q", ctypes.c_int), ("max_seqlen_k", ctypes.c_int),
-                ("seqused_k", ctypes.c_void_p), ("num_splits", ctypes.c_int),
-                ("deterministic", ctypes.c_int), ("block_table", ctypes.c_void_p),
-                ("block_table_batch_stride", ctypes.c_int64), ("page_block_size", ctypes.c_int),
-                ("reserved", ctypes.c_int * 8)]
 
 
 def _find_library():
@@ -59,10 +44,13 @@ _contexts = {}
 
 
 def library():
-    """The loaded C library (ctypes.CDLL), loaded on first use."""
+    """The loaded C library (ctypes.CDLL), loaded on first use. ImportError when its
+    structs differ from the binding's mirrors of them (python/flashattn/_abi.py)."""
     global _lib
     if _lib is None:
-        _lib = ctypes.CDLL(_find_library())
+        lib = ctypes.CDLL(_find_library())
+        _abi.check_layouts(lib)
+        _lib = lib
         _lib.fa_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
         _lib.fa_create_error.restype = ctypes.c_char_p
         _lib.fa_last_error.restype = ctypes.c_char_p

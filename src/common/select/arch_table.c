@@ -18,8 +18,9 @@
  *  [B200]      NVIDIA Blackwell B200: 148 SMs (2 dies x 74) as the runtime reports them.
  *  [ROCM-SPEC] ROCm documentation, "GPU hardware specifications" (reference/
  *              gpu-arch-specs): CUs, wavefront size, LDS KiB, VGPR file KiB per CU.
- *  [AMD-NOTES] /work/shared/AMD_NOTES.md, "Hardware rows" (this project's digest of AMD's
- *              ISA guides and CDNA/RDNA whitepapers).
+ *  [AMD-NOTES] docs/amd.md, "Hardware rows" and "Occupancy" (#hardware-rows, #occupancy),
+ *              and "Memory operations" (#memory-operations): this project's digest of
+ *              AMD's documentation, with the source of each fact.
  *  [HIP-WGP]   ROCm/hip issue #3198, ROCm/MIVisionX PR #930: on gfx10+ (RDNA) HIP's
  *              multiProcessorCount counts WGPs (2 CUs each). The RDNA rows therefore use
  *              the WGP as their "SM": sm_count, LDS and registers are per WGP.
