@@ -48,7 +48,7 @@ endfunction()
 # ROCm 6+ ships an oclc_isa_version_<target>.bc per target. Debian's ROCm 5.2.3 has none
 # for gfx942, gfx1100 or gfx1201: then build a device-library folder of links to the real
 # files plus the missing ones, each the 940 file with its one constant changed. A
-# build-environment workaround for compiling here, not for production (AMD_NOTES.md).
+# build-environment workaround for compiling here, not for production (docs/amd.md#toolchain-debian-12-rocm-52).
 set(FA_HIP_DEVICE_LIBS ${FA_HIP_BITCODE})
 set(FA_MISSING_ISA "")
 foreach(arch IN LISTS FA_HIP_ARCHS)
