@@ -7,7 +7,7 @@ FLOPs = 4*b*h*s^2*d (halved when causal). q/k/v are allocated in torch's [b, h, 
 layout; flashattn reads the same memory as a strided BSHD view (any outer strides are part
 of its contract).
 
-    python3 bench/compare_sdpa.py [--dims 64,128,256] [--seqlens 512,...] [--dtypes bf16,fp16]
+    python3 bench/compare_sdpa.py [--dims 64,128,256] [--seqlens 512,...] [--dtypes bf16,f16]
                                   [--json out.json]
 """
 import argparse
@@ -23,7 +23,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}  # the library's spelling (fa_dtype_name)
 
 
 def tflops(flops, ms):
@@ -106,7 +106,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dims", default="64,128,256")
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
-    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--dtypes", default="bf16,f16")
     ap.add_argument("--causal", default="0,1")
     ap.add_argument("--backward", action="store_true", help="also time the backward pass")
     ap.add_argument("--no-forward", action="store_true", help="with --backward: skip timing the forward")

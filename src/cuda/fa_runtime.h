@@ -18,6 +18,7 @@
 #define FA_RT_TABLE fa_cuda_runtime
 #define FA_RT_HANDLE(kernel) fa_cuda_##kernel##_handle
 #define FA_RT_NAME "CUDA"
+#define FA_RT_DEVICE_KIND "NVIDIA GPU"
 #define FA_RT_BACKEND FA_BACKEND_CUDA
 #define FA_RT_VENDOR FA_VENDOR_NVIDIA
 /* Every device may run: the build carries PTX of its newest target for later GPUs. */

@@ -24,6 +24,7 @@
 #define FA_RT_TABLE fa_hip_runtime
 #define FA_RT_HANDLE(kernel) fa_hip_##kernel##_handle
 #define FA_RT_NAME "HIP"
+#define FA_RT_DEVICE_KIND "AMD GPU"
 #define FA_RT_BACKEND FA_BACKEND_HIP
 #define FA_RT_VENDOR FA_VENDOR_AMD
 #define FA_RT_BUILT_TARGETS FA_HIP_ARCH_LIST

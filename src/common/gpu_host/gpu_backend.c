@@ -75,7 +75,7 @@ static fa_status find_device(const fa_gpu_runtime *rt, int device, fa_gpu_proper
 {
     int count = 0, err = rt->device_count(&count);
     if (err != 0 || count == 0) {
-        snprintf(why, why_len, "no %s device: %s", rt->name,
+        snprintf(why, why_len, "no %s (%s): %s", rt->device_kind, rt->name,
                  err != 0 ? rt->error_text(err) : "device count is 0");
         return FA_ERR_NO_DEVICE;
     }

@@ -34,6 +34,7 @@ typedef struct fa_gpu_properties {
 
 typedef struct fa_gpu_runtime {
     const char *name;         /* "CUDA", in messages                                      */
+    const char *device_kind;  /* "NVIDIA GPU": what fa_create found none of               */
     fa_backend backend;
     fa_vendor vendor;         /* the arch-table rows its devices match                    */
     /* Comma-separated targets this library holds machine code for; NULL: every device
