@@ -34,13 +34,7 @@
 #define FA_B_REGS 2
 #define FA_ACC_ROWS 2
 #define FA_ACC_PAIR_STRIDE 1
-#define FA_DEVICE __device__ __forceinline__
-#define FA_GLOBAL __global__
-#define FA_SHARED __shared__
-
-FA_DEVICE int fa_lane(void) { return (int)(threadIdx.x & (FA_WARP_SIZE - 1)); }
-FA_DEVICE int fa_warp(void) { return (int)(threadIdx.x / FA_WARP_SIZE); }
-FA_DEVICE void fa_barrier(void) { __syncthreads(); }
+#include "gpu_kernels/device_common.h"
 
 /* Accumulator ownership of mma.sync m16n8k16 (fa_nv_layouts.h). */
 FA_DEVICE int fa_acc_row(int lane, int reg) { return fa_nv_acc_row(lane, reg); }

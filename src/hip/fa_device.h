@@ -70,13 +70,7 @@
 #define FA_B_REGS (FA_FRAG_ELEMS / 2)
 /* Consecutive elements one LDS read fetches: at most one 16-byte chunk of a tile row. */
 #define FA_FRAG_PIECE (FA_FRAG_ELEMS < 8 ? FA_FRAG_ELEMS : 8)
-#define FA_DEVICE __device__ __forceinline__
-#define FA_GLOBAL __global__
-#define FA_SHARED __shared__
-
-FA_DEVICE int fa_lane(void) { return (int)(threadIdx.x & (FA_WARP_SIZE - 1)); }
-FA_DEVICE int fa_warp(void) { return (int)(threadIdx.x / FA_WARP_SIZE); }
-FA_DEVICE void fa_barrier(void) { __syncthreads(); }
+#include "gpu_kernels/device_common.h"
 
 FA_DEVICE int fa_acc_row(int lane, int reg) { return (void)reg, fa_amd_acc_row(lane); }
 FA_DEVICE int fa_acc_col(int lane, int reg) { return fa_amd_acc_col(FA_AMD_PRIM, lane, reg); }

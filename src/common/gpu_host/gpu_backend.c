@@ -193,15 +193,19 @@ static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid
     return check(ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream), what);
 }
 
-/* The caller's workspace, or one allocated for the call (*owned, to release after). */
-static fa_status call_workspace(fa_context *ctx, void **workspace, size_t need, void **owned,
-                                const char *what)
+/* What every pass does before its launches, once its checks passed (st == FA_OK): select
+ * the device, and take the caller's workspace or allocate `need` bytes for the call
+ * (*owned, to release after the launches). */
+static fa_status begin_pass(fa_context *ctx, fa_status st, size_t need, void **workspace, void **owned,
+                            const char *what)
 {
     const fa_gpu_runtime *rt = state_of(ctx)->rt;
     int err;
     *owned = NULL;
-    if (*workspace != NULL || need == 0)
-        return FA_OK;
+    if (st == FA_OK)
+        st = check(ctx, rt->set_device(ctx->device), "selecting the device");
+    if (st != FA_OK || *workspace != NULL || need == 0)
+        return st;
     err = rt->alloc(owned, need, ctx->stream);
     if (err != 0) {
         *owned = NULL;
@@ -234,26 +238,6 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
                   NULL, "split-KV combine");
 }
 
-static fa_status gpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                         void *workspace, size_t workspace_bytes)
-{
-    const fa_gpu_runtime *rt = state_of(ctx)->rt;
-    fa_status st = fa_gpu_check_fwd(ctx, p, sel, rt->name);
-    void *owned = NULL;
-    (void)workspace_bytes; /* api.c has checked it against fa_gpu_fwd_workspace */
-    if (st == FA_OK)
-        st = check(ctx, rt->set_device(ctx->device), "selecting the device");
-    if (st == FA_OK)
-        st = call_workspace(ctx, &workspace, fa_split_bytes(p, sel->num_splits), &owned,
-                            "split-KV workspace");
-    if (st == FA_OK) {
-        fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
-        st = launch_fwd(ctx, sel, p, &args);
-    }
-    release_workspace(ctx, owned);
-    return st;
-}
-
 /* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key tiles, then dQ: the
  * conversion of what the dK/dV pass's atomics summed, or its own pass over query tiles.
  * All in stream order. */
@@ -277,24 +261,46 @@ static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_p
     return st;
 }
 
-static fa_status gpu_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                         void *workspace, size_t workspace_bytes)
+/* One pass: its checks, the device, its workspace, its launches. */
+static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, const fa_selection *sel,
+                          void *workspace)
 {
-    const fa_gpu_runtime *rt = state_of(ctx)->rt;
-    fa_status st = fa_gpu_check_bwd(ctx, p, sel, rt->name);
-    void *owned = NULL;
-    (void)workspace_bytes; /* api.c has checked it against fa_gpu_bwd_workspace */
-    if (st == FA_OK)
-        st = check(ctx, rt->set_device(ctx->device), "selecting the device");
-    if (st == FA_OK)
-        st = call_workspace(ctx, &workspace, fa_bwd_workspace_bytes(p, sel->config), &owned,
-                            "backward workspace");
-    if (st == FA_OK) {
+    const char *backend = state_of(ctx)->rt->name;
+    void *owned;
+    fa_status st;
+    if (pass == FA_PASS_BWD) {
+        st = fa_gpu_check_bwd(ctx, p, sel, backend);
+        st = begin_pass(ctx, st, fa_bwd_workspace_bytes(p, sel->config), &workspace, &owned,
+                        "backward workspace");
+    } else {
+        st = fa_gpu_check_fwd(ctx, p, sel, backend);
+        st = begin_pass(ctx, st, fa_split_bytes(p, sel->num_splits), &workspace, &owned,
+                        "split-KV workspace");
+    }
+    if (st == FA_OK && pass == FA_PASS_BWD) {
         fa_bwd_args args = fa_make_bwd_args(p, sel->config, workspace);
         st = launch_bwd(ctx, sel, p, &args);
+    } else if (st == FA_OK) {
+        fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
+        st = launch_fwd(ctx, sel, p, &args);
     }
     release_workspace(ctx, owned);
     return st;
+}
+
+/* api.c has checked workspace_bytes against fa_gpu_fwd_workspace / fa_gpu_bwd_workspace. */
+static fa_status gpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                         void *workspace, size_t workspace_bytes)
+{
+    (void)workspace_bytes;
+    return run_pass(ctx, FA_PASS_FWD, p, sel, workspace);
+}
+
+static fa_status gpu_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                         void *workspace, size_t workspace_bytes)
+{
+    (void)workspace_bytes;
+    return run_pass(ctx, FA_PASS_BWD, p, sel, workspace);
 }
 
 const fa_backend_ops fa_gpu_ops = {
