@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs one flashattn forward (or, with --backward, forward + backward) shape a few
 times, for ncu to profile the last launch of a kernel.
-    ncu --kernel-name regex:fa_fwd_d --launch-skip 3 --launch-count 1 \
+    ncu --kernel-name regex:fa_cuda_fwd_d --launch-skip 3 --launch-count 1 \
         python3 bench/profile_one.py --dim 128 --seqlen 4096 [--causal]
     ncu --kernel-name regex:_dkdv --launch-skip 3 --launch-count 1 \
         python3 bench/profile_one.py --dim 128 --seqlen 4096 --backward [--deterministic]

@@ -108,7 +108,7 @@ set(FA_HIP_OBJECTS "")
 # The kernels: one translation unit per row of the instance lists and dtype, plus the
 # shared kernels (cmake/FlashattnInstances.cmake), each compiled for every target. The
 # manifest (bench/amd_resources.py) names each kernel symbol with its row and object:
-#   kernel SYMBOL PASS HEAD_DIM TILE_M TILE_N WAVES STAGES DTYPE WAVE32 OBJECT
+#   kernel SYMBOL PASS HEAD_DIM TILE_M TILE_N WARPS STAGES DTYPE WAVE32 OBJECT
 include(FlashattnInstances)
 fa_instance_units(hip ${FA_HIP_DIR} hip)
 foreach(source IN LISTS FA_UNIT_SOURCES)

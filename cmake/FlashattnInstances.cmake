@@ -6,7 +6,10 @@
 # fa_<vendor>_<pass>_d<head_dim>_<dtype>_<tile_m>x<tile_n>x<stages>.
 include_guard(GLOBAL)
 
-set(FA_INSTANCE_DIR ${PROJECT_SOURCE_DIR}/src/common/select)
+# tests/check_instance_rows.cmake points FA_INSTANCE_DIR at lists of its own.
+if(NOT FA_INSTANCE_DIR)
+  set(FA_INSTANCE_DIR ${PROJECT_SOURCE_DIR}/src/common/select)
+endif()
 set(FA_PASSES fwd bwd)
 set(FA_KERNEL_HEADER_fwd gpu_kernels/attn_fwd.h)
 set(FA_KERNEL_HEADER_bwd gpu_kernels/attn_bwd.h)
@@ -22,44 +25,6 @@ set(FA_VENDOR_cpu FA_VENDOR_CPU)
 set(FA_DTYPE_f32 FA_DTYPE_F32)
 set(FA_DTYPE_f16 FA_DTYPE_F16)
 set(FA_DTYPE_bf16 FA_DTYPE_BF16)
-
-# fa_instance_rows(PASS OUT): the rows of PASS's list, each as
-# "vendor:head_dim:tile_m:tile_n:warps:stages:waves:dtypes". Anything but 8 columns of
-# the documented kinds stops the configuration with the line: a malformed list never
-# builds silently.
-function(fa_instance_rows pass out)
-  set(list_file ${FA_INSTANCE_DIR}/${pass}_instances.txt)
-  set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${list_file})
-  file(STRINGS ${list_file} lines)
-  set(rows "")
-  foreach(line IN LISTS lines)
-    string(STRIP "${line}" line)
-    if(line STREQUAL "" OR line MATCHES "^#")
-      continue()
-    endif()
-    string(REGEX REPLACE "[ \t]+" ";" fields "${line}")
-    list(LENGTH fields n)
-    set(valid FALSE)
-    if(n EQUAL 8)
-      list(GET fields 0 vendor)
-      list(SUBLIST fields 1 5 numbers)
-      list(GET fields 6 waves)
-      list(GET fields 7 dtypes)
-      string(JOIN "" digits ${numbers})
-      if(vendor MATCHES "^(cuda|hip|cpu)$" AND digits MATCHES "^[0-9]+$" AND
-         waves MATCHES "^(-|[0-9]+(,[0-9]+)*)$" AND dtypes MATCHES "^(f32|f16|bf16)(,(f32|f16|bf16))*$")
-        set(valid TRUE)
-      endif()
-    endif()
-    if(NOT valid)
-      message(FATAL_ERROR "${list_file}: malformed row \"${line}\" (want: vendor head_dim "
-                          "tile_m tile_n warps stages waves dtypes)")
-    endif()
-    string(JOIN ":" row ${fields})
-    list(APPEND rows "${row}")
-  endforeach()
-  set(${out} "${rows}" PARENT_SCOPE)
-endfunction()
 
 # fa_row_fields(ROW): FA_VENDOR, FA_D, FA_M, FA_N, FA_W, FA_S, FA_WAVES, FA_DTYPES (lists)
 # of one row, in the caller's scope.
@@ -81,6 +46,69 @@ endmacro()
 macro(fa_instance_name pass dtype)
   set(FA_NAME fa_${FA_VENDOR}_${pass}_d${FA_D}_${dtype}_${FA_M}x${FA_N}x${FA_S})
 endmacro()
+
+# The wave sizes a vendor's rows may list: CUDA's warps are 32 lanes, AMD's waves 64
+# (CDNA) or 32 (RDNA), and the CPU's "-" (one thread per warp). The dtypes a vendor's
+# kernels are written for: the GPU kernels take 16-bit inputs only.
+set(FA_WAVES_cuda "^32$")
+set(FA_WAVES_hip "^(64|32|64,32|32,64)$")
+set(FA_WAVES_cpu "^-$")
+set(FA_DTYPES_cuda "^(f16|bf16)(,(f16|bf16))*$")
+set(FA_DTYPES_hip "${FA_DTYPES_cuda}")
+set(FA_DTYPES_cpu "^(f32|f16|bf16)(,(f32|f16|bf16))*$")
+
+# fa_instance_rows(PASS OUT): the rows of PASS's list, each as
+# "vendor:head_dim:tile_m:tile_n:warps:stages:waves:dtypes". A row that is not 8 columns
+# of the documented kinds (positive decimal numbers, a vendor's own wave sizes and
+# dtypes), or that names an instance another row or dtype already names, stops the
+# configuration with the line: a malformed list never builds silently.
+function(fa_instance_rows pass out)
+  set(list_file ${FA_INSTANCE_DIR}/${pass}_instances.txt)
+  if(NOT CMAKE_SCRIPT_MODE_FILE) # a configure re-runs when a list changes
+    set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${list_file})
+  endif()
+  file(STRINGS ${list_file} lines)
+  set(rows "")
+  set(names "")
+  foreach(line IN LISTS lines)
+    string(STRIP "${line}" line)
+    if(line STREQUAL "" OR line MATCHES "^#")
+      continue()
+    endif()
+    string(REGEX REPLACE "[ \t]+" ";" fields "${line}")
+    list(LENGTH fields n)
+    set(valid FALSE)
+    if(n EQUAL 8)
+      list(GET fields 0 vendor)
+      list(SUBLIST fields 1 5 numbers)
+      list(GET fields 6 waves)
+      list(GET fields 7 dtypes)
+      list(FILTER numbers EXCLUDE REGEX "^[1-9][0-9]*$")
+      list(LENGTH numbers bad_numbers)
+      if(vendor MATCHES "^(cuda|hip|cpu)$" AND bad_numbers EQUAL 0 AND waves MATCHES "${FA_WAVES_${vendor}}" AND
+         dtypes MATCHES "${FA_DTYPES_${vendor}}")
+        set(valid TRUE)
+      endif()
+    endif()
+    if(NOT valid)
+      message(FATAL_ERROR "${list_file}: malformed row \"${line}\" (want: vendor head_dim tile_m "
+                          "tile_n warps stages waves dtypes; numbers positive; waves 32 for cuda, "
+                          "64 and/or 32 for hip, - for cpu; dtypes f16/bf16, and f32 on cpu)")
+    endif()
+    string(JOIN ":" row ${fields})
+    fa_row_fields("${row}")
+    foreach(dtype IN LISTS FA_DTYPES)
+      fa_instance_name(${pass} ${dtype})
+      if(FA_NAME IN_LIST names)
+        message(FATAL_ERROR "${list_file}: row \"${line}\" names ${FA_NAME} again (an instance "
+                            "is its vendor, head dim, dtype, tiles and stages)")
+      endif()
+      list(APPEND names ${FA_NAME})
+    endforeach()
+    list(APPEND rows "${row}")
+  endforeach()
+  set(${out} "${rows}" PARENT_SCOPE)
+endfunction()
 
 # fa_write_unit(FILE WHAT DEFINES INCLUDES SYMBOLS): a translation unit of the vendor
 # FA_UNIT_VENDOR from cmake/kernel_unit.in, with a launch handle per symbol.
@@ -189,14 +217,20 @@ function(fa_write_registry out)
             set(compiled 1)
           endif()
           if(FA_BUILT_${vendor} AND NOT vendor STREQUAL "cpu")
-            if(pass STREQUAL "fwd")
-              string(APPEND externs "extern const void *const ${FA_NAME}_handle;\n")
-              set(handles "&${FA_NAME}_handle, NULL")
-            else()
-              string(APPEND externs "extern const void *const ${FA_NAME}_dkdv_handle;\n"
-                     "extern const void *const ${FA_NAME}_dq_handle;\n")
-              set(handles "&${FA_NAME}_dkdv_handle, &${FA_NAME}_dq_handle")
+            set(symbols ${FA_NAME})
+            if(FA_KERNEL_SUFFIXES_${pass})
+              list(TRANSFORM FA_KERNEL_SUFFIXES_${pass} PREPEND ${FA_NAME} OUTPUT_VARIABLE symbols)
             endif()
+            set(handles "")
+            foreach(symbol IN LISTS symbols)
+              string(APPEND externs "extern const void *const ${symbol}_handle;\n")
+              list(APPEND handles "&${symbol}_handle")
+            endforeach()
+            list(LENGTH handles n_handles)
+            if(n_handles EQUAL 1)
+              list(APPEND handles NULL)
+            endif()
+            string(JOIN ", " handles ${handles})
           endif()
           foreach(wave IN LISTS FA_WAVES)
             if(wave STREQUAL "-")

@@ -160,6 +160,7 @@ TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the rea
     unbuilt.pass = FA_PASS_BWD;
     unbuilt.kernels[1] = nullptr; // a backward needs its dQ kernel too
     CHECK(fa_gpu_check_bwd(cx.ctx, &p, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
+    CHECK(std::string(fa_last_error(cx.ctx)).find("no CUDA kernel") != std::string::npos);
     sel.config = &cfg;
 
     fa_problem odd = p;

@@ -167,6 +167,49 @@ TEST_CASE("registry names are unique per backend, pass and wave size", "[registr
         }
 }
 
+// 1 when some arch-table row of the config's vendor and wave size has room for it.
+bool fits_some_row(const fa_kernel_config &c)
+{
+    for (int r = 0; r < fa_arch_count(); r++) {
+        const fa_arch_row *row = fa_arch_at(r);
+        if (row->vendor == c.vendor && (c.min_wave_size == 0 || row->wave_size == c.min_wave_size) &&
+            c.smem_bytes <= row->smem_per_block && c.threads <= row->max_threads_per_block)
+            return true;
+    }
+    return false;
+}
+
+TEST_CASE("every registry config fits some device of its vendor and wave size", "[registry]")
+{
+    for (fa_backend b : {FA_BACKEND_CPU, FA_BACKEND_CUDA, FA_BACKEND_HIP})
+        for (fa_pass pass : {FA_PASS_FWD, FA_PASS_BWD}) {
+            int count = 0;
+            const fa_kernel_config *reg = fa_registry_of(b, pass, &count);
+            for (int i = 0; i < count; i++) {
+                INFO(reg[i].name << " wave " << reg[i].min_wave_size);
+                CHECK(fits_some_row(reg[i]));
+            }
+        }
+}
+
+TEST_CASE("launch handles: one kernel per name, a backward's two kernels distinct", "[registry]")
+{
+    for (fa_backend b : {FA_BACKEND_CUDA, FA_BACKEND_HIP})
+        for (fa_pass pass : {FA_PASS_FWD, FA_PASS_BWD}) {
+            int count = 0;
+            const fa_kernel_config *reg = fa_registry_of(b, pass, &count);
+            for (int i = 0; i < count; i++) {
+                INFO(reg[i].name);
+                if (pass == FA_PASS_BWD && reg[i].kernels[0]) CHECK(reg[i].kernels[0] != reg[i].kernels[1]);
+                for (int j = 0; j < count; j++) {
+                    const bool same_name = std::string(reg[i].name) == reg[j].name;
+                    if (reg[i].kernels[0] && reg[j].kernels[0])
+                        CHECK((reg[i].kernels[0] == reg[j].kernels[0]) == same_name);
+                }
+            }
+        }
+}
+
 TEST_CASE("a backend without configs for a pass has an empty registry", "[registry]")
 {
     int count = -1;

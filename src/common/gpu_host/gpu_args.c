@@ -214,8 +214,8 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     return st;
 }
 
-/* The backend's name as its runtime table spells it (gpu_runtime.h), for the workspace
- * queries, which come without one. */
+/* The backend's name in messages of the workspace queries, which come without a runtime
+ * table to take it from (gpu_runtime.h's name says the same). */
 static const char *fa_gpu_name(const fa_context *ctx) { return ctx->backend == FA_BACKEND_HIP ? "HIP" : "CUDA"; }
 
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,

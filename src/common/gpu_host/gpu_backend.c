@@ -34,13 +34,12 @@ static const fa_gpu_runtime *runtime_for(fa_backend backend)
 
 int fa_gpu_backend_built(fa_backend backend) { return runtime_for(backend) != NULL; }
 
-/* Per context: the runtime, and for each registry config's kernels whether their
- * shared-memory limit was raised (runtimes with dynamic shared memory). */
+/* Per context: the runtime, and the kernels whose shared-memory limit was raised
+ * (runtimes with dynamic shared memory), room for every kernel of the registry. */
 typedef struct gpu_state {
     const fa_gpu_runtime *rt;
-    const fa_kernel_config *fwd_configs, *bwd_configs;
-    int fwd_count, bwd_count;
-    int *prepared; /* [fwd_count + bwd_count][2] */
+    const void *const **prepared;
+    int prepared_count, prepared_capacity;
 } gpu_state;
 
 static gpu_state *state_of(fa_context *ctx) { return (gpu_state *)ctx->state; }
@@ -90,8 +89,8 @@ static fa_status find_device(const fa_gpu_runtime *rt, int device, fa_gpu_proper
     }
     if (rt->built_targets && !target_listed(rt->built_targets, props->arch)) {
         snprintf(why, why_len, "device %s (%s) is not among the %s targets this library was built "
-                 "for (%s): rebuild with it included", props->device_name, props->arch, rt->name,
-                 rt->built_targets);
+                 "for (%s): rebuild with %s including it", props->device_name, props->arch, rt->name,
+                 rt->built_targets, rt->targets_option);
         return FA_ERR_UNSUPPORTED;
     }
     return FA_OK;
@@ -100,11 +99,13 @@ static fa_status find_device(const fa_gpu_runtime *rt, int device, fa_gpu_proper
 static fa_status create_state(fa_context *ctx, const fa_gpu_runtime *rt, char *why, size_t why_len)
 {
     gpu_state *state = (gpu_state *)calloc(1, sizeof *state);
+    int fwd_count = 0, bwd_count = 0;
+    fa_registry(rt->backend, &fwd_count);
+    fa_registry_bwd(rt->backend, &bwd_count);
     if (state != NULL) {
         state->rt = rt;
-        state->fwd_configs = fa_registry(rt->backend, &state->fwd_count);
-        state->bwd_configs = fa_registry_bwd(rt->backend, &state->bwd_count);
-        state->prepared = (int *)calloc((size_t)(state->fwd_count + state->bwd_count) * 2 + 1, sizeof(int));
+        state->prepared_capacity = 2 * (fwd_count + bwd_count) + 1;
+        state->prepared = (const void *const **)calloc((size_t)state->prepared_capacity, sizeof *state->prepared);
     }
     if (state == NULL || state->prepared == NULL) {
         free(state);
@@ -115,15 +116,10 @@ static fa_status create_state(fa_context *ctx, const fa_gpu_runtime *rt, char *w
     return FA_OK;
 }
 
-static fa_status gpu_init(fa_context *ctx, char *why, size_t why_len)
+fa_status fa_gpu_attach(fa_context *ctx, const fa_gpu_runtime *rt, char *why, size_t why_len)
 {
-    const fa_gpu_runtime *rt = runtime_for(ctx->backend);
     fa_gpu_properties props;
     fa_status st;
-    if (rt == NULL) {
-        snprintf(why, why_len, "the %s backend is not built into this library", fa_backend_name(ctx->backend));
-        return FA_ERR_BAD_BACKEND;
-    }
     memset(&props, 0, sizeof props);
     st = find_device(rt, ctx->device, &props, why, why_len);
     if (st != FA_OK)
@@ -134,6 +130,16 @@ static fa_status gpu_init(fa_context *ctx, char *why, size_t why_len)
         props.max_threads_per_sm, props.sm_count, props.has_matrix_unit);
     fa_gpu_describe_device(ctx, rt->backend, props.device_name, &reported);
     return create_state(ctx, rt, why, why_len);
+}
+
+static fa_status gpu_init(fa_context *ctx, char *why, size_t why_len)
+{
+    const fa_gpu_runtime *rt = runtime_for(ctx->backend);
+    if (rt == NULL) {
+        snprintf(why, why_len, "the %s backend is not built into this library", fa_backend_name(ctx->backend));
+        return FA_ERR_BAD_BACKEND;
+    }
+    return fa_gpu_attach(ctx, rt, why, why_len);
 }
 
 static void gpu_destroy(fa_context *ctx)
@@ -156,38 +162,43 @@ static fa_status gpu_copy_to_host(fa_context *ctx, void *dst, const void *src, s
 
 /* ---- launches ----------------------------------------------------------------------- */
 
-/* The prepared flag of kernel `which` (0 or 1) of a registry config. */
-static int *prepared_flag(gpu_state *state, const fa_kernel_config *cfg, int which)
+static int was_prepared(const gpu_state *state, const void *const *kernel)
 {
-    long index = -1;
-    if (cfg >= state->fwd_configs && cfg < state->fwd_configs + state->fwd_count)
-        index = (long)(cfg - state->fwd_configs);
-    else if (cfg >= state->bwd_configs && cfg < state->bwd_configs + state->bwd_count)
-        index = state->fwd_count + (long)(cfg - state->bwd_configs);
-    return index < 0 ? NULL : &state->prepared[2 * index + which];
+    int i;
+    for (i = 0; i < state->prepared_count; i++)
+        if (state->prepared[i] == kernel)
+            return 1;
+    return 0;
+}
+
+/* Past the capacity (only a config from outside the registry gets there) the kernel is
+ * simply prepared again at its next launch. */
+static void mark_prepared(gpu_state *state, const void *const *kernel)
+{
+    if (state->prepared_count < state->prepared_capacity)
+        state->prepared[state->prepared_count++] = kernel;
 }
 
 /* One kernel on one grid: a grid without blocks (an empty side of an empty problem)
- * launches nothing, since CUDA and HIP refuse a zero grid dimension. `prepared` records
- * that the kernel's shared-memory limit was raised (NULL: no record, so raise it each
- * time; the shared kernels take no dynamic shared memory). `stage` names the step in a
- * failure's message. */
+ * launches nothing, since CUDA and HIP refuse a zero grid dimension. A kernel with
+ * dynamic shared memory has its limit raised once per context first. `stage` names the
+ * step in a failure's message. */
 static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid, unsigned threads,
-                        void **args, int smem_bytes, int *prepared, const char *stage)
+                        void **args, int smem_bytes, const char *stage)
 {
-    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    gpu_state *state = state_of(ctx);
+    const fa_gpu_runtime *rt = state->rt;
     size_t dynamic = rt->dynamic_smem ? (size_t)smem_bytes : 0;
     char what[96];
     int err;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0)
         return FA_OK;
-    if (dynamic > 0 && rt->prepare_kernel && !(prepared && *prepared)) {
+    if (dynamic > 0 && rt->prepare_kernel && !was_prepared(state, kernel)) {
         snprintf(what, sizeof what, "raising the shared-memory limit of the %s", stage);
         err = rt->prepare_kernel(*kernel, smem_bytes);
         if (err != 0)
             return runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, what);
-        if (prepared)
-            *prepared = 1;
+        mark_prepared(state, kernel);
     }
     snprintf(what, sizeof what, "launching the %s", stage);
     return check(ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream), what);
@@ -229,13 +240,13 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
     gpu_state *state = state_of(ctx);
     void *kernel_args[] = {args};
     fa_status st = launch(ctx, cfg->kernels[0], fa_fwd_grid(p, sel), (unsigned)cfg->threads, kernel_args,
-                          cfg->smem_bytes, prepared_flag(state, cfg, 0), "forward kernel");
+                          cfg->smem_bytes, "forward kernel");
     if (st != FA_OK || sel->num_splits <= 1)
         return st;
     int out_bf16 = p->dtype == FA_DTYPE_BF16;
     void *combine_args[] = {args, &out_bf16};
     return launch(ctx, state->rt->fwd_combine, fa_combine_grid(p), FA_COMBINE_THREADS, combine_args, 0,
-                  NULL, "split-KV combine");
+                  "split-KV combine");
 }
 
 /* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key tiles, then dQ: the
@@ -248,16 +259,16 @@ static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_p
     gpu_state *state = state_of(ctx);
     void *kernel_args[] = {args};
     fa_status st = launch(ctx, state->rt->bwd_preprocess, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0,
-                          NULL, "backward preprocess");
+                          "backward preprocess");
     if (st == FA_OK)
         st = launch(ctx, cfg->kernels[0], fa_bwd_dkdv_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
-                    cfg->smem_bytes, prepared_flag(state, cfg, 0), "backward dK/dV kernel");
+                    cfg->smem_bytes, "backward dK/dV kernel");
     if (st == FA_OK && args->dq_accum)
-        st = launch(ctx, state->rt->bwd_convert_dq, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0, NULL,
+        st = launch(ctx, state->rt->bwd_convert_dq, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0,
                     "backward dQ conversion");
     else if (st == FA_OK)
         st = launch(ctx, cfg->kernels[1], fa_bwd_dq_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
-                    cfg->smem_bytes, prepared_flag(state, cfg, 1), "backward dQ kernel");
+                    cfg->smem_bytes, "backward dQ kernel");
     return st;
 }
 

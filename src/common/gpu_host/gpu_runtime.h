@@ -1,7 +1,7 @@
 /*
  * gpu_runtime.h - the table through which the one GPU host layer (gpu_backend.c) drives
- * a vendor's runtime. A vendor supplies one table (src/cuda/cuda_runtime_table.cu,
- * src/hip/hip_runtime_table.cpp) and a device vocabulary header (fa_device.h); nothing
+ * a vendor's runtime. runtime_table.cpp writes each vendor's table once over the
+ * vendor's runtime vocabulary (src/cuda/fa_runtime.h, src/hip/fa_runtime.h); nothing
  * else of the host side is per vendor. Functions return the runtime's own error code, 0
  * on success, which error_text names.
  */
@@ -40,6 +40,7 @@ typedef struct fa_gpu_runtime {
     /* Comma-separated targets this library holds machine code for; NULL: every device
      * runs (a build with PTX for later GPUs). */
     const char *built_targets;
+    const char *targets_option; /* the CMake option that lists them, for that message      */
     /* 1: a launch passes the kernel's shared memory as dynamic bytes, after
      * prepare_kernel raised the kernel's limit once; 0: kernels size it statically. */
     int dynamic_smem;
@@ -64,6 +65,11 @@ typedef struct fa_gpu_runtime {
     const void *const *bwd_preprocess;
     const void *const *bwd_convert_dq;
 } fa_gpu_runtime;
+
+/* Binds ctx (backend and device set) to a runtime: finds the device, fills ctx->row and
+ * ctx->info, creates the per-context state fa_gpu_ops works with. What fa_gpu_ops' init
+ * does with the runtime of ctx->backend; tests bind a runtime of their own. */
+fa_status fa_gpu_attach(fa_context *ctx, const fa_gpu_runtime *rt, char *why, size_t why_len);
 
 #ifdef FA_HAVE_CUDA
 extern const fa_gpu_runtime fa_cuda_runtime;

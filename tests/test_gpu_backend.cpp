@@ -1,0 +1,416 @@
+// test_gpu_backend.cpp - the one GPU host layer (src/common/gpu_host/gpu_backend.c) over a
+// recording runtime table of the test's own, on the CPU: device discovery and its
+// failures, which kernels each pass launches in what order on which grids, the
+// shared-memory limit raised once per kernel, workspaces allocated and released on
+// every path, and failures that name their stage.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/problem.h"
+#include "gpu_host/gpu_args.h"
+#include "gpu_host/gpu_runtime.h"
+
+namespace {
+
+// Launch handles: only their addresses matter.
+const void *const k_fwd_kernel = &k_fwd_kernel;
+const void *const k_dkdv_kernel = &k_dkdv_kernel;
+const void *const k_dq_kernel = &k_dq_kernel;
+const void *const k_combine = &k_combine;
+const void *const k_preprocess = &k_preprocess;
+const void *const k_convert_dq = &k_convert_dq;
+
+struct event {
+    std::string op;               // "alloc", "release", "prepare", "launch", "set_device", "copy"
+    const void *kernel = nullptr; // launch/prepare: the kernel (*handle)
+    fa_grid grid = {0, 0, 0};
+    unsigned threads = 0;
+    size_t bytes = 0;             // alloc size, launch's dynamic shared memory
+};
+
+// The recording runtime's state: what happened, and what it is told to do.
+struct fake_device {
+    std::vector<event> events;
+    int device_count = 1;
+    int fail_launch_at = -1; // index among launches that returns an error
+    int fail_alloc = 0;
+    int launches = 0;
+    alignas(256) unsigned char memory[1 << 16];
+};
+fake_device g_dev;
+const int k_fake_error = 7;
+
+int fake_device_count(int *count)
+{
+    *count = g_dev.device_count;
+    return 0;
+}
+
+int fake_properties(int device, fa_gpu_properties *out)
+{
+    (void)device;
+    std::snprintf(out->device_name, sizeof out->device_name, "Fake H200");
+    std::snprintf(out->arch, sizeof out->arch, "sm_90");
+    out->wave_size = 32;
+    out->smem_per_block = 227 * 1024;
+    out->smem_per_sm = 228 * 1024;
+    out->regs_per_sm = 65536;
+    out->max_threads_per_block = 1024;
+    out->max_threads_per_sm = 2048;
+    out->sm_count = 7;
+    out->has_matrix_unit = 1;
+    return 0;
+}
+
+int fake_set_device(int device)
+{
+    (void)device;
+    g_dev.events.push_back({"set_device"});
+    return 0;
+}
+
+int fake_alloc(void **ptr, size_t bytes, void *stream)
+{
+    (void)stream;
+    event e{"alloc"};
+    e.bytes = bytes;
+    g_dev.events.push_back(e);
+    if (g_dev.fail_alloc) return k_fake_error;
+    *ptr = g_dev.memory;
+    return 0;
+}
+
+void fake_release(void *ptr, void *stream)
+{
+    (void)stream;
+    CHECK(ptr == g_dev.memory);
+    g_dev.events.push_back({"release"});
+}
+
+int fake_copy_to_host(void *dst, const void *src, size_t bytes, void *stream)
+{
+    (void)stream;
+    std::memcpy(dst, src, bytes);
+    g_dev.events.push_back({"copy"});
+    return 0;
+}
+
+int fake_prepare(const void *kernel, int smem_bytes)
+{
+    event e{"prepare"};
+    e.kernel = kernel;
+    e.bytes = static_cast<size_t>(smem_bytes);
+    g_dev.events.push_back(e);
+    return 0;
+}
+
+int fake_launch(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes, void *stream)
+{
+    (void)args;
+    (void)stream;
+    event e{"launch"};
+    e.kernel = kernel;
+    e.grid = grid;
+    e.threads = threads;
+    e.bytes = smem_bytes;
+    g_dev.events.push_back(e);
+    return g_dev.launches++ == g_dev.fail_launch_at ? k_fake_error : 0;
+}
+
+const char *fake_error_text(int error) { return error == k_fake_error ? "fake error" : "unknown"; }
+
+fa_gpu_runtime fake_runtime(int dynamic_smem, const char *built_targets)
+{
+    return {"FAKE", "fake GPU", FA_BACKEND_CUDA, FA_VENDOR_NVIDIA, built_targets, "FA_FAKE_ARCHS",
+            dynamic_smem, fake_device_count, fake_properties, fake_set_device, fake_alloc,
+            fake_release, fake_copy_to_host, dynamic_smem ? fake_prepare : nullptr, fake_launch,
+            fake_error_text, &k_combine, &k_preprocess, &k_convert_dq};
+}
+
+// A context bound to a fake runtime (a fresh recording per context).
+struct fake_context {
+    fa_gpu_runtime rt;
+    fa_context ctx;
+    fake_context(int dynamic_smem = 1, const char *built_targets = nullptr)
+        : rt(fake_runtime(dynamic_smem, built_targets))
+    {
+        g_dev = fake_device();
+        std::memset(&ctx, 0, sizeof ctx);
+        ctx.backend = FA_BACKEND_CUDA;
+        ctx.ops = &fa_gpu_ops;
+    }
+    fa_status attach()
+    {
+        char why[256] = "";
+        fa_status st = fa_gpu_attach(&ctx, &rt, why, sizeof why);
+        std::snprintf(ctx.last_error, sizeof ctx.last_error, "%s", why);
+        return st;
+    }
+    ~fake_context()
+    {
+        if (ctx.state) fa_gpu_ops.destroy(&ctx);
+    }
+};
+
+// q/k/v/out and the gradients: 16-byte aligned, never read (the runtime is fake).
+fa_problem problem()
+{
+    static unsigned char storage[64] __attribute__((aligned(16)));
+    fa_problem p;
+    std::memset(&p, 0, sizeof p);
+    p.dtype = FA_DTYPE_BF16;
+    p.batch = 2;
+    p.heads = 6;
+    p.heads_k = 2;
+    p.head_dim = 64;
+    p.seqlen_q = 300;
+    p.seqlen_k = 130;
+    p.total_q = 600;
+    p.total_k = 260;
+    p.q = p.k = p.v = p.dout = storage;
+    p.out = p.dq = p.dk = p.dv = storage;
+    const fa_strides st = {300 * 6 * 64, 6 * 64, 64};
+    const fa_strides kst = {130 * 2 * 64, 2 * 64, 64};
+    p.q_stride = p.out_stride = p.dout_stride = p.dq_stride = st;
+    p.k_stride = p.v_stride = p.dk_stride = p.dv_stride = kst;
+    p.softmax_scale = 0.125f;
+    p.window.left = p.window.right = -1;
+    return p;
+}
+
+fa_kernel_config config(fa_pass pass, int atomic_dq)
+{
+    fa_kernel_config c;
+    std::memset(&c, 0, sizeof c);
+    c.name = "fake_config";
+    c.backend = FA_BACKEND_CUDA;
+    c.vendor = FA_VENDOR_NVIDIA;
+    c.pass = pass;
+    c.dtype = FA_DTYPE_BF16;
+    c.head_dim = 64;
+    c.tile_m = 128;
+    c.tile_n = 64;
+    c.threads = 128;
+    c.stages = 2;
+    c.smem_bytes = 80 * 1024;
+    c.compiled = 1;
+    c.atomic_dq = atomic_dq;
+    c.kernels[0] = pass == FA_PASS_FWD ? &k_fwd_kernel : &k_dkdv_kernel;
+    c.kernels[1] = pass == FA_PASS_FWD ? nullptr : &k_dq_kernel;
+    return c;
+}
+
+fa_selection selection(const fa_kernel_config &c, int splits)
+{
+    fa_selection sel;
+    std::memset(&sel, 0, sizeof sel);
+    sel.config = &c;
+    sel.num_splits = splits;
+    return sel;
+}
+
+std::vector<std::string> ops()
+{
+    std::vector<std::string> out;
+    for (const event &e : g_dev.events) out.push_back(e.op);
+    return out;
+}
+
+std::vector<const void *> launched()
+{
+    std::vector<const void *> out;
+    for (const event &e : g_dev.events)
+        if (e.op == "launch") out.push_back(e.kernel);
+    return out;
+}
+
+const event &nth_launch(int n)
+{
+    for (const event &e : g_dev.events)
+        if (e.op == "launch" && n-- == 0) return e;
+    FAIL("fewer launches than asked for");
+    return g_dev.events.front();
+}
+
+bool same_grid(fa_grid a, fa_grid b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+
+using strings = std::vector<std::string>;
+
+} // namespace
+
+TEST_CASE("gpu backend: attaching finds the device and its arch-table row", "[gpu_backend]")
+{
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    CHECK(std::string(f.ctx.row.name) == "sm_90");
+    CHECK(f.ctx.row.sm_count == 7); // the reported count replaces the table's
+    CHECK(std::string(f.ctx.info.device_name) == "Fake H200");
+    CHECK(f.ctx.info.row_from_table == 1);
+}
+
+TEST_CASE("gpu backend: attaching without a usable device says why", "[gpu_backend]")
+{
+    {
+        fake_context f;
+        g_dev.device_count = 0;
+        CHECK(f.attach() == FA_ERR_NO_DEVICE);
+        CHECK(std::string(f.ctx.last_error).find("no fake GPU (FAKE)") != std::string::npos);
+        CHECK(f.ctx.state == nullptr);
+    }
+    {
+        fake_context f;
+        f.ctx.device = 3;
+        CHECK(f.attach() == FA_ERR_BAD_BACKEND);
+        CHECK(std::string(f.ctx.last_error).find("device index 3 out of range") != std::string::npos);
+    }
+    {
+        fake_context f(1, "sm_80,sm_86");
+        CHECK(f.attach() == FA_ERR_UNSUPPORTED);
+        CHECK(std::string(f.ctx.last_error).find("rebuild with FA_FAKE_ARCHS including it") != std::string::npos);
+    }
+    {
+        fake_context f(1, "sm_80,sm_90");
+        CHECK(f.attach() == FA_OK);
+    }
+}
+
+TEST_CASE("gpu backend: a forward launches its kernel, raising its shared memory once", "[gpu_backend]")
+{
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    const fa_problem p = problem();
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection sel = selection(c, 1);
+    REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+    CHECK(ops() == strings{"set_device", "prepare", "launch"});
+    const event &e = nth_launch(0);
+    CHECK(e.kernel == k_fwd_kernel);
+    CHECK(same_grid(e.grid, fa_fwd_grid(&p, &sel)));
+    CHECK(e.threads == 128);
+    CHECK(e.bytes == 80 * 1024);
+
+    g_dev.events.clear();
+    REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+    CHECK(ops() == strings{"set_device", "launch"}); // prepared already
+}
+
+TEST_CASE("gpu backend: split-KV allocates its partials, combines, then releases", "[gpu_backend]")
+{
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    const fa_problem p = problem();
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection sel = selection(c, 3);
+    REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+    CHECK(ops() == strings{"set_device", "alloc", "prepare", "launch", "launch", "release"});
+    CHECK(g_dev.events[1].bytes == fa_split_bytes(&p, 3));
+    CHECK(launched() == std::vector<const void *>{k_fwd_kernel, k_combine});
+    const event &combine = nth_launch(1);
+    CHECK(same_grid(combine.grid, fa_combine_grid(&p)));
+    CHECK(combine.threads == FA_COMBINE_THREADS);
+    CHECK(combine.bytes == 0);
+
+    g_dev.events.clear(); // the caller's workspace: nothing allocated
+    REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
+    CHECK(ops() == strings{"set_device", "launch", "launch"});
+}
+
+TEST_CASE("gpu backend: the backward runs preprocess, dK/dV, then the dQ step its mode needs",
+          "[gpu_backend]")
+{
+    const fa_problem p = problem();
+    SECTION("dQ by atomics: the accumulator is converted")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_kernel_config c = config(FA_PASS_BWD, 1);
+        const fa_selection sel = selection(c, 1);
+        REQUIRE(fa_gpu_ops.bwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+        CHECK(launched() == std::vector<const void *>{k_preprocess, k_dkdv_kernel, k_convert_dq});
+        CHECK(ops().front() == "set_device");
+        CHECK(g_dev.events[1].op == "alloc");
+        CHECK(g_dev.events[1].bytes == fa_bwd_workspace_bytes(&p, &c));
+        CHECK(ops().back() == "release");
+        CHECK(same_grid(nth_launch(0).grid, fa_bwd_prep_grid(&p)));
+        CHECK(nth_launch(0).threads == FA_PREP_ROWS);
+        CHECK(same_grid(nth_launch(1).grid, fa_bwd_dkdv_grid(&p, &c)));
+        CHECK(nth_launch(1).bytes == 80 * 1024);
+        CHECK(same_grid(nth_launch(2).grid, fa_bwd_prep_grid(&p)));
+    }
+    SECTION("deterministic: dQ has its own pass over query tiles")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        fa_problem det = p;
+        det.deterministic = 1;
+        const fa_kernel_config c = config(FA_PASS_BWD, 1);
+        const fa_selection sel = selection(c, 1);
+        REQUIRE(fa_gpu_ops.bwd(&f.ctx, &det, &sel, nullptr, 0) == FA_OK);
+        CHECK(launched() == std::vector<const void *>{k_preprocess, k_dkdv_kernel, k_dq_kernel});
+        CHECK(same_grid(nth_launch(2).grid, fa_bwd_dq_grid(&det, &c)));
+        int prepares = 0;
+        for (const event &e : g_dev.events) prepares += e.op == "prepare";
+        CHECK(prepares == 2); // dK/dV and dQ kernels, each once
+    }
+}
+
+TEST_CASE("gpu backend: failures name their stage and still release the workspace", "[gpu_backend]")
+{
+    const fa_problem p = problem();
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection sel = selection(c, 3);
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        g_dev.fail_launch_at = 1;
+        CHECK(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_ERR_DEVICE_RUNTIME);
+        CHECK(std::string(f.ctx.last_error) == "launching the split-KV combine: fake error");
+        CHECK(ops().back() == "release");
+    }
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        g_dev.fail_alloc = 1;
+        CHECK(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_ERR_OUT_OF_MEMORY);
+        CHECK(std::string(f.ctx.last_error).find("split-KV workspace of") == 0);
+        CHECK(launched().empty());
+        CHECK(ops().back() == "alloc"); // nothing to release
+    }
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_kernel_config b = config(FA_PASS_BWD, 1);
+        const fa_selection bsel = selection(b, 1);
+        g_dev.fail_launch_at = 1;
+        CHECK(fa_gpu_ops.bwd(&f.ctx, &p, &bsel, nullptr, 0) == FA_ERR_DEVICE_RUNTIME);
+        CHECK(std::string(f.ctx.last_error) == "launching the backward dK/dV kernel: fake error");
+        CHECK(launched().size() == 2); // nothing after the failed stage
+        CHECK(ops().back() == "release");
+    }
+}
+
+TEST_CASE("gpu backend: a runtime with static shared memory gets 0 dynamic bytes", "[gpu_backend]")
+{
+    fake_context f(0);
+    REQUIRE(f.attach() == FA_OK);
+    const fa_problem p = problem();
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection sel = selection(c, 1);
+    REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+    CHECK(ops() == strings{"set_device", "launch"});
+    CHECK(nth_launch(0).bytes == 0);
+}
+
+TEST_CASE("gpu backend: cu_seqlens are read through the runtime's copy", "[gpu_backend]")
+{
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    const int src[3] = {0, 5, 9};
+    int dst[3] = {-1, -1, -1};
+    REQUIRE(fa_gpu_ops.copy_to_host(&f.ctx, dst, src, sizeof src) == FA_OK);
+    CHECK(ops() == strings{"set_device", "copy"});
+    CHECK((dst[0] == 0 && dst[1] == 5 && dst[2] == 9));
+}
