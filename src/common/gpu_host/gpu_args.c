@@ -6,6 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The kernels' view of an operand's strides (attn_args.h). */
+static fa_operand_layout fa_layout_of(fa_strides st)
+{
+    fa_operand_layout at;
+    at.batch = st.batch;
+    at.row = st.row;
+    at.head = st.head;
+    return at;
+}
+
 size_t fa_align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 size_t fa_split_bytes(const fa_problem *p, int splits)
@@ -28,11 +38,11 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
     fa_fwd_args a;
     memset(&a, 0, sizeof a);
     a.q = p->q; a.k = p->k; a.v = p->v; a.out = p->out; a.lse = p->lse;
-    a.q_batch = p->q_stride.batch; a.q_row = p->q_stride.row; a.q_head = p->q_stride.head;
-    a.k_batch = p->k_stride.batch; a.k_row = p->k_stride.row; a.k_head = p->k_stride.head;
-    a.v_batch = p->v_stride.batch; a.v_row = p->v_stride.row; a.v_head = p->v_stride.head;
-    a.o_batch = p->out_stride.batch; a.o_row = p->out_stride.row; a.o_head = p->out_stride.head;
-    a.lse_batch = p->lse_stride.batch; a.lse_row = p->lse_stride.row; a.lse_head = p->lse_stride.head;
+    a.q_layout = fa_layout_of(p->q_stride);
+    a.k_layout = fa_layout_of(p->k_stride);
+    a.v_layout = fa_layout_of(p->v_stride);
+    a.out_layout = fa_layout_of(p->out_stride);
+    a.lse_layout = fa_layout_of(p->lse_stride);
     a.cu_seqlens_q = p->varlen ? p->cu_seqlens_q : NULL;
     a.cu_seqlens_k = p->varlen ? p->cu_seqlens_k : NULL;
     a.seqused_k = p->seqused_k;
@@ -97,10 +107,10 @@ fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, v
     a.fwd = fa_make_args(p, 1, NULL);
     a.dout = p->dout;
     a.dq = p->dq; a.dk = p->dk; a.dv = p->dv;
-    a.do_batch = p->dout_stride.batch; a.do_row = p->dout_stride.row; a.do_head = p->dout_stride.head;
-    a.dq_batch = p->dq_stride.batch; a.dq_row = p->dq_stride.row; a.dq_head = p->dq_stride.head;
-    a.dk_batch = p->dk_stride.batch; a.dk_row = p->dk_stride.row; a.dk_head = p->dk_stride.head;
-    a.dv_batch = p->dv_stride.batch; a.dv_row = p->dv_stride.row; a.dv_head = p->dv_stride.head;
+    a.dout_layout = fa_layout_of(p->dout_stride);
+    a.dq_layout = fa_layout_of(p->dq_stride);
+    a.dk_layout = fa_layout_of(p->dk_stride);
+    a.dv_layout = fa_layout_of(p->dv_stride);
     a.delta = (float *)workspace;
     a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
     if (fa_bwd_uses_atomics(p, cfg))

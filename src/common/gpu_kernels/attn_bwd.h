@@ -438,7 +438,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         return;
     const int keys_valid = min(FA_ROWS, seq.seqlen_k - n0);
     const int group = f->heads / f->heads_k;
-    const long long q_base = f->cu_seqlens_q ? seq.q_row0 : (long long)batch * f->seqlen_q;
+    const long long q_global_row0 = fa_global_q_row0(f, batch, seq.q_row0);
     /* This warp's tiles: scores rows/columns (phase 1), dK/dV rows/columns (phase 2). */
     const int s_row0 = (fa_warp() % FA_P1_WR) * FA_P1_MF * FA_MMA_M;
     const int s_col0 = (fa_warp() / FA_P1_WR) * FA_P1_NF * FA_MMA_N;
@@ -463,38 +463,35 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
                             ? 0
                             : (int)max(fa_end_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w), 0ll);
 
-    const fa_elem *k = (const fa_elem *)f->k + batch * f->k_batch + (seq.k_row0 + n0) * f->k_row +
-                       kv_head * f->k_head;
-    const fa_elem *v = (const fa_elem *)f->v + batch * f->v_batch + (seq.k_row0 + n0) * f->v_row +
-                       kv_head * f->v_head;
+    const fa_elem *k = (const fa_elem *)f->k + fa_row_at(&f->k_layout, batch, seq.k_row0 + n0, kv_head);
+    const fa_elem *v = (const fa_elem *)f->v + fa_row_at(&f->v_layout, batch, seq.k_row0 + n0, kv_head);
     /* A block no query sees writes zero dK/dV and loads nothing (one stage would leave
      * the copies uncommitted at exit). */
     if (steps > 0) {
-        fa_load_tile(smem_k, k, f->k_row, keys_valid, f->head_dim, FA_ROWS);
-        fa_load_tile(smem_v, v, f->v_row, keys_valid, f->head_dim, FA_ROWS);
+        fa_load_tile(smem_k, k, f->k_layout.row, keys_valid, f->head_dim, FA_ROWS);
+        fa_load_tile(smem_v, v, f->v_layout.row, keys_valid, f->head_dim, FA_ROWS);
     }
 
     /* Step i covers query head kv_head * group + i / m_tiles, query tile m_first + i %
      * m_tiles. Two cursors walk that order without divisions: one for the loads (running
      * stages - 1 steps ahead), one for the computation. */
     fa_bwd_cursor load_at = {kv_head * group, m_first, fa_head_row(f, kv_head * group, 0)}, step_at = load_at;
-#define FA_LOAD_STEP(i)                                                                         \
-    do {                                                                                        \
-        const int h_ = load_at.head, m0_ = load_at.tile * FA_COLS, buf_ = (i) % FA_INST_STAGES; \
-        const int rows_ = seq.seqlen_q - m0_;                                                   \
-        fa_load_tile(smem_q + buf_ * FA_COL_TILE,                                               \
-                     (const fa_elem *)f->q + batch * f->q_batch + (seq.q_row0 + m0_) * f->q_row + \
-                         h_ * f->q_head,                                                        \
-                     f->q_row, rows_, f->head_dim, FA_COLS);                                    \
-        fa_load_tile(smem_do + buf_ * FA_COL_TILE,                                              \
-                     (const fa_elem *)args.dout + batch * args.do_batch +                       \
-                         (seq.q_row0 + m0_) * args.do_row + h_ * args.do_head,                  \
-                     args.do_row, rows_, f->head_dim, FA_COLS);                                 \
-        fa_bwd_load_rows(smem_lse + buf_ * FA_COLS,                                             \
-                         args.lse_log2 + load_at.head_row + q_base + m0_, rows_);               \
-        fa_bwd_load_rows(smem_delta + buf_ * FA_COLS,                                           \
-                         args.delta + load_at.head_row + q_base + m0_, rows_);                  \
-        fa_bwd_cursor_next(&load_at, m_first, m_first + m_tiles, f->total_q);                   \
+#define FA_LOAD_STEP(i)                                                                            \
+    do {                                                                                           \
+        const int h_ = load_at.head, m0_ = load_at.tile * FA_COLS, buf_ = (i) % FA_INST_STAGES;    \
+        const int rows_ = seq.seqlen_q - m0_;                                                      \
+        fa_load_tile(smem_q + buf_ * FA_COL_TILE,                                                  \
+                     (const fa_elem *)f->q + fa_row_at(&f->q_layout, batch, seq.q_row0 + m0_, h_), \
+                     f->q_layout.row, rows_, f->head_dim, FA_COLS);                                \
+        fa_load_tile(smem_do + buf_ * FA_COL_TILE,                                                 \
+                     (const fa_elem *)args.dout +                                                  \
+                         fa_row_at(&args.dout_layout, batch, seq.q_row0 + m0_, h_),                \
+                     args.dout_layout.row, rows_, f->head_dim, FA_COLS);                           \
+        fa_bwd_load_rows(smem_lse + buf_ * FA_COLS,                                                \
+                         args.lse_log2 + load_at.head_row + q_global_row0 + m0_, rows_);           \
+        fa_bwd_load_rows(smem_delta + buf_ * FA_COLS,                                              \
+                         args.delta + load_at.head_row + q_global_row0 + m0_, rows_);              \
+        fa_bwd_cursor_next(&load_at, m_first, m_first + m_tiles, f->total_q);                      \
     } while (0)
 
     /* Copies complete in commit order: K, V and step 0 form the first group (committed in
@@ -550,22 +547,20 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
          * the dV and dK products instead, the atomics measured slower (bench/NOTES.md, b3). */
 #if FA_BWD_ATOMIC_DQ
         if (args.dq_accum)
-            fa_bwd_dq_atomic(args.dq_accum + head_row * f->head_dim, q_base, m0,
+            fa_bwd_dq_atomic(args.dq_accum + head_row * f->head_dim, q_global_row0, m0,
                              seq.seqlen_q, f->head_dim, smem_ds, smem_k);
 #endif
     }
 #undef FA_LOAD_STEP
     fa_async_wait(0);
 
-    fa_elem *dk = (fa_elem *)args.dk + batch * args.dk_batch + (seq.k_row0 + n0) * args.dk_row +
-                  kv_head * args.dk_head;
-    fa_elem *dv = (fa_elem *)args.dv + batch * args.dv_batch + (seq.k_row0 + n0) * args.dv_row +
-                  kv_head * args.dv_head;
+    fa_elem *dk = (fa_elem *)args.dk + fa_row_at(&args.dk_layout, batch, seq.k_row0 + n0, kv_head);
+    fa_elem *dv = (fa_elem *)args.dv + fa_row_at(&args.dv_layout, batch, seq.k_row0 + n0, kv_head);
 #pragma unroll
     for (int mf = 0; mf < FA_P2_MF; ++mf) {
-        fa_bwd_store_rows(dk, args.dk_row, kv_row0 + mf * FA_MMA_M, keys_valid, f->head_dim,
+        fa_bwd_store_rows(dk, args.dk_layout.row, kv_row0 + mf * FA_MMA_M, keys_valid, f->head_dim,
                           &acc_dk[mf * FA_P2_NF], FA_P2_NF, kv_col0, args.scale);
-        fa_bwd_store_rows(dv, args.dv_row, kv_row0 + mf * FA_MMA_M, keys_valid, f->head_dim,
+        fa_bwd_store_rows(dv, args.dv_layout.row, kv_row0 + mf * FA_MMA_M, keys_valid, f->head_dim,
                           &acc_dv[mf * FA_P2_NF], FA_P2_NF, kv_col0, 1.f);
     }
 }
@@ -597,7 +592,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int kv_head = head / (f->heads / f->heads_k);
     const int lane = fa_lane(), warp_row0 = (fa_warp() % FA_ROW_GROUPS) * FA_MMA_M;
     const int part = fa_warp() / FA_ROW_GROUPS, col0 = part * FA_PART_COLS;
-    const long long q_base = f->cu_seqlens_q ? seq.q_row0 : (long long)batch * f->seqlen_q;
+    const long long q_global_row0 = fa_global_q_row0(f, batch, seq.q_row0);
 
     fa_window w = {f->window_left, f->window_right};
     const long long key_lo = fa_first_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w);
@@ -612,23 +607,25 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
                                  (long long)seq.seqlen_k);
     const int full_hi = (int)max(fa_end_visible_key(m0, seq.seqlen_q, seq.seqlen_k, w), 0ll);
 
-    const long long q_off = batch * f->q_batch + (seq.q_row0 + m0) * f->q_row + head * f->q_head;
+    const long long q_off = fa_row_at(&f->q_layout, batch, seq.q_row0 + m0, head);
     if (n_tiles > 0) { /* as in the dK/dV kernel: no key, no load, dQ = 0 */
-        fa_load_tile(smem_q, (const fa_elem *)f->q + q_off, f->q_row, rows_valid, f->head_dim, FA_ROWS);
+        fa_load_tile(smem_q, (const fa_elem *)f->q + q_off, f->q_layout.row, rows_valid, f->head_dim, FA_ROWS);
         fa_load_tile(smem_do,
-                     (const fa_elem *)args.dout + batch * args.do_batch + (seq.q_row0 + m0) * args.do_row +
-                         head * args.do_head,
-                     args.do_row, rows_valid, f->head_dim, FA_ROWS);
+                     (const fa_elem *)args.dout + fa_row_at(&args.dout_layout, batch, seq.q_row0 + m0, head),
+                     args.dout_layout.row, rows_valid, f->head_dim, FA_ROWS);
     }
-    const fa_elem *k = (const fa_elem *)f->k + batch * f->k_batch + seq.k_row0 * f->k_row + kv_head * f->k_head;
-    const fa_elem *v = (const fa_elem *)f->v + batch * f->v_batch + seq.k_row0 * f->v_row + kv_head * f->v_head;
-#define FA_LOAD_KV(i)                                                                            \
-    do {                                                                                         \
-        const int n0_ = (tile_lo + (i)) * FA_COLS, buf_ = (i) % FA_INST_STAGES;                  \
-        fa_load_tile(smem_k + buf_ * FA_COL_TILE, k + (long long)n0_ * f->k_row, f->k_row,       \
-                     seq.seqlen_k - n0_, f->head_dim, FA_COLS);                                  \
-        fa_load_tile(smem_v + buf_ * FA_COL_TILE, v + (long long)n0_ * f->v_row, f->v_row,       \
-                     seq.seqlen_k - n0_, f->head_dim, FA_COLS);                                  \
+    /* The key loop takes the K/V row strides from locals: read through f inside it, they
+     * cost the loop's mask arithmetic common subexpressions (nvcc 11.8, sm_90). */
+    const long long k_row = f->k_layout.row, v_row = f->v_layout.row;
+    const fa_elem *k = (const fa_elem *)f->k + fa_row_at(&f->k_layout, batch, seq.k_row0, kv_head);
+    const fa_elem *v = (const fa_elem *)f->v + fa_row_at(&f->v_layout, batch, seq.k_row0, kv_head);
+#define FA_LOAD_KV(i)                                                                \
+    do {                                                                             \
+        const int n0_ = (tile_lo + (i)) * FA_COLS, buf_ = (i) % FA_INST_STAGES;      \
+        fa_load_tile(smem_k + buf_ * FA_COL_TILE, k + (long long)n0_ * k_row, k_row, \
+                     seq.seqlen_k - n0_, f->head_dim, FA_COLS);                      \
+        fa_load_tile(smem_v + buf_ * FA_COL_TILE, v + (long long)n0_ * v_row, v_row, \
+                     seq.seqlen_k - n0_, f->head_dim, FA_COLS);                      \
     } while (0)
 #pragma unroll
     for (int i = 0; i < FA_INST_STAGES - 1; ++i) {
@@ -642,8 +639,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
 #pragma unroll
     for (int g = 0; g < FA_ACC_ROWS; ++g) {
         int row = min(m0 + warp_row0 + fa_acc_row(lane, g * FA_ACC_COLS), seq.seqlen_q - 1);
-        lse_rows[g] = args.lse_log2[fa_head_row(f, head, q_base + row)];
-        delta_rows[g] = args.delta[fa_head_row(f, head, q_base + row)];
+        lse_rows[g] = args.lse_log2[fa_head_row(f, head, q_global_row0 + row)];
+        delta_rows[g] = args.delta[fa_head_row(f, head, q_global_row0 + row)];
     }
     float alibi_log2 = f->alibi_slopes ? f->alibi_slopes[batch * f->alibi_batch + head] * FA_LOG2E : 0.f;
 
@@ -700,7 +697,6 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         }
     }
 #endif
-    fa_elem *dq = (fa_elem *)args.dq + batch * args.dq_batch + (seq.q_row0 + m0) * args.dq_row +
-                  head * args.dq_head;
-    fa_bwd_store_rows(dq, args.dq_row, warp_row0, rows_valid, f->head_dim, acc_dq, FA_BD, 0, args.scale);
+    fa_elem *dq = (fa_elem *)args.dq + fa_row_at(&args.dq_layout, batch, seq.q_row0 + m0, head);
+    fa_bwd_store_rows(dq, args.dq_layout.row, warp_row0, rows_valid, f->head_dim, acc_dq, FA_BD, 0, args.scale);
 }
