@@ -123,7 +123,7 @@ TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_
     g = fa_bwd_dkdv_grid(&p, &cfg);
     CHECK((g.x == 3 && g.y == 2 && g.z == 2)); // ceil(130/64), kv heads, batch
     g = fa_bwd_dq_grid(&p, &cfg);
-    CHECK((g.x == 5 && g.y == 6 && g.z == 2)); // ceil(300/64): query tiles of tile_n rows
+    CHECK((g.x == 5 && g.y == 6 && g.z == 2)); // ceil(300/64): resident query tiles of tile_n rows
 }
 
 TEST_CASE("gpu args carry every operand's strides as its layout, addressed by fa_row_at", "[gpu_args]")

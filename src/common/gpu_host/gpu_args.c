@@ -190,6 +190,10 @@ static fa_status fa_fwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     return st;
 }
 
+/* The backward config's tile_m is its streamed rows per step (attn_bwd.h): query rows
+ * past the dK/dV kernel's resident keys, key rows past the dQ kernel's resident queries. */
+static int fa_bwd_streamed_rows(const fa_kernel_config *cfg) { return cfg->tile_m; }
+
 /* The backward's: its workspace within 64 bits, the dK/dV kernel's step count within its
  * 32-bit counter, and grids the runtime takes. */
 static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
@@ -199,7 +203,9 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     const long long cap = fa_max_workspace_floats();
     const long long rows = fa_product_within(p->heads, p->total_q, cap);
     const long long group = p->heads_k > 0 ? p->heads / p->heads_k : 0;
-    const long long steps = group * ((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m);
+    const int streamed = fa_bwd_streamed_rows(cfg);
+    const long long query_tiles = (p->seqlen_q + streamed - 1) / streamed;
+    const long long steps = group * query_tiles;
     const int atomics = fa_bwd_uses_atomics(p, cfg);
     fa_status st;
     if (rows < 0 || (atomics && fa_product_within(rows, p->head_dim, cap) < 0))
@@ -213,8 +219,7 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
         return fa_fail(ctx, FA_ERR_UNSUPPORTED,
                        "the %s backward walks %lld query heads per kv head x %lld query tiles of %d "
                        "rows = %lld steps per key tile, more than its 32-bit step counter holds",
-                       backend, group, (long long)((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m),
-                       cfg->tile_m, steps);
+                       backend, group, query_tiles, streamed, steps);
     st = fa_check_grid(ctx, fa_bwd_prep_grid(p), FA_PREP_ROWS, "backward preprocess", backend);
     if (st == FA_OK)
         st = fa_check_grid(ctx, fa_bwd_dkdv_grid(p, cfg), cfg->threads, "backward dK/dV", backend);
@@ -311,14 +316,18 @@ fa_grid fa_bwd_prep_grid(const fa_problem *p)
     return fa_pair_grid(fa_blocks(p->seqlen_q, FA_PREP_ROWS), p->heads, p->batch);
 }
 
+/* The backward config's tile_n is its resident rows per block (attn_bwd.h): key tiles in
+ * the dK/dV kernel, query tiles in the dQ kernel. */
+static int fa_bwd_resident_rows(const fa_kernel_config *cfg) { return cfg->tile_n; }
+
 fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    return fa_pair_grid(fa_blocks(p->seqlen_k, cfg->tile_n), p->heads_k, p->batch);
+    return fa_pair_grid(fa_blocks(p->seqlen_k, fa_bwd_resident_rows(cfg)), p->heads_k, p->batch);
 }
 
 fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    return fa_pair_grid(fa_blocks(p->seqlen_q, cfg->tile_n), p->heads, p->batch);
+    return fa_pair_grid(fa_blocks(p->seqlen_q, fa_bwd_resident_rows(cfg)), p->heads, p->batch);
 }
 
 fa_status fa_gpu_set_stream(fa_context *ctx, void *stream)
