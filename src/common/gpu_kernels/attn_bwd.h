@@ -551,8 +551,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         /* Phase 2: dV += Pᵀ·dO, dK += dSᵀ·Q. */
         fa_bwd_product_nn(acc_dv, FA_P2_MF, FA_P2_NF, smem_p, 0, kv_row0, do_tile, kv_col0, FA_STREAMED_ROWS);
         fa_bwd_product_nn(acc_dk, FA_P2_MF, FA_P2_NF, smem_ds, 0, kv_row0, q_tile, kv_col0, FA_STREAMED_ROWS);
-        /* Phase 3: dQ += dS·K, by atomics (where the vocabulary affords it). Issued between
-         * the dV and dK products instead, the atomics measured slower (bench/NOTES.md, b3). */
+        /* Phase 3: dQ += dS·K, by atomics (where the vocabulary affords it), after both
+         * products: issued between them, the atomics compete with the dK products' issue. */
 #if FA_BWD_ATOMIC_DQ
         if (args.dq_accum)
             fa_bwd_dq_atomic(args.dq_accum + head_row * f->head_dim, q_global_row0, m0,

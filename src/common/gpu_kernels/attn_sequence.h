@@ -12,8 +12,8 @@
 /* This block's pair of the launch's inner x outer pairs (launch_grid.h); *o == outer for
  * a block of a folded grid past the last pair. Kernels test for that together with their
  * own test for an empty block, after fa_find_sequence: an exit of its own ahead of
- * everything moved the forward kernel's per-block scalars off the uniform datapath
- * (ptxas, sm_90), with spills in its main loop. */
+ * everything moves the forward kernel's per-block scalars off the uniform datapath
+ * (ptxas, sm_90) and spills in its main loop. */
 FA_DEVICE void fa_block_pair(unsigned inner, unsigned outer, unsigned *i, unsigned *o)
 {
     fa_grid_pair(blockIdx.y, blockIdx.z, gridDim.y, inner, outer, i, o);
