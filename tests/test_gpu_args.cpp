@@ -128,7 +128,33 @@ TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_
     g = fa_bwd_dkdv_grid(&p, &cfg);
     CHECK((g.x == 3 && g.y == 2 && g.z == 2)); // ceil(130/64), kv heads, batch
     g = fa_bwd_dq_grid(&p, &cfg);
-    CHECK((g.x == 5 && g.y == 6 && g.z == 2)); // ceil(300/64): query tiles of tile_n rows
+    CHECK((g.x == 5 && g.y == 6 && g.z == 2)); // ceil(300/64): resident query tiles of tile_n rows
+}
+
+TEST_CASE("gpu args carry every operand's strides as its layout, addressed by fa_row_at", "[gpu_args]")
+{
+    fa_problem p = aligned_problem();
+    p.lse_stride = fa_strides{6 * 300, 1, 300}; // [b, h, s]
+    p.dq_stride = fa_strides{0, 7 * 64, 64};    // a layout of its own
+    fa_kernel_config cfg;
+    std::memset(&cfg, 0, sizeof cfg);
+    const fa_bwd_args b = fa_make_bwd_args(&p, &cfg, kFakeWorkspace);
+    const fa_fwd_args &a = b.fwd;
+    const fa_operand_layout *q[] = {&a.q_layout, &a.out_layout, &b.dout_layout};
+    for (const fa_operand_layout *at : q)
+        CHECK((at->batch == 300 * 6 * 64 && at->row == 6 * 64 && at->head == 64));
+    const fa_operand_layout *k[] = {&a.k_layout, &a.v_layout, &b.dk_layout, &b.dv_layout};
+    for (const fa_operand_layout *at : k)
+        CHECK((at->batch == 130 * 2 * 64 && at->row == 2 * 64 && at->head == 64));
+    CHECK((b.dq_layout.batch == 0 && b.dq_layout.row == 7 * 64 && b.dq_layout.head == 64));
+    CHECK((a.lse_layout.batch == 6 * 300 && a.lse_layout.row == 1 && a.lse_layout.head == 300));
+
+    // Row 299 of head 5 of batch entry 1: the last row of a contiguous q, and of the LSE.
+    CHECK(fa_row_at(&a.q_layout, 1, 299, 5) + 63 == 2LL * 300 * 6 * 64 - 1);
+    CHECK(fa_lse_at(&a.lse_layout, 1, 5, 299) == 2LL * 6 * 300 - 1);
+    // Products in 64 bits: row 2^31 of a 2^31-row varlen operand.
+    const fa_operand_layout wide = {0, 6 * 64, 64};
+    CHECK(fa_row_at(&wide, 0, 1LL << 31, 5) == (1LL << 31) * 6 * 64 + 5 * 64);
 }
 
 TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the reason", "[gpu_args]")

@@ -6,6 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The kernels' view of an operand's strides (attn_args.h). */
+static fa_operand_layout fa_layout_of(fa_strides st)
+{
+    fa_operand_layout at;
+    at.batch = st.batch;
+    at.row = st.row;
+    at.head = st.head;
+    return at;
+}
+
 size_t fa_align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
 size_t fa_split_bytes(const fa_problem *p, int splits)
@@ -28,11 +38,11 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
     fa_fwd_args a;
     memset(&a, 0, sizeof a);
     a.q = p->q; a.k = p->k; a.v = p->v; a.out = p->out; a.lse = p->lse;
-    a.q_batch = p->q_stride.batch; a.q_row = p->q_stride.row; a.q_head = p->q_stride.head;
-    a.k_batch = p->k_stride.batch; a.k_row = p->k_stride.row; a.k_head = p->k_stride.head;
-    a.v_batch = p->v_stride.batch; a.v_row = p->v_stride.row; a.v_head = p->v_stride.head;
-    a.o_batch = p->out_stride.batch; a.o_row = p->out_stride.row; a.o_head = p->out_stride.head;
-    a.lse_batch = p->lse_stride.batch; a.lse_row = p->lse_stride.row; a.lse_head = p->lse_stride.head;
+    a.q_layout = fa_layout_of(p->q_stride);
+    a.k_layout = fa_layout_of(p->k_stride);
+    a.v_layout = fa_layout_of(p->v_stride);
+    a.out_layout = fa_layout_of(p->out_stride);
+    a.lse_layout = fa_layout_of(p->lse_stride);
     a.cu_seqlens_q = p->varlen ? p->cu_seqlens_q : NULL;
     a.cu_seqlens_k = p->varlen ? p->cu_seqlens_k : NULL;
     a.seqused_k = p->seqused_k;
@@ -97,10 +107,10 @@ fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, v
     a.fwd = fa_make_args(p, 1, NULL);
     a.dout = p->dout;
     a.dq = p->dq; a.dk = p->dk; a.dv = p->dv;
-    a.do_batch = p->dout_stride.batch; a.do_row = p->dout_stride.row; a.do_head = p->dout_stride.head;
-    a.dq_batch = p->dq_stride.batch; a.dq_row = p->dq_stride.row; a.dq_head = p->dq_stride.head;
-    a.dk_batch = p->dk_stride.batch; a.dk_row = p->dk_stride.row; a.dk_head = p->dk_stride.head;
-    a.dv_batch = p->dv_stride.batch; a.dv_row = p->dv_stride.row; a.dv_head = p->dv_stride.head;
+    a.dout_layout = fa_layout_of(p->dout_stride);
+    a.dq_layout = fa_layout_of(p->dq_stride);
+    a.dk_layout = fa_layout_of(p->dk_stride);
+    a.dv_layout = fa_layout_of(p->dv_stride);
     a.delta = (float *)workspace;
     a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
     if (fa_bwd_uses_atomics(p, cfg))
@@ -181,6 +191,10 @@ static fa_status fa_fwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     return st;
 }
 
+/* The backward config's tile_m is its streamed rows per step (attn_bwd.h): query rows
+ * past the dK/dV kernel's resident keys, key rows past the dQ kernel's resident queries. */
+static int fa_bwd_streamed_rows(const fa_kernel_config *cfg) { return cfg->tile_m; }
+
 /* The backward's: its workspace within 64 bits, the dK/dV kernel's step count within its
  * 32-bit counter, and grids the runtime takes. */
 static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
@@ -190,7 +204,9 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     const long long cap = fa_max_workspace_floats();
     const long long rows = fa_product_within(p->heads, p->total_q, cap);
     const long long group = p->heads_k > 0 ? p->heads / p->heads_k : 0;
-    const long long steps = group * ((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m);
+    const int streamed = fa_bwd_streamed_rows(cfg);
+    const long long query_tiles = (p->seqlen_q + streamed - 1) / streamed;
+    const long long steps = group * query_tiles;
     const int atomics = fa_bwd_uses_atomics(p, cfg);
     fa_status st;
     if (rows < 0 || (atomics && fa_product_within(rows, p->head_dim, cap) < 0))
@@ -204,8 +220,7 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
         return fa_fail(ctx, FA_ERR_UNSUPPORTED,
                        "the %s backward walks %lld query heads per kv head x %lld query tiles of %d "
                        "rows = %lld steps per key tile, more than its 32-bit step counter holds",
-                       backend, group, (long long)((p->seqlen_q + cfg->tile_m - 1) / cfg->tile_m),
-                       cfg->tile_m, steps);
+                       backend, group, query_tiles, streamed, steps);
     st = fa_check_grid(ctx, fa_bwd_prep_grid(p), FA_PREP_ROWS, "backward preprocess", backend);
     if (st == FA_OK)
         st = fa_check_grid(ctx, fa_bwd_dkdv_grid(p, cfg), cfg->threads, "backward dK/dV", backend);
@@ -302,14 +317,18 @@ fa_grid fa_bwd_prep_grid(const fa_problem *p)
     return fa_pair_grid(fa_blocks(p->seqlen_q, FA_PREP_ROWS), p->heads, p->batch);
 }
 
+/* The backward config's tile_n is its resident rows per block (attn_bwd.h): key tiles in
+ * the dK/dV kernel, query tiles in the dQ kernel. */
+static int fa_bwd_resident_rows(const fa_kernel_config *cfg) { return cfg->tile_n; }
+
 fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    return fa_pair_grid(fa_blocks(p->seqlen_k, cfg->tile_n), p->heads_k, p->batch);
+    return fa_pair_grid(fa_blocks(p->seqlen_k, fa_bwd_resident_rows(cfg)), p->heads_k, p->batch);
 }
 
 fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    return fa_pair_grid(fa_blocks(p->seqlen_q, cfg->tile_n), p->heads, p->batch);
+    return fa_pair_grid(fa_blocks(p->seqlen_q, fa_bwd_resident_rows(cfg)), p->heads, p->batch);
 }
 
 fa_status fa_gpu_set_stream(fa_context *ctx, void *stream)

@@ -75,8 +75,9 @@ typedef struct fa_grid {
 fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel);
 /* Split-KV combine: rows x (heads, batch), FA_COMBINE_THREADS threads. */
 fa_grid fa_combine_grid(const fa_problem *p);
-/* Backward preprocess and dQ conversion (FA_PREP_ROWS rows per block), dK/dV (key
- * tiles of tile_n x (kv heads, batch)) and dQ (query tiles of tile_n x (heads, batch)). */
+/* Backward preprocess and dQ conversion (FA_PREP_ROWS rows per block), dK/dV (resident
+ * key tiles x (kv heads, batch)) and dQ (resident query tiles x (heads, batch)); the
+ * config's tile_n is the backward's resident rows per block (attn_bwd.h). */
 fa_grid fa_bwd_prep_grid(const fa_problem *p);
 fa_grid fa_bwd_dkdv_grid(const fa_problem *p, const fa_kernel_config *cfg);
 fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg);

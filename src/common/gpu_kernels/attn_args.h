@@ -1,7 +1,8 @@
 /*
- * attn_args.h - the argument block every GPU forward kernel receives (by value), filled
- * once by the vendor backend from the validated fa_problem. Plain C, shared by host and
- * device code of both vendors.
+ * attn_args.h - the argument blocks the GPU kernels receive (by value), filled once by
+ * the host (gpu_host/gpu_args.c) from the validated fa_problem: each tensor operand as
+ * its data and its layout (fa_operand_layout, addressed through fa_row_at), the masks,
+ * the scales and the workspace. Plain C, shared by host and device code of both vendors.
  */
 #ifndef FA_ATTN_ARGS_H
 #define FA_ATTN_ARGS_H
@@ -16,15 +17,34 @@
 #define FA_PREP_ROWS 64
 #define FA_COMBINE_THREADS 64
 
+/* Where the rows of one operand lie: the element strides of its batch, row and head
+ * dimensions (batch 0 when varlen, whose rows count over the whole batch). */
+typedef struct fa_operand_layout {
+    long long batch, row, head;
+} fa_operand_layout;
+
+/* The element offset of row `row` of head `head` of batch entry `batch` in a
+ * [batch][row][head][head_dim] operand laid out as `layout`; `row` is the sequence's
+ * first row in the operand (fa_sequence's q_row0 or k_row0) plus a row of the sequence.
+ * Every product is 64-bit (each can pass 2^31). */
+FA_HD long long fa_row_at(const fa_operand_layout *layout, int batch, long long row, int head)
+{
+    return batch * layout->batch + row * layout->row + head * layout->head;
+}
+/* The same for the LSE, whose dimensions are [batch][head][row]. */
+FA_HD long long fa_lse_at(const fa_operand_layout *layout, int batch, int head, long long row)
+{
+    return batch * layout->batch + head * layout->head + row * layout->row;
+}
+
+/* Every operand's data comes ahead of all the layouts: the kernels read their parameters
+ * at fixed offsets, and this order is the one their machine code is compared against
+ * (bench/sass_dump.py). */
 typedef struct fa_fwd_args {
     const void *q, *k, *v;
     void *out;
     float *lse;                           /* NULL: not requested                     */
-    long long q_batch, q_row, q_head;     /* element strides (batch 0 when varlen)   */
-    long long k_batch, k_row, k_head;
-    long long v_batch, v_row, v_head;
-    long long o_batch, o_row, o_head;
-    long long lse_batch, lse_row, lse_head;
+    fa_operand_layout q_layout, k_layout, v_layout, out_layout, lse_layout;
     const int *cu_seqlens_q, *cu_seqlens_k; /* NULL unless varlen                   */
     const int *seqused_k;                 /* NULL: all keys                          */
     const float *alibi_slopes;            /* NULL: no ALiBi                          */
@@ -48,10 +68,7 @@ typedef struct fa_bwd_args {
     fa_fwd_args fwd;
     const void *dout;
     void *dq, *dk, *dv;
-    long long do_batch, do_row, do_head;
-    long long dq_batch, dq_row, dq_head;
-    long long dk_batch, dk_row, dk_head;
-    long long dv_batch, dv_row, dv_head;
+    fa_operand_layout dout_layout, dq_layout, dk_layout, dv_layout;
     float *delta;      /* [heads][total_q]: rowsum(dO * O)                            */
     float *lse_log2;   /* [heads][total_q]: LSE in log2 units, +inf for empty rows     */
     float *dq_accum;   /* [heads][total_q][head_dim] fp32 (dq_accum.h), zeroed first:  */

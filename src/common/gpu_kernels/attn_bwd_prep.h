@@ -38,11 +38,11 @@ FA_DEVICE float fa_dot_row(const unsigned short *a, const unsigned short *b, int
  * lays them out): how many exist (none in a folded grid's blocks past the last pair), and
  * where they start in the [heads][total_q] row arrays. */
 typedef struct fa_prep_rows {
-    int head, batch;
-    int row0, count;
+    int head, batch;          /* batch: seq.batch too; the kernels read this copy     */
+    int row0, count;          /* the block's first row of the sequence, rows it has      */
     fa_sequence seq;
-    long long seq_row0; /* the sequence's first row in [total_q] */
-    long long slot0;
+    long long q_global_row0;  /* the sequence's first row in [total_q] (fa_global_q_row0) */
+    long long slot0;          /* the block's first row in [heads][total_q]                */
 } fa_prep_rows;
 
 FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f)
@@ -55,11 +55,10 @@ FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f)
     r.head = (int)head;
     r.batch = (int)batch;
     r.seq = fa_find_sequence(f, r.batch);
-    const long long q_base = f->cu_seqlens_q ? r.seq.q_row0 : (long long)r.batch * f->seqlen_q;
+    r.q_global_row0 = fa_global_q_row0(f, r.batch, r.seq.q_row0);
     r.row0 = blockIdx.x * FA_PREP_ROWS;
     r.count = min(FA_PREP_ROWS, r.seq.seqlen_q - r.row0);
-    r.seq_row0 = q_base;
-    r.slot0 = fa_head_row(f, r.head, q_base + r.row0);
+    r.slot0 = fa_head_row(f, r.head, r.q_global_row0 + r.row0);
     return r;
 }
 
@@ -80,12 +79,12 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_preprocess)(fa_bwd_args a
     if ((int)threadIdx.x >= rows.count)
         return;
     const int row = rows.row0 + threadIdx.x;
-    const unsigned short *o = (const unsigned short *)f->out + batch * f->o_batch +
-                              (seq.q_row0 + row) * f->o_row + head * f->o_head;
-    const unsigned short *d_o = (const unsigned short *)args.dout + batch * args.do_batch +
-                                (seq.q_row0 + row) * args.do_row + head * args.do_head;
+    const unsigned short *o =
+        (const unsigned short *)f->out + fa_row_at(&f->out_layout, batch, seq.q_row0 + row, head);
+    const unsigned short *d_o =
+        (const unsigned short *)args.dout + fa_row_at(&args.dout_layout, batch, seq.q_row0 + row, head);
     args.delta[rows.slot0 + threadIdx.x] = fa_dot_row(o, d_o, f->head_dim, args.out_bf16);
-    float lse = f->lse[batch * f->lse_batch + head * f->lse_head + (seq.q_row0 + row) * f->lse_row];
+    float lse = f->lse[fa_lse_at(&f->lse_layout, batch, head, seq.q_row0 + row)];
     args.lse_log2[rows.slot0 + threadIdx.x] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
 }
 
@@ -146,17 +145,18 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_convert_dq)(fa_bwd_args a
     const fa_prep_rows rows = fa_block_rows(f);
     const fa_sequence seq = rows.seq;
     const float *head_acc = args.dq_accum + fa_dq_accum_head(f, rows.head);
-    unsigned short *dq = (unsigned short *)args.dq + rows.batch * args.dq_batch + seq.q_row0 * args.dq_row +
-                         rows.head * args.dq_head;
+    unsigned short *dq =
+        (unsigned short *)args.dq + fa_row_at(&args.dq_layout, rows.batch, seq.q_row0, rows.head);
+    const long long dq_row = args.dq_layout.row;
     /* Counted from the block's first row: rb itself would step past 2^31 - 1 after the
      * last row block of a sequence of nearly 2^31 rows. */
     for (int i = 0; i < rows.count; i += FA_MMA_M) {
         const int rb = rows.row0 + i;
-        const float *acc = head_acc + (rows.seq_row0 + rb) * f->head_dim;
+        const float *acc = head_acc + (rows.q_global_row0 + rb) * f->head_dim;
         if (fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim, FA_MMA_M, FA_MMA_N))
-            fa_convert_fragments(dq + rb * args.dq_row, args.dq_row, acc, f->head_dim, args.scale, args.out_bf16);
+            fa_convert_fragments(dq + rb * dq_row, dq_row, acc, f->head_dim, args.scale, args.out_bf16);
         else
-            fa_convert_rows(dq + rb * args.dq_row, args.dq_row, acc, min(FA_MMA_M, seq.seqlen_q - rb), f->head_dim,
+            fa_convert_rows(dq + rb * dq_row, dq_row, acc, min(FA_MMA_M, seq.seqlen_q - rb), f->head_dim,
                             args.scale, args.out_bf16);
     }
 }

@@ -19,16 +19,11 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, fwd_combine)(fa_fwd_args args
     fa_block_pair(args.heads, args.batch, &head_u, &batch_u);
     if (batch_u == (unsigned)args.batch) /* past the last pair */
         return;
-    const int row = blockIdx.x, head = (int)head_u, batch = (int)batch_u;
-    long long q_row0 = 0;
-    int seqlen_q = args.seqlen_q;
-    if (args.cu_seqlens_q) {
-        q_row0 = args.cu_seqlens_q[batch];
-        seqlen_q = args.cu_seqlens_q[batch + 1] - (int)q_row0;
-    }
-    if (row >= seqlen_q)
+    const int row = blockIdx.x, head = (int)head_u;
+    const fa_sequence seq = fa_sequence_of(&args, (int)batch_u);
+    if (row >= seq.seqlen_q)
         return;
-    const long long grow = (args.cu_seqlens_q ? q_row0 : (long long)batch * args.seqlen_q) + row;
+    const long long grow = fa_global_q_row0(&args, seq.batch, seq.q_row0) + row;
 
     /* Split sp's values lie sp whole splits (the offsets of split 1's first ones) past
      * split 0's: pointers stepped by those instead of 64-bit products per split. */
@@ -47,8 +42,8 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, fwd_combine)(fa_fwd_args args
             sum += expf(*lse_sp - lse_max);
     const float lse = sum > 0.f ? lse_max + logf(sum) : -INFINITY;
 
-    unsigned short *out = (unsigned short *)args.out + batch * args.o_batch +
-                          (q_row0 + row) * args.o_row + head * args.o_head;
+    unsigned short *out =
+        (unsigned short *)args.out + fa_row_at(&args.out_layout, seq.batch, seq.q_row0 + row, head);
     for (int col = 2 * threadIdx.x; col < args.head_dim; col += 2 * blockDim.x) {
         float lo = 0.f, hi = 0.f;
         lse_sp = lse0;
@@ -61,7 +56,7 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, fwd_combine)(fa_fwd_args args
         *(uint32_t *)(out + col) = out_bf16 ? fa_pack2_bf16(lo, hi) : fa_pack2_f16(lo, hi);
     }
     if (args.lse && threadIdx.x == 0)
-        args.lse[batch * args.lse_batch + head * args.lse_head + (q_row0 + row) * args.lse_row] = lse;
+        args.lse[fa_lse_at(&args.lse_layout, seq.batch, head, seq.q_row0 + row)] = lse;
 }
 
 #endif /* FA_ATTN_COMBINE_H */

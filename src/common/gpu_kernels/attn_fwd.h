@@ -290,7 +290,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                                float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS])
 {
     const int lane = fa_lane();
-    const long long seq_base = args->cu_seqlens_q ? s->q_row0 : (long long)s->batch * args->seqlen_q;
+    const long long seq_base = fa_global_q_row0(args, s->batch, s->q_row0);
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf)
 #pragma unroll
@@ -304,8 +304,8 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
             /* Registers r, r + 1 (r even) hold columns col0 and col0 + FA_ACC_PAIR_STRIDE,
              * inside one group of 8 columns: head_dim, a multiple of 8, never splits a pair. */
             if (args->num_splits == 1) {
-                fa_elem *out = (fa_elem *)args->out + s->batch * args->o_batch +
-                               (s->q_row0 + row) * args->o_row + s->head * args->o_head;
+                fa_elem *out = (fa_elem *)args->out +
+                               fa_row_at(&args->out_layout, s->batch, s->q_row0 + row, s->head);
 #pragma unroll
                 for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
                     int col0 = fa_acc_col(lane, r);
@@ -317,8 +317,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                     }
                 }
                 if (args->lse && fa_row_leader(lane))
-                    args->lse[s->batch * args->lse_batch + s->head * args->lse_head +
-                              (s->q_row0 + row) * args->lse_row] = lse;
+                    args->lse[fa_lse_at(&args->lse_layout, s->batch, s->head, s->q_row0 + row)] = lse;
             } else {
                 long long grow = seq_base + row;
                 float *part = args->partial_out + fa_partial_out_offset(args, s->split, grow, s->head);
@@ -352,12 +351,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
         return;
     const int warp_row0 = fa_warp() * FA_WARP_ROWS;
     const int kv_head = s.head / (args.heads / args.heads_k);
-    const fa_elem *q = (const fa_elem *)args.q + s.batch * args.q_batch +
-                       (s.q_row0 + s.m0) * args.q_row + s.head * args.q_head;
-    const fa_elem *k = (const fa_elem *)args.k + s.batch * args.k_batch + s.k_row0 * args.k_row +
-                       kv_head * args.k_head;
-    const fa_elem *v = (const fa_elem *)args.v + s.batch * args.v_batch + s.k_row0 * args.v_row +
-                       kv_head * args.v_head;
+    const fa_elem *q = (const fa_elem *)args.q + fa_row_at(&args.q_layout, s.batch, s.q_row0 + s.m0, s.head);
+    const fa_elem *k = (const fa_elem *)args.k + fa_row_at(&args.k_layout, s.batch, s.k_row0, kv_head);
+    const fa_elem *v = (const fa_elem *)args.v + fa_row_at(&args.v_layout, s.batch, s.k_row0, kv_head);
     float alibi_log2 = 0.f;
     if (args.alibi_slopes)
         alibi_log2 = args.alibi_slopes[s.batch * args.alibi_batch + s.head] * FA_LOG2E;
@@ -366,13 +362,13 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     /* Tiles are visited from the last one down, so the tiles that straddle the causal
      * diagonal (the masked ones) come first. */
 #define FA_TILE_N0(t) ((s.tile_hi - 1 - (t)) * FA_INST_N)
-#define FA_LOAD_K(t)                                                                       \
-    fa_load_tile(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,                   \
-                 k + (long long)FA_TILE_N0(t) * args.k_row, args.k_row,                    \
+#define FA_LOAD_K(t)                                                                  \
+    fa_load_tile(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,              \
+                 k + (long long)FA_TILE_N0(t) * args.k_layout.row, args.k_layout.row, \
                  s.seqlen_k - FA_TILE_N0(t), args.head_dim, FA_INST_N)
-#define FA_LOAD_V(t)                                                                       \
-    fa_load_tile(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,                   \
-                 v + (long long)FA_TILE_N0(t) * args.v_row, args.v_row,                    \
+#define FA_LOAD_V(t)                                                                  \
+    fa_load_tile(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,              \
+                 v + (long long)FA_TILE_N0(t) * args.v_layout.row, args.v_layout.row, \
                  s.seqlen_k - FA_TILE_N0(t), args.head_dim, FA_INST_N)
 
     float acc_o[FA_MF][FA_DF][FA_ACC_REGS];
@@ -407,7 +403,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     /* Copies complete in commit order, so "tile t has landed" is a fixed count of commit
      * groups still allowed in flight; every slot commits a group (empty past the last
      * tile) to keep that count exact. */
-    fa_load_tile(smem_q, q, args.q_row, s.rows_valid, args.head_dim, FA_INST_M);
+    fa_load_tile(smem_q, q, args.q_layout.row, s.rows_valid, args.head_dim, FA_INST_M);
 #if FA_JOINT_KV_TILES
     /* One group per K/V tile; tiles t+1 .. t+S-1 are in flight while tile t computes.
      * The barrier at the top of an iteration both publishes tile t and tells that every

@@ -12,27 +12,27 @@
 /* This block's pair of the launch's inner x outer pairs (launch_grid.h); *o == outer for
  * a block of a folded grid past the last pair. Kernels test for that together with their
  * own test for an empty block, after fa_find_sequence: an exit of its own ahead of
- * everything moved the forward kernel's per-block scalars off the uniform datapath
- * (ptxas, sm_90), with spills in its main loop. */
+ * everything moves the forward kernel's per-block scalars off the uniform datapath
+ * (ptxas, sm_90) and spills in its main loop. */
 FA_DEVICE void fa_block_pair(unsigned inner, unsigned outer, unsigned *i, unsigned *o)
 {
     fa_grid_pair(blockIdx.y, blockIdx.z, gridDim.y, inner, outer, i, o);
 }
 
-/* One sequence of the batch: where its rows start in q and k, and its lengths
- * (varlen offsets, seqused_k). */
+/* One sequence of the batch: its batch entry, where its rows start and its lengths
+ * (varlen offsets, seqused_k), found once per block. */
 typedef struct fa_sequence {
-    long long q_row0, k_row0;
+    int batch;
+    long long q_row0, k_row0; /* first row in the q / k operands (fa_row_at): the varlen  */
+                              /* offset, 0 for fixed-length (apart by the batch stride)   */
     int seqlen_q, seqlen_k;
 } fa_sequence;
 
-/* batch == args->batch (a block past the last pair, which exits) reads entry 0's, nothing
- * outside the arrays. (A select: min(batch, args->batch - 1) cost the d256 forward 20
- * bytes of spills, ptxas sm_90.) */
-FA_DEVICE fa_sequence fa_find_sequence(const fa_fwd_args *args, int batch)
+/* Batch entry `batch` (< args->batch) of the launch. */
+FA_DEVICE fa_sequence fa_sequence_of(const fa_fwd_args *args, int batch)
 {
     fa_sequence seq;
-    batch = batch < args->batch ? batch : 0;
+    seq.batch = batch;
     seq.q_row0 = 0;
     seq.k_row0 = 0;
     seq.seqlen_q = args->seqlen_q;
@@ -46,6 +46,27 @@ FA_DEVICE fa_sequence fa_find_sequence(const fa_fwd_args *args, int batch)
     if (args->seqused_k)
         seq.seqlen_k = args->seqused_k[batch];
     return seq;
+}
+
+/* The sequence of a block whose pair may lie past the last one (batch == args->batch,
+ * then left in seq.batch for the block's exit test): such a block reads entry 0's
+ * lengths, nothing outside the arrays, with a select (min(batch, args->batch - 1) spills
+ * in the d256 forward, ptxas sm_90). Kernels that exit first take fa_sequence_of. */
+FA_DEVICE fa_sequence fa_find_sequence(const fa_fwd_args *args, int batch)
+{
+    fa_sequence seq = fa_sequence_of(args, batch < args->batch ? batch : 0);
+    seq.batch = batch;
+    return seq;
+}
+
+/* The first query row of batch entry `batch` (q_row0: its fa_sequence's) among the
+ * batch's total_q rows, which the fp32 [heads][total_q] arrays and the split-KV partials
+ * count (attn_args.h). Derived where it is used rather than kept in fa_sequence: the
+ * forward needs it only after its main loop, and a 64-bit value carried through the
+ * loop costs it registers. */
+FA_DEVICE long long fa_global_q_row0(const fa_fwd_args *args, int batch, long long q_row0)
+{
+    return args->cu_seqlens_q ? q_row0 : (long long)batch * args->seqlen_q;
 }
 
 #endif /* FA_ATTN_SEQUENCE_H */

@@ -10,8 +10,8 @@
  * col_block * FA_MMA_M, and inside it lane l's accumulator registers r = 0 ..
  * FA_ACC_REGS - 1 (element (fa_acc_row(l, r), fa_acc_col(l, r))) at l * FA_ACC_REGS + r.
  * A warp's atomics then cover one contiguous stretch of memory per MMA tile instead of
- * FA_MMA_M rows of it: the row-major layout made every atomic touch eight cache lines,
- * and the global-memory queue set the pace (bench/NOTES.md, b3). A sequence's last,
+ * FA_MMA_M rows of it: in row-major order every atomic touches eight cache lines, and
+ * the global-memory queue sets the pace. A sequence's last,
  * partial row block, and every block of a head dim that is not a multiple of FA_MMA_N,
  * stay row-major. Plain C, host and device, with the MMA tile shape as arguments so that
  * tests/test_dq_accum.cpp can replay both kernels' use of it on the CPU for every vendor.
