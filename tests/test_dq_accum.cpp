@@ -1,4 +1,4 @@
-// test_dq_accum.cpp - the fp32 dQ accumulator's layout (src/common/dq_accum.h) replayed on
+// test_dq_accum.cpp - the fp32 dQ accumulator's layout (src/common/gpu_kernels/dq_accum.h) replayed on
 // the CPU for the NVIDIA and AMD (MFMA16) accumulator maps: the dK/dV kernel's adds
 // (attn_bwd.h, fa_bwd_dq_add: a vector per lane and MMA tile for fragment-ordered row
 // blocks, element by element otherwise) and the convert kernel's reads

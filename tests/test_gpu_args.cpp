@@ -1,4 +1,4 @@
-// test_gpu_args.cpp - the host logic both GPU backends share (src/common/gpu_args.c):
+// test_gpu_args.cpp - the host logic both GPU backends share (src/common/gpu_host/gpu_args.c):
 // launch geometry, the pre-launch checks and the backward workspace layout, exercised on
 // the CPU; and at shapes past 2^31 elements, the sizes, offsets (attn_args.h), grid folds
 // (launch_grid.h) and limits the kernels rely on, computed without allocating anything.

@@ -88,7 +88,7 @@ inline std::vector<Case> length_sweep(std::initializer_list<std::array<int, 2>> 
 
 // Varlen with `count` short sequences (query lengths 0..6, key lengths 1..9 in turn), GQA
 // 2/1, d64: past 65535 sequences the kernels' (head, batch) grids fold
-// (src/common/launch_grid.h).
+// (src/common/gpu_kernels/launch_grid.h).
 inline Case many_sequences(int count)
 {
     Case c;
