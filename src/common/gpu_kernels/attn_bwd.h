@@ -626,7 +626,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
                      args.dout_layout.row, rows_valid, f->head_dim, FA_RESIDENT_ROWS);
     }
     /* The key loop takes the K/V row strides from locals: read through f inside it, they
-     * cost the loop's mask arithmetic common subexpressions (nvcc 11.8, sm_90). */
+     * cost the loop's mask arithmetic common subexpressions (nvcc 13.0, sm_90). */
     const long long k_row = f->k_layout.row, v_row = f->v_layout.row;
     const fa_elem *k = (const fa_elem *)f->k + fa_row_at(&f->k_layout, batch, seq.k_row0, kv_head);
     const fa_elem *v = (const fa_elem *)f->v + fa_row_at(&f->v_layout, batch, seq.k_row0, kv_head);
