@@ -8,31 +8,11 @@
 #include <cstring>
 #include <string>
 
+#include "aligned_problem.hpp"
 #include "api/problem.h"
 #include "gpu_host/gpu_args.h"
 
 namespace {
-
-fa_problem aligned_problem()
-{
-    static unsigned char storage[64] __attribute__((aligned(16)));
-    fa_problem p;
-    std::memset(&p, 0, sizeof p);
-    p.batch = 2;
-    p.heads = 6;
-    p.heads_k = 2;
-    p.head_dim = 64;
-    p.seqlen_q = 300;
-    p.seqlen_k = 130;
-    p.total_q = 600;
-    p.q = p.k = p.v = p.dout = storage;
-    p.out = p.dq = p.dk = p.dv = storage;
-    fa_strides st = {300 * 6 * 64, 6 * 64, 64};
-    p.q_stride = p.out_stride = p.dout_stride = p.dq_stride = st;
-    fa_strides kst = {130 * 2 * 64, 2 * 64, 64};
-    p.k_stride = p.v_stride = p.dk_stride = p.dv_stride = kst;
-    return p;
-}
 
 struct CpuContext {
     fa_context *ctx = nullptr;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "aligned_problem.hpp"
 #include "api/problem.h"
 #include "gpu_host/gpu_args.h"
 #include "gpu_host/gpu_runtime.h"
@@ -155,32 +156,6 @@ struct fake_context {
     }
 };
 
-// q/k/v/out and the gradients: 16-byte aligned, never read (the runtime is fake).
-fa_problem problem()
-{
-    static unsigned char storage[64] __attribute__((aligned(16)));
-    fa_problem p;
-    std::memset(&p, 0, sizeof p);
-    p.dtype = FA_DTYPE_BF16;
-    p.batch = 2;
-    p.heads = 6;
-    p.heads_k = 2;
-    p.head_dim = 64;
-    p.seqlen_q = 300;
-    p.seqlen_k = 130;
-    p.total_q = 600;
-    p.total_k = 260;
-    p.q = p.k = p.v = p.dout = storage;
-    p.out = p.dq = p.dk = p.dv = storage;
-    const fa_strides st = {300 * 6 * 64, 6 * 64, 64};
-    const fa_strides kst = {130 * 2 * 64, 2 * 64, 64};
-    p.q_stride = p.out_stride = p.dout_stride = p.dq_stride = st;
-    p.k_stride = p.v_stride = p.dk_stride = p.dv_stride = kst;
-    p.softmax_scale = 0.125f;
-    p.window.left = p.window.right = -1;
-    return p;
-}
-
 fa_kernel_config config(fa_pass pass, int atomic_dq)
 {
     fa_kernel_config c;
@@ -281,7 +256,7 @@ TEST_CASE("gpu backend: a forward launches its kernel, raising its shared memory
 {
     fake_context f;
     REQUIRE(f.attach() == FA_OK);
-    const fa_problem p = problem();
+    const fa_problem p = aligned_problem();
     const fa_kernel_config c = config(FA_PASS_FWD, 0);
     const fa_selection sel = selection(c, 1);
     REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
@@ -301,7 +276,7 @@ TEST_CASE("gpu backend: split-KV allocates its partials, combines, then releases
 {
     fake_context f;
     REQUIRE(f.attach() == FA_OK);
-    const fa_problem p = problem();
+    const fa_problem p = aligned_problem();
     const fa_kernel_config c = config(FA_PASS_FWD, 0);
     const fa_selection sel = selection(c, 3);
     REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
@@ -321,7 +296,7 @@ TEST_CASE("gpu backend: split-KV allocates its partials, combines, then releases
 TEST_CASE("gpu backend: the backward runs preprocess, dK/dV, then the dQ step its mode needs",
           "[gpu_backend]")
 {
-    const fa_problem p = problem();
+    const fa_problem p = aligned_problem();
     SECTION("dQ by atomics: the accumulator is converted")
     {
         fake_context f;
@@ -359,7 +334,7 @@ TEST_CASE("gpu backend: the backward runs preprocess, dK/dV, then the dQ step it
 
 TEST_CASE("gpu backend: failures name their stage and still release the workspace", "[gpu_backend]")
 {
-    const fa_problem p = problem();
+    const fa_problem p = aligned_problem();
     const fa_kernel_config c = config(FA_PASS_FWD, 0);
     const fa_selection sel = selection(c, 3);
     {
@@ -396,7 +371,7 @@ TEST_CASE("gpu backend: a runtime with static shared memory gets 0 dynamic bytes
 {
     fake_context f(0);
     REQUIRE(f.attach() == FA_OK);
-    const fa_problem p = problem();
+    const fa_problem p = aligned_problem();
     const fa_kernel_config c = config(FA_PASS_FWD, 0);
     const fa_selection sel = selection(c, 1);
     REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
