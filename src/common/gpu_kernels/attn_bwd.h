@@ -37,6 +37,7 @@
 #endif
 #define FA_ATTN_BWD_INCLUDED
 
+#include "fa_device.h"
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/attn_sequence.h"
 #include "gpu_kernels/attn_tile.h"

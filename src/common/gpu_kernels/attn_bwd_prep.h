@@ -5,11 +5,12 @@
  * and the row of the fp32 dQ accumulator zeroed when dQ is summed by atomics; and the
  * step after the dK/dV pass that turns that accumulator (dq_accum.h's layout) into dQ.
  * The preprocess takes one thread per row; the element type is a run-time flag (one
- * instance serves both). Included once by the vendor translation unit after fa_device.h.
+ * instance serves both). Included once by the vendor's shared-kernels translation unit.
  */
 #ifndef FA_ATTN_BWD_PREP_H
 #define FA_ATTN_BWD_PREP_H
 
+#include "fa_device.h"
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/attn_sequence.h"
 #include "gpu_kernels/dq_accum.h"

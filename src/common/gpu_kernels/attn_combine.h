@@ -3,11 +3,12 @@
  * the fp32 partial outputs and LSEs of each split into the final O (fp16/bf16) and LSE.
  * One block per (query row, head, batch), (head, batch) laid over grid y and z by
  * launch_grid.h; threads stride over the head dim.
- * Included once by the vendor translation unit after fa_device.h.
+ * Included once by the vendor's shared-kernels translation unit.
  */
 #ifndef FA_ATTN_COMBINE_H
 #define FA_ATTN_COMBINE_H
 
+#include "fa_device.h"
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/attn_sequence.h"
 

@@ -19,6 +19,7 @@
 #endif
 #define FA_ATTN_FWD_INCLUDED
 
+#include "fa_device.h"
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/attn_sequence.h"
 #include "gpu_kernels/attn_tile.h"

@@ -1,11 +1,12 @@
 /*
  * attn_sequence.h - which (head, batch) pair a block works on (launch_grid.h) and where
  * that batch entry's sequence lives (varlen offsets, seqused_k), for every GPU kernel of
- * both vendors. Included after fa_device.h.
+ * both vendors.
  */
 #ifndef FA_ATTN_SEQUENCE_H
 #define FA_ATTN_SEQUENCE_H
 
+#include "fa_device.h" /* the vendor's, by the include path */
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/launch_grid.h"
 

@@ -1,12 +1,13 @@
 /*
  * attn_tile.h - shared-memory tiles for the GPU kernels (forward and backward), written
  * once for every vendor: the head-dim tiles' pitch (laid out by tile_layout.h) and the
- * asynchronous global->shared tile copy. Included by attn_fwd.h and attn_bwd.h after the
- * instance macros (FA_INST_D, FA_INST_WARPS) and fa_device.h.
+ * asynchronous global->shared tile copy. Included by attn_fwd.h and attn_bwd.h, after the
+ * instance macros (FA_INST_D, FA_INST_WARPS).
  */
 #ifndef FA_ATTN_TILE_H
 #define FA_ATTN_TILE_H
 
+#include "fa_device.h"
 #include "gpu_kernels/smem_bytes.h"
 #include "gpu_kernels/tile_layout.h"
 
