@@ -267,7 +267,7 @@ TEST_CASE("gpu args past 2^31 rows: total_q, the backward's row offsets and its 
     CpuContext cx;
     fa_selection sel = selection_of(cfg, 1);
     size_t bytes = 0;
-    CHECK(fa_gpu_bwd_workspace(cx.ctx, &p, &sel, &bytes) == FA_OK);
+    CHECK(fa_gpu_bwd_workspace(cx.ctx, &p, &sel, "CUDA", &bytes) == FA_OK);
     CHECK(bytes == 2 * row_bytes + accum_bytes);
 }
 
@@ -302,7 +302,7 @@ TEST_CASE("gpu args: split-KV partial offsets and sizes at the largest split, ro
     const fa_kernel_config cfg = big_config(128, 64, 128);
     fa_selection sel = selection_of(cfg, 8);
     size_t query = 0;
-    CHECK(fa_gpu_fwd_workspace(cx.ctx, &p, &sel, &query) == FA_OK);
+    CHECK(fa_gpu_fwd_workspace(cx.ctx, &p, &sel, "CUDA", &query) == FA_OK);
     CHECK(query == bytes);
 }
 
@@ -382,10 +382,10 @@ TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused wit
     fa_problem wide = big_problem(1 << 16, 8, 8, 1 << 16, 1 << 16, 8);
     CHECK(fa_gpu_check_fwd(cx.ctx, &wide, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "cannot launch the forward kernel"));
-    CHECK(fa_gpu_fwd_workspace(cx.ctx, &wide, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_fwd_workspace(cx.ctx, &wide, &sel, "CUDA", &bytes) == FA_ERR_UNSUPPORTED);
     CHECK(fa_gpu_check_bwd(cx.ctx, &wide, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "y and z at most 65535"));
-    CHECK(fa_gpu_bwd_workspace(cx.ctx, &wide, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_bwd_workspace(cx.ctx, &wide, &sel, "CUDA", &bytes) == FA_ERR_UNSUPPORTED);
 
     // 2^30 + 64 rows: 2^24 + 1 query tiles of 64 rows x 256 threads pass HIP's 2^32
     // work-items per grid dimension; CUDA counts blocks.
@@ -409,7 +409,7 @@ TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused wit
     fa_problem mqa = big_problem(1, 2147483647, 64, 64, 1, 8);
     CHECK(fa_gpu_check_bwd(cx.ctx, &mqa, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "step counter"));
-    CHECK(fa_gpu_bwd_workspace(cx.ctx, &mqa, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_bwd_workspace(cx.ctx, &mqa, &sel, "CUDA", &bytes) == FA_ERR_UNSUPPORTED);
     mqa.heads = 32;
     CHECK(fa_gpu_check_bwd(cx.ctx, &mqa, &sel, "CUDA") == FA_OK);
     CHECK(fa_gpu_check_fwd(cx.ctx, &mqa, &sel, "CUDA") == FA_OK); // the forward has no such count
@@ -417,11 +417,11 @@ TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused wit
     // Workspaces past 64-bit sizes (only with operands whose strides repeat elements, e.g.
     // stride 0, can such a shape be legal): 2^20 heads x 2^40 rows.
     fa_problem huge = big_problem(1 << 20, 1 << 20, 8, 1 << 20, 1, 8);
-    CHECK(fa_gpu_bwd_workspace(cx.ctx, &huge, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_bwd_workspace(cx.ctx, &huge, &sel, "CUDA", &bytes) == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "64-bit sizes"));
     CHECK(fa_gpu_check_bwd(cx.ctx, &huge, &sel, "CUDA") == FA_ERR_UNSUPPORTED);
     sel.num_splits = 128;
     fa_problem split = big_problem(1 << 20, 1 << 20, 8, 1 << 10, 1, 256); // 2^7 x 2^40 x 2^10 x 2^8
-    CHECK(fa_gpu_fwd_workspace(cx.ctx, &split, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_fwd_workspace(cx.ctx, &split, &sel, "CUDA", &bytes) == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "split-KV partials"));
 }

@@ -126,7 +126,7 @@ const char *fake_error_text(int error) { return error == k_fake_error ? "fake er
 fa_gpu_runtime fake_runtime(int dynamic_smem, const char *built_targets)
 {
     return {"FAKE", "fake GPU", FA_BACKEND_CUDA, FA_VENDOR_NVIDIA, built_targets, "FA_FAKE_ARCHS",
-            dynamic_smem, fake_device_count, fake_properties, fake_set_device, fake_alloc,
+            fake_device_count, fake_properties, fake_set_device, fake_alloc,
             fake_release, fake_copy_to_host, dynamic_smem ? fake_prepare : nullptr, fake_launch,
             fake_error_text, &k_combine, &k_preprocess, &k_convert_dq};
 }

@@ -24,7 +24,6 @@
 /* Every device may run: the build carries PTX of its newest target for later GPUs. */
 #define FA_RT_BUILT_TARGETS NULL
 #define FA_RT_TARGETS_OPTION "FA_CUDA_ARCHS"
-#define FA_RT_DYNAMIC_SMEM 1
 typedef cudaDeviceProp fa_rt_device_prop;
 
 /* sm_<major><minor>; the kernels' mma.sync shapes need sm_80 or later. */

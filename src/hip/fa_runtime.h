@@ -29,7 +29,6 @@
 #define FA_RT_VENDOR FA_VENDOR_AMD
 #define FA_RT_BUILT_TARGETS FA_HIP_ARCH_LIST
 #define FA_RT_TARGETS_OPTION "FA_HIP_ARCHS"
-#define FA_RT_DYNAMIC_SMEM 0
 #define fa_rt_prepare_kernel NULL
 typedef hipDeviceProp_t fa_rt_device_prop;
 

@@ -229,10 +229,6 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     return st;
 }
 
-/* The backend's name in messages of the workspace queries, which come without a runtime
- * table to take it from (gpu_runtime.h's name says the same). */
-static const char *fa_gpu_name(const fa_context *ctx) { return ctx->backend == FA_BACKEND_HIP ? "HIP" : "CUDA"; }
-
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            const char *backend)
 {
@@ -331,26 +327,20 @@ fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
     return fa_pair_grid(fa_blocks(p->seqlen_q, fa_bwd_resident_rows(cfg)), p->heads, p->batch);
 }
 
-fa_status fa_gpu_set_stream(fa_context *ctx, void *stream)
-{
-    ctx->stream = stream;
-    return FA_OK;
-}
-
 /* The workspace queries refuse what the launch would (the size limits first: a size past
  * them would have wrapped), so that fa_*_workspace_size and fa_plan_* say so too. */
 fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                               size_t *bytes)
+                               const char *backend, size_t *bytes)
 {
-    fa_status st = fa_fwd_limits(ctx, p, sel, fa_gpu_name(ctx));
+    fa_status st = fa_fwd_limits(ctx, p, sel, backend);
     *bytes = st == FA_OK ? fa_split_bytes(p, sel->num_splits) : 0;
     return st;
 }
 
 fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                               size_t *bytes)
+                               const char *backend, size_t *bytes)
 {
-    fa_status st = fa_bwd_limits(ctx, p, sel, fa_gpu_name(ctx));
+    fa_status st = fa_bwd_limits(ctx, p, sel, backend);
     *bytes = st == FA_OK ? fa_bwd_workspace_bytes(p, sel->config) : 0;
     return st;
 }

@@ -40,14 +40,13 @@ size_t fa_bwd_workspace_bytes(const fa_problem *p, const fa_kernel_config *cfg);
  * dq_accum is set exactly when that includes the accumulator. */
 fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, void *workspace);
 
-/* Backend operations that are the same for every GPU vendor (fa_backend_ops entries):
- * the stream is only recorded, and workspaces are the split-KV partials (forward) or
- * the backward's D and log2-LSE rows. */
-fa_status fa_gpu_set_stream(fa_context *ctx, void *stream);
+/* The workspaces the GPU launches need, the split-KV partials (forward) or the
+ * backward's D and log2-LSE rows (and dQ accumulator), after the same size limits the
+ * launch checks; failures name `backend`. */
 fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                               size_t *bytes);
+                               const char *backend, size_t *bytes);
 fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
-                               size_t *bytes);
+                               const char *backend, size_t *bytes);
 
 /* The checks every GPU backend makes before a launch (row alignment, a kernel for the
  * config, and the limits: workspace sizes within 64 bits, the backward's step count

@@ -49,7 +49,8 @@ static fa_status runtime_failed(fa_context *ctx, fa_status status, int err, cons
     return fa_fail(ctx, status, "%s: %s", what, state_of(ctx)->rt->error_text(err));
 }
 
-static fa_status check(fa_context *ctx, int err, const char *what)
+/* FA_OK, or the runtime error `err` of `what` as FA_ERR_DEVICE_RUNTIME. */
+static fa_status runtime_status(fa_context *ctx, int err, const char *what)
 {
     return err == 0 ? FA_OK : runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, what);
 }
@@ -157,7 +158,7 @@ static fa_status gpu_copy_to_host(fa_context *ctx, void *dst, const void *src, s
     int err = rt->set_device(ctx->device);
     if (err == 0)
         err = rt->copy_to_host(dst, src, bytes, ctx->stream);
-    return check(ctx, err, "reading cu_seqlens/seqused_k");
+    return runtime_status(ctx, err, "reading cu_seqlens/seqused_k");
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
@@ -188,12 +189,12 @@ static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid
 {
     gpu_state *state = state_of(ctx);
     const fa_gpu_runtime *rt = state->rt;
-    size_t dynamic = rt->dynamic_smem ? (size_t)smem_bytes : 0;
+    size_t dynamic = rt->prepare_kernel ? (size_t)smem_bytes : 0;
     char what[96];
     int err;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0)
         return FA_OK;
-    if (dynamic > 0 && rt->prepare_kernel && !was_prepared(state, kernel)) {
+    if (dynamic > 0 && !was_prepared(state, kernel)) {
         snprintf(what, sizeof what, "raising the shared-memory limit of the %s", stage);
         err = rt->prepare_kernel(*kernel, smem_bytes);
         if (err != 0)
@@ -201,7 +202,7 @@ static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid
         mark_prepared(state, kernel);
     }
     snprintf(what, sizeof what, "launching the %s", stage);
-    return check(ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream), what);
+    return runtime_status(ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream), what);
 }
 
 /* What every pass does before its launches, once its checks passed (st == FA_OK): select
@@ -214,7 +215,7 @@ static fa_status begin_pass(fa_context *ctx, fa_status st, size_t need, void **w
     int err;
     *owned = NULL;
     if (st == FA_OK)
-        st = check(ctx, rt->set_device(ctx->device), "selecting the device");
+        st = runtime_status(ctx, rt->set_device(ctx->device), "selecting the device");
     if (st != FA_OK || *workspace != NULL || need == 0)
         return st;
     err = rt->alloc(owned, need, ctx->stream);
@@ -299,7 +300,7 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
     return st;
 }
 
-/* api.c has checked workspace_bytes against fa_gpu_fwd_workspace / fa_gpu_bwd_workspace. */
+/* api.c has checked workspace_bytes against gpu_fwd_workspace / gpu_bwd_workspace. */
 static fa_status gpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                          void *workspace, size_t workspace_bytes)
 {
@@ -314,7 +315,26 @@ static fa_status gpu_bwd(fa_context *ctx, const fa_problem *p, const fa_selectio
     return run_pass(ctx, FA_PASS_BWD, p, sel, workspace);
 }
 
+/* The stream is only recorded: every runtime call of a context takes it. */
+static fa_status gpu_set_stream(fa_context *ctx, void *stream)
+{
+    ctx->stream = stream;
+    return FA_OK;
+}
+
+static fa_status gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                                   size_t *bytes)
+{
+    return fa_gpu_fwd_workspace(ctx, p, sel, state_of(ctx)->rt->name, bytes);
+}
+
+static fa_status gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                                   size_t *bytes)
+{
+    return fa_gpu_bwd_workspace(ctx, p, sel, state_of(ctx)->rt->name, bytes);
+}
+
 const fa_backend_ops fa_gpu_ops = {
-    gpu_init, gpu_destroy, fa_gpu_set_stream, gpu_copy_to_host,
-    fa_gpu_fwd_workspace, gpu_fwd, NULL, fa_gpu_bwd_workspace, gpu_bwd,
+    gpu_init, gpu_destroy, gpu_set_stream, gpu_copy_to_host,
+    gpu_fwd_workspace, gpu_fwd, NULL, gpu_bwd_workspace, gpu_bwd,
 };

@@ -41,9 +41,6 @@ typedef struct fa_gpu_runtime {
      * runs (a build with PTX for later GPUs). */
     const char *built_targets;
     const char *targets_option; /* the CMake option that lists them, for that message      */
-    /* 1: a launch passes the kernel's shared memory as dynamic bytes, after
-     * prepare_kernel raised the kernel's limit once; 0: kernels size it statically. */
-    int dynamic_smem;
 
     int (*device_count)(int *count);
     int (*properties)(int device, fa_gpu_properties *out);
@@ -54,6 +51,9 @@ typedef struct fa_gpu_runtime {
     void (*release)(void *ptr, void *stream);
     /* Returns once the bytes are on the host. */
     int (*copy_to_host)(void *dst, const void *src, size_t bytes, void *stream);
+    /* Raises a kernel's shared-memory limit to smem_bytes, once per context before its
+     * first launch; launches then pass the kernel's shared memory as dynamic bytes. NULL:
+     * the kernels size it statically, and launches pass none. */
     int (*prepare_kernel)(const void *kernel, int smem_bytes);
     int (*launch)(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes,
                   void *stream);

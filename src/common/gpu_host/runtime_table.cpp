@@ -47,7 +47,6 @@ static const char *rt_error_text(int error) { return FA_RT(GetErrorString)((FA_R
 
 extern "C" const fa_gpu_runtime FA_RT_TABLE = {
     FA_RT_NAME, FA_RT_DEVICE_KIND, FA_RT_BACKEND, FA_RT_VENDOR, FA_RT_BUILT_TARGETS, FA_RT_TARGETS_OPTION,
-    FA_RT_DYNAMIC_SMEM,
     rt_device_count, rt_properties, rt_set_device, fa_rt_alloc, fa_rt_release,
     rt_copy_to_host, fa_rt_prepare_kernel, rt_launch, rt_error_text,
     &FA_RT_HANDLE(fwd_combine), &FA_RT_HANDLE(bwd_preprocess), &FA_RT_HANDLE(bwd_convert_dq),
