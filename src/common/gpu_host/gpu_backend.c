@@ -317,4 +317,5 @@ static fa_status gpu_bwd(fa_context *ctx, const fa_problem *p, const fa_selectio
 const fa_backend_ops fa_gpu_ops = {
     gpu_init, gpu_destroy, fa_gpu_set_stream, gpu_copy_to_host,
     fa_gpu_fwd_workspace, gpu_fwd, NULL, fa_gpu_bwd_workspace, gpu_bwd,
+    NULL, /* combine: the GPU kernel is issue 12 work */
 };
