@@ -233,6 +233,22 @@ FA_API fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                  const fa_params *params, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
                  void *workspace, size_t workspace_bytes);
 
+/* Merging partial results: n forward results for the same queries over disjoint sets of
+ * keys (the pieces of a cascade, or of context-parallel attention), each out_i with its
+ * lse_i, combine into the attention over the union of the keys, per row and head:
+ *   lse = log(sum_i exp(lse_i)),   out = sum_i exp(lse_i - lse) * out_i
+ * partial_out[i]: [b, s_q, h, d] (varlen: [total_q, h, d]), all of out's shape and dtype,
+ * last dim contiguous; partial_lse[i]: f32 [b, h, s_q] ([h, total_q]), as fa_fwd writes
+ * them. A partial whose lse is -inf saw no key and contributes nothing: its out is not
+ * read. So is one whose lse is +inf (what FlashAttention-2 writes for such rows). A row
+ * with no contributing partial gets out 0 and lse -inf; a NaN lse gives NaN. lse may be
+ * NULL. 1 <= n <= FA_MAX_COMBINE_PARTIALS; out and lse must not overlap the partials or
+ * each other (FA_ERR_BAD_STRIDE). CPU backend; the GPU backends return
+ * FA_ERR_UNSUPPORTED until their kernel lands. */
+#define FA_MAX_COMBINE_PARTIALS 128
+FA_API fa_status fa_combine(fa_context *ctx, int n, const fa_tensor *partial_out,
+                            const fa_tensor *partial_lse, fa_tensor *out, fa_tensor *lse);
+
 /* Which kernel and tiles a forward with these arguments would run, and why. Runs the same
  * checks and the same selection as fa_fwd, so a plan that succeeds is a call that runs. */
 typedef struct fa_plan {

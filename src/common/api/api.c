@@ -1246,3 +1246,124 @@ FA_EXPORT fa_status fa_plan_bwd(fa_context *ctx, const fa_tensor *q, const fa_te
 {
     return plan_query(ctx, q, k, v, params, FA_PASS_BWD, plan);
 }
+
+/* ------------------------------------------------------------------------------------ */
+/* Combining partial results                                                            */
+/* ------------------------------------------------------------------------------------ */
+
+/* First and one-past-last byte a tensor's elements occupy (non-negative strides). */
+static void byte_span(const fa_tensor *t, uintptr_t *first, uintptr_t *end)
+{
+    int64_t last = 0;
+    int i;
+    for (i = 0; i < t->ndim; ++i)
+        last += (t->shape[i] - 1) * t->stride[i];
+    *first = (uintptr_t)t->data;
+    *end = *first + (uintptr_t)((last + 1) * (int64_t)(t->dtype == FA_DTYPE_F32 ? 4 : 2));
+}
+
+/* An output that shares no byte range with a tensor the call reads or writes (a span
+ * test: sufficient, and what separate allocations or the slices of a stacked tensor meet). */
+static fa_status check_apart(fa_context *ctx, const char *name, const fa_tensor *t,
+                             const char *other_name, int other_index, const fa_tensor *other)
+{
+    uintptr_t a0, a1, b0, b1;
+    if (other == NULL || !has_elements(t) || !has_elements(other))
+        return FA_OK;
+    byte_span(t, &a0, &a1);
+    byte_span(other, &b0, &b1);
+    if (a0 < b1 && b0 < a1)
+        return fa_fail(ctx, FA_ERR_BAD_STRIDE, "fa_combine: %s overlaps %s[%d]", name, other_name,
+                       other_index);
+    return FA_OK;
+}
+
+/* partial_out[i] like out, partial_lse[i] an LSE of out's rows. */
+static fa_status check_partial(fa_context *ctx, int i, const fa_tensor *part, const fa_tensor *lse,
+                               const fa_tensor *out, const operand_dims *od, int varlen,
+                               fa_combine_problem *p)
+{
+    char name[32], lse_name[32];
+    operand_dims d;
+    fa_status st;
+    snprintf(name, sizeof name, "partial_out[%d]", i);
+    snprintf(lse_name, sizeof lse_name, "partial_lse[%d]", i);
+    st = check_operand_like(ctx, name, part, varlen, "out", out, od, &d);
+    if (st == FA_OK)
+        st = check_lse(ctx, lse_name, lse, varlen, od, od->batch, &p->part_lse_stride[i]);
+    if (st != FA_OK)
+        return st;
+    p->part_out[i] = part->data;
+    p->part_out_stride[i] = d.stride;
+    p->part_lse[i] = (const float *)lse->data;
+    return FA_OK;
+}
+
+static fa_status check_combine(fa_context *ctx, int n, const fa_tensor *partial_out,
+                               const fa_tensor *partial_lse, fa_tensor *out, fa_tensor *lse,
+                               fa_combine_problem *p)
+{
+    operand_dims od;
+    fa_status st;
+    int varlen, i;
+    if (n < 1 || n > FA_MAX_COMBINE_PARTIALS)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "fa_combine: n = %d partials, must be 1..%d", n,
+                       FA_MAX_COMBINE_PARTIALS);
+    if (partial_out == NULL || partial_lse == NULL || out == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "fa_combine: %s is NULL",
+                       out == NULL ? "out" : partial_out == NULL ? "partial_out" : "partial_lse");
+    varlen = out->ndim == 3;
+    st = check_operand(ctx, "out", out, varlen, &od);
+    if (st == FA_OK)
+        st = check_dtype_on_backend(ctx, out->dtype);
+    memset(p, 0, sizeof *p);
+    if (st == FA_OK && lse != NULL)
+        st = check_lse(ctx, "lse", lse, varlen, &od, od.batch, &p->lse_stride);
+    for (i = 0; i < n && st == FA_OK; i++)
+        st = check_partial(ctx, i, &partial_out[i], &partial_lse[i], out, &od, varlen, p);
+    if (st == FA_OK)
+        st = check_no_self_overlap(ctx, "out", out);
+    if (st == FA_OK && lse != NULL)
+        st = check_no_self_overlap(ctx, "lse", lse);
+    if (st == FA_OK && lse != NULL)
+        st = check_apart(ctx, "out", out, "lse", 0, lse);
+    for (i = 0; i < n && st == FA_OK; i++) {
+        st = check_apart(ctx, "out", out, "partial_out", i, &partial_out[i]);
+        if (st == FA_OK)
+            st = check_apart(ctx, "out", out, "partial_lse", i, &partial_lse[i]);
+        if (st == FA_OK && lse != NULL)
+            st = check_apart(ctx, "lse", lse, "partial_out", i, &partial_out[i]);
+        if (st == FA_OK && lse != NULL)
+            st = check_apart(ctx, "lse", lse, "partial_lse", i, &partial_lse[i]);
+    }
+    p->dtype = out->dtype;
+    p->n = n;
+    p->batch = varlen ? 1 : od.batch;
+    p->rows = od.seqlen;
+    p->heads = od.heads;
+    p->head_dim = od.head_dim;
+    p->out = out->data;
+    p->out_stride = od.stride;
+    p->lse = lse != NULL ? (float *)lse->data : NULL;
+    return st;
+}
+
+FA_EXPORT fa_status fa_combine(fa_context *ctx, int n, const fa_tensor *partial_out,
+                               const fa_tensor *partial_lse, fa_tensor *out, fa_tensor *lse)
+{
+    fa_combine_problem *p;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    p = (fa_combine_problem *)malloc(sizeof *p);
+    if (p == NULL)
+        return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "fa_combine: out of host memory");
+    st = check_combine(ctx, n, partial_out, partial_lse, out, lse, p);
+    if (st == FA_OK && ctx->ops->combine == NULL)
+        st = fa_fail(ctx, FA_ERR_UNSUPPORTED, "fa_combine is not implemented on the %s backend yet",
+                     fa_backend_name(ctx->backend));
+    if (st == FA_OK && p->batch * p->rows * p->heads > 0)
+        st = backend_failed(ctx, ctx->ops->combine(ctx, p), "combine");
+    free(p);
+    return st;
+}

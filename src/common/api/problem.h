@@ -62,6 +62,22 @@ typedef struct fa_problem {
     int deterministic;
 } fa_problem;
 
+/* A validated fa_combine call: n partials of one layout ([b, s_q, h, d] with batch
+ * strides, or varlen rows with batch 0 and rows = total_q). */
+typedef struct fa_combine_problem {
+    fa_dtype dtype;
+    int n;
+    int64_t batch, rows, heads, head_dim; /* batch 1 and rows total_q when varlen */
+    const void *part_out[FA_MAX_COMBINE_PARTIALS];
+    fa_strides part_out_stride[FA_MAX_COMBINE_PARTIALS];
+    const float *part_lse[FA_MAX_COMBINE_PARTIALS];
+    fa_strides part_lse_stride[FA_MAX_COMBINE_PARTIALS];
+    void *out;
+    fa_strides out_stride;
+    float *lse; /* NULL: not requested */
+    fa_strides lse_stride;
+} fa_combine_problem;
+
 typedef struct fa_backend_ops fa_backend_ops;
 
 struct fa_context {
@@ -96,6 +112,8 @@ struct fa_backend_ops {
                                size_t *bytes);
     fa_status (*bwd)(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                      void *workspace, size_t workspace_bytes);
+    /* fa_combine; NULL where the backend has none yet. */
+    fa_status (*combine)(fa_context *ctx, const fa_combine_problem *p);
 };
 
 /* Backend tables: the CPU's, and the one table of every GPU backend (gpu_host/

@@ -80,5 +80,5 @@ static fa_status cpu_copy_to_host(fa_context *ctx, void *dst, const void *src, s
 
 const fa_backend_ops fa_cpu_ops = {
     cpu_init, cpu_destroy, cpu_set_stream, cpu_copy_to_host, fa_cpu_fwd_workspace, fa_cpu_fwd,
-    cpu_set_num_threads, fa_cpu_bwd_workspace, fa_cpu_bwd,
+    cpu_set_num_threads, fa_cpu_bwd_workspace, fa_cpu_bwd, fa_cpu_combine,
 };

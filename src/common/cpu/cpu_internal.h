@@ -145,6 +145,8 @@ fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *s
                      void *workspace, size_t workspace_bytes);
 
 /* The backward and its workspace query (cpu_bwd.c). */
+/* fa_combine over host tensors (cpu_combine.c). */
+fa_status fa_cpu_combine(fa_context *ctx, const fa_combine_problem *p);
 fa_status fa_cpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                size_t *bytes);
 fa_status fa_cpu_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,

@@ -337,4 +337,5 @@ static fa_status gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const f
 const fa_backend_ops fa_gpu_ops = {
     gpu_init, gpu_destroy, gpu_set_stream, gpu_copy_to_host,
     gpu_fwd_workspace, gpu_fwd, NULL, gpu_bwd_workspace, gpu_bwd,
+    NULL, /* combine: the GPU kernel is issue 12 work */
 };

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Decode benchmark on one GPU, in one process, on the same inputs: flashattn against torch
+SDPA's FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION backends, as the bandwidth at
+which each reads the KV cache, next to two ceilings measured in the same run.
+
+    TB/s = bytes of K and V read (2 * b * s_k * h_k * d * element size) / time
+
+Ceilings: "copy" is a device-to-device copy of a 2 GiB buffer counted as read + write
+bytes (the convention of issue 12's table); "read" is a reduction over the same buffer
+(torch.sum), counting only the bytes read, which is what a decode kernel does (a lower
+bound of what reads reach: a purpose-built read kernel measured 4.62 TB/s on the H200,
+docs/research/issue12_decode.md, against torch.sum's 4.2). Both are
+timed with plain launches: inside a CUDA graph the copy becomes a memcpy node on the copy
+engines, measured at 2.8 TB/s against 4.2 for the kernel copy. Every attention function
+is timed as a CUDA graph replay (triton's do_bench_cudagraph), so host launch overhead,
+large next to a 10 us decode, is not counted for anyone; one that cannot be captured is
+timed with plain launches instead and marked "*".
+
+s_q > 1 is causal with the diagonal at the bottom right (each new token sees the cache
+and the new tokens up to itself), flashattn's convention; SDPA gets it as
+torch.nn.attention.bias.causal_lower_right (its is_causal aligns top-left, under which
+the new tokens would see only the first keys).
+
+    python3 bench/compare_decode.py [--rows 1x8192,16x8192,...] [--heads 32] [--kv-heads 8]
+                                    [--dims 128] [--sq 1] [--dtype bf16] [--json out.json]
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
+from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import flashattn  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}  # the library's spelling
+ISSUE_ROWS = "1x8192,1x131072,16x8192,16x32768,64x4096,64x16384"  # issue 12's table (b x s_k)
+
+
+def launched_ms(fn):
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def timed_ms(fn):
+    """Median ms of a graph replay of fn; plain launches when fn cannot be captured."""
+    fn()
+    torch.cuda.synchronize()
+    try:
+        return triton.testing.do_bench_cudagraph(fn, rep=50, return_mode="median"), "graph"
+    except Exception:  # noqa: BLE001 - any capture failure: fall back, say so
+        torch.cuda.synchronize()
+        return launched_ms(fn), "launch"
+
+
+def ceilings():
+    """TB/s of a 2 GiB copy (read + write bytes) and of a reduction over it (read bytes)."""
+    n = 1 << 30
+    src = torch.empty(n, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    copy_ms = launched_ms(lambda: dst.copy_(src))
+    read_ms = launched_ms(lambda: src.sum(dtype=torch.float32))
+    nbytes = src.numel() * src.element_size()
+    return 2 * nbytes / (copy_ms * 1e-3) / 1e12, nbytes / (read_ms * 1e-3) / 1e12
+
+
+def bench_row(b, s_k, s_q, h, h_k, d, dtype):
+    torch.manual_seed(0)
+    q = torch.randn(b, h, s_q, d, device="cuda", dtype=dtype)
+    k = torch.randn(b, h_k, s_k, d, device="cuda", dtype=dtype)
+    v = torch.randn_like(k)
+    causal = s_q > 1  # bottom-right: each new token sees the cache and the tokens before it
+    kv_bytes = 2 * k.numel() * k.element_size()
+    # flashattn reads the same memory as strided BSHD views.
+    qb, kb, vb = (t.transpose(1, 2) for t in (q, k, v))
+    out = torch.empty_like(qb)
+    fns = {"flashattn": lambda: flashattn.attention(qb, kb, vb, causal=causal, out=out)}
+    mask = causal_lower_right(s_q, s_k) if causal else None
+    for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        def run(backend=backend):
+            with sdpa_kernel([backend]):
+                return sdpa(q, k, v, attn_mask=mask, enable_gqa=h != h_k)
+        fns[name] = run
+    row = {"b": b, "s_k": s_k, "s_q": s_q, "heads": h, "heads_k": h_k, "d": d,
+           "dtype": str(dtype).replace("torch.", ""), "kv_mib": kv_bytes / 2**20}
+    ref = None
+    for name, fn in fns.items():
+        try:
+            ms, how = timed_ms(fn)
+            row[name] = {"tbps": kv_bytes / (ms * 1e-3) / 1e12, "us": ms * 1e3, "timing": how}
+            if name != "flashattn" and ref is None:  # the first SDPA backend that runs
+                ref = fn().transpose(1, 2).float()
+        except Exception as e:  # noqa: BLE001 - an unsupported backend is a row entry, not a crash
+            row[name] = {"error": str(e).splitlines()[0][:120]}
+    if ref is not None:
+        row["max_abs_diff_vs_sdpa"] = (out.float() - ref).abs().max().item()
+    return row
+
+
+def cell(entry):
+    if "error" in entry:
+        return "%16s" % "n/a"
+    mark = "" if entry["timing"] == "graph" else "*"
+    return "%6.2f (%5.1fus)%s" % (entry["tbps"], entry["us"], mark)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default=ISSUE_ROWS, help="b x s_k pairs")
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--dims", default="128")
+    ap.add_argument("--sq", default="1")
+    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    copy_tbps, read_tbps = ceilings()
+    print("%s, torch %s; ceilings in this run: copy %.2f TB/s (read + write), read %.2f TB/s"
+          % (torch.cuda.get_device_name(), torch.__version__, copy_tbps, read_tbps))
+    print("TB/s of K/V read (us per call); * = timed with plain launches (not capturable)")
+    print("%-4s %-7s %-3s %-4s %-8s | %-16s %-16s %-16s | %-7s %-7s %-8s"
+          % ("b", "s_k", "s_q", "d", "KV MiB", "flashattn", "SDPA FA2", "SDPA cuDNN",
+             "vs cuDNN", "vs read", "maxdiff"))
+    rows = []
+    for pair in args.rows.split(","):
+        b, s_k = (int(x) for x in pair.split("x"))
+        for d in (int(x) for x in args.dims.split(",")):
+            for s_q in (int(x) for x in args.sq.split(",")):
+                row = bench_row(b, s_k, s_q, args.heads, args.kv_heads, d, DTYPES[args.dtype])
+                rows.append(row)
+                ours, cudnn = row["flashattn"], row["cudnn"]
+                vs_cudnn = ours["tbps"] / cudnn["tbps"] if "tbps" in ours and "tbps" in cudnn else float("nan")
+                vs_read = ours["tbps"] / read_tbps if "tbps" in ours else float("nan")
+                print("%-4d %-7d %-3d %-4d %-8.0f | %s %s %s | %-8.2f %-7.2f %-8.2g"
+                      % (b, s_k, s_q, d, row["kv_mib"], cell(ours), cell(row["fa2"]), cell(cudnn),
+                         vs_cudnn, vs_read, row.get("max_abs_diff_vs_sdpa", float("nan"))), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "copy_tbps": copy_tbps, "read_tbps": read_tbps, "heads": args.heads,
+                       "heads_k": args.kv_heads, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
