@@ -166,7 +166,8 @@ typedef struct fa_params {
     const int32_t *block_table;
     int64_t block_table_batch_stride;
     int page_block_size;
-    int reserved[8];              /* must be zero */
+    int block_table_width;        /* entries per row of block_table                        */
+    int reserved[7];              /* must be zero */
 } fa_params;
 
 /* Defaults: scale 0 (1/sqrt(d)), no mask, no softcap, no ALiBi, no varlen, auto splits. */

@@ -24,7 +24,7 @@ class Params(ctypes.Structure):
                 ("seqused_k", ctypes.c_void_p), ("num_splits", ctypes.c_int),
                 ("deterministic", ctypes.c_int), ("block_table", ctypes.c_void_p),
                 ("block_table_batch_stride", ctypes.c_int64), ("page_block_size", ctypes.c_int),
-                ("reserved", ctypes.c_int * 8)]
+                ("block_table_width", ctypes.c_int), ("reserved", ctypes.c_int * 7)]
 
 
 # Every struct the binding passes to the library, by its C name and fa_struct_id.
@@ -63,7 +63,7 @@ def _check_field_offsets(lib, tensor, params):
     lib.fa_params_init.argtypes = [ctypes.POINTER(params)]
     lib.fa_params_init(ctypes.byref(p))
     if (p.window_left, p.window_right, p.causal, p.softcap, p.alibi_slopes,
-            p.page_block_size, list(p.reserved)) != (-1, -1, 0, 0.0, None, 0, [0] * 8):
+            p.page_block_size, p.block_table_width, list(p.reserved)) != (-1, -1, 0, 0.0, None, 0, 0, [0] * 7):
         raise ImportError("flashattn: struct fa_params's fields are not where the Python "
                           "binding's mirror puts them (python/flashattn/_abi.py)")
 

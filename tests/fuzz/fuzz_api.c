@@ -100,7 +100,7 @@
  *     101 max_seqlen_k = INT     102 toggle seqused_k    103 num_splits = INT
  *     104 deterministic = INT    105 block_table non-NULL
  *     106 block_table_batch_stride = INT                 107 page_block_size = INT
- *     108 reserved[byte % 8] = INT                       109 cu_seqlens_q[byte] = INT
+ *     108 reserved[byte % 7] = INT                       109 cu_seqlens_q[byte] = INT
  *     110 cu_seqlens_k[byte] = INT                       111 seqused_k[byte] = INT
  *     112 alibi_slopes[byte] = FLOAT                     113 params NULL
  *     114 ctx NULL               115 plan NULL           116 bytes (size result) NULL
@@ -656,7 +656,7 @@ static void mutate_params(request *rq, reader *r, int op)
     case 106: p->block_table_batch_stride = rd_int(r); break;
     case 107: p->page_block_size = rd_int32(r); break;
     case 108: {
-        int i = rd_u8(r) % 8;
+        int i = rd_u8(r) % 7;
         p->reserved[i] = rd_int32(r);
         break;
     }
@@ -1343,10 +1343,11 @@ static const char *rule_violated(const request *rq, call_kind kind, const void *
         return "num_splits < 0";
     if (p->alibi_batch_stride < 0)
         return "alibi_batch_stride < 0";
-    for (i = 0; i < 8; i++)
+    for (i = 0; i < 7; i++)
         if (p->reserved[i] != 0)
             return "reserved[] not zero";
-    if (p->block_table != NULL || p->block_table_batch_stride != 0 || p->page_block_size != 0)
+    if (p->block_table != NULL || p->block_table_batch_stride != 0 || p->page_block_size != 0 ||
+        p->block_table_width != 0)
         return "paged KV fields set";
     if (p->alibi_slopes != NULL && rq->slopes_overflow)
         return "ALiBi slope offsets overflow int64";

@@ -627,9 +627,10 @@ static fa_status check_scalars(fa_context *ctx, const fa_params *p, int64_t head
         if (p->reserved[i] != 0)
             return fa_fail(ctx, FA_ERR_BAD_PARAM, "params.reserved[%d] = %d, must be 0", i,
                            p->reserved[i]);
-    if (p->block_table != NULL || p->block_table_batch_stride != 0 || p->page_block_size != 0)
+    if (p->block_table != NULL || p->block_table_batch_stride != 0 || p->page_block_size != 0 ||
+        p->block_table_width != 0)
         return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "paged KV cache (block_table, page_block_size) is not supported in this "
+                       "paged KV cache (block_table, page_block_size, block_table_width) is not supported in this "
                        "version");
     return FA_OK;
 }

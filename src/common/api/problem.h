@@ -55,6 +55,15 @@ typedef struct fa_problem {
     void *dq, *dk, *dv;
     fa_strides dout_stride, dq_stride, dk_stride, dv_stride;
 
+    /* Paged K/V (block_table non-NULL): k and v are page pools whose batch stride is
+     * the stride between pages; logical key r of sequence b is row r % page_size of page
+     * block_table[b * block_table_stride + r / page_size] (backend memory). */
+    const int32_t *block_table;
+    int64_t block_table_stride;
+    int block_table_width;
+    int page_size;
+    int64_t num_pages;
+
     float softmax_scale;     /* resolved (never 0)                         */
     float softcap;           /* 0: off                                     */
     fa_window window;        /* causal folded in: right = 0                */
