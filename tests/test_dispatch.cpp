@@ -37,6 +37,8 @@ fa_problem_shape make_shape(fa_dtype dtype, int batch, int heads, int head_dim,
     s.seqlen_k = s_k;
     s.has_mask = 0;
     s.num_splits_request = 0;
+    s.paged = 0;
+    s.pack_gqa = 0;
     return s;
 }
 
@@ -153,7 +155,7 @@ TEST_CASE("every row and head dim: the selection fits the row and covers the hea
     }
 }
 
-TEST_CASE("more shared memory never gives a smaller tile", "[dispatch]")
+TEST_CASE("more shared memory never gives a smaller tile (decode: fewer blocks per SM)", "[dispatch]")
 {
     // The rows are compared as they are, SM counts included. Should a future instance set
     // break this for small grids only, the cause is the machine's size, not its memory (a
@@ -176,8 +178,13 @@ TEST_CASE("more shared memory never gives a smaller tile", "[dispatch]")
                     REQUIRE(select(&small, reg, shape, &b) == FA_OK);
                     INFO("d" << d << " s_q " << s.s_q << ": " << big.name << " " << a.reason
                              << " | " << small.name << " " << b.reason);
-                    CHECK(a.config->tile_m * a.config->tile_n >=
-                          b.config->tile_m * b.config->tile_n);
+                    // Decode picks by bytes in flight: more memory, at least as many blocks.
+                    CHECK(a.config->pack_gqa == b.config->pack_gqa);
+                    if (a.config->pack_gqa)
+                        CHECK(a.blocks_per_sm >= b.blocks_per_sm);
+                    else
+                        CHECK(a.config->tile_m * a.config->tile_n >=
+                              b.config->tile_m * b.config->tile_n);
                 }
 }
 
@@ -190,16 +197,29 @@ TEST_CASE("split-KV for decode on sm_90, not for big grids", "[dispatch]")
     fa_problem_shape decode = make_shape(FA_DTYPE_BF16, 1, 8, 128, 1, 32768);
     REQUIRE(select(row, reg, decode, &sel) == FA_OK);
     INFO(sel.reason);
+    CHECK(sel.config->pack_gqa == 1);
     CHECK(sel.num_splits > 1);
     CHECK(sel.num_splits <= 128);
-    // At most one wave, and each split keeps at least 4 K/V tiles.
-    CHECK(8LL * sel.num_splits <= 1LL * row->sm_count * sel.blocks_per_sm);
-    CHECK(32768 / (sel.num_splits * sel.config->tile_n) >= 4);
+    // Enough blocks to fill every slot once, and no split without tiles.
+    const long long tiles = 32768 / sel.config->tile_n;
+    CHECK(8LL * sel.num_splits >= 1LL * row->sm_count * sel.blocks_per_sm * 3 / 4);
+    CHECK((tiles + sel.num_splits - 1) / sel.num_splits * (sel.num_splits - 1) < tiles);
     CHECK(contains(sel.reason, "split-KV"));
+    CHECK(contains(sel.reason, "shortest makespan"));
 
+    // A prefill grid that fills the machine splits neither.
     fa_problem_shape big = make_shape(FA_DTYPE_BF16, 16, 16, 128, 4096, 4096);
     REQUIRE(select(row, reg, big, &sel) == FA_OK);
+    CHECK(sel.config->pack_gqa == 0);
     CHECK(sel.num_splits == 1);
+    // Nor does a decode grid of many blocks (64 x 8 KV heads, 4096 keys): the makespan
+    // of one split is within the tie of the best.
+    fa_problem_shape many = make_shape(FA_DTYPE_BF16, 64, 32, 128, 1, 4096);
+    many.heads_k = 8;
+    REQUIRE(select(row, reg, many, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.config->pack_gqa == 1);
+    CHECK(sel.num_splits <= 4);
 
     // A small grid with a short key sequence does not split either.
     fa_problem_shape short_k = make_shape(FA_DTYPE_BF16, 1, 8, 128, 1, 128);
@@ -272,13 +292,15 @@ TEST_CASE("the tile override selects an existing tile or fails with a reason", "
     fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 2, 16, 128, 2048, 2048);
     fa_selection sel;
 
-    // Every compiled tile that covers d128 can be forced, and forcing it selects it.
+    // Every compiled tile that covers d128 can be forced within its family (prefill for
+    // this shape, decode for a decode shape), and forcing it selects it.
+    fa_problem_shape decode = make_shape(FA_DTYPE_BF16, 2, 16, 128, 1, 2048);
     for (const fa_kernel_config &c : reg) {
         if (c.dtype != FA_DTYPE_BF16 || c.head_dim < 128)
             continue;
         fa_tile_override force = {c.tile_m, c.tile_n, c.stages};
         INFO(c.name);
-        REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &force) == FA_OK);
+        REQUIRE(select(fa_arch_find("sm_90"), reg, c.pack_gqa ? decode : shape, &sel, &force) == FA_OK);
         CHECK((sel.config->tile_m == c.tile_m && sel.config->tile_n == c.tile_n &&
                sel.config->stages == c.stages));
     }
@@ -428,6 +450,49 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     shape.head_dim = 72;
     REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
     CHECK(contains(sel.reason, "padded to 96"));
+
+    fa_problem_shape decode = make_shape(FA_DTYPE_BF16, 4, 32, 128, 1, 4096);
+    decode.heads_k = 8;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, decode, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(contains(sel.reason, "d128 bf16 16x64x2"));
+    CHECK(contains(sel.reason, "decode family: 4 packed rows (4 query heads x 1 positions)"));
+}
+
+TEST_CASE("the decode family takes paged K/V and packs that fit its tiles", "[dispatch]")
+{
+    const fa_arch_row *row = fa_arch_find("sm_90");
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    fa_selection sel;
+    struct family_case {
+        int heads, heads_k;
+        long long s_q;
+        int paged, decode, tile_m;
+    } cases[] = {
+        {32, 8, 1, 0, 1, 16},     // G 4 x 1 position: a 16-row tile
+        {32, 8, 4, 0, 1, 16},     // speculative s_q 4: 16 rows
+        {32, 8, 16, 0, 1, 64},    // 64 packed rows: the 64-row tile
+        {32, 1, 1, 0, 1, 64},     // MQA: 32 packed rows
+        {32, 32, 1, 0, 1, 16},    // MHA decode
+        {32, 8, 17, 0, 0, 128},   // 68 packed rows: prefill
+        {32, 8, 4096, 1, 1, 64},  // paged prefill: decode family at any size
+    };
+    for (const family_case &fc : cases) {
+        fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 4, fc.heads, 128, fc.s_q, 8192);
+        shape.heads_k = fc.heads_k;
+        shape.paged = fc.paged;
+        INFO("h " << fc.heads << " h_k " << fc.heads_k << " s_q " << fc.s_q << " paged " << fc.paged);
+        REQUIRE(select(row, reg, shape, &sel) == FA_OK);
+        INFO(sel.reason);
+        CHECK(sel.config->pack_gqa == fc.decode);
+        CHECK(sel.config->tile_m == fc.tile_m);
+    }
+    // The CPU has no decode family: its loops page by themselves.
+    std::vector<fa_kernel_config> cpu = compiled_registry(FA_BACKEND_CPU);
+    fa_problem_shape paged = make_shape(FA_DTYPE_BF16, 4, 32, 128, 1, 8192);
+    paged.paged = 1;
+    REQUIRE(select(fa_arch_find("cpu"), cpu, paged, &sel) == FA_OK);
+    CHECK(sel.config->pack_gqa == 0);
 }
 
 TEST_CASE("the CPU backward registry fits the cpu row and covers every head dim",

@@ -1,5 +1,6 @@
 // test_registry.cpp - the generated registry against the instance lists it is generated
-// from (src/common/select/fwd_instances.txt, bwd_instances.txt, read here by a parser of
+// from (src/common/select/fwd_instances.txt, dec_instances.txt (the decode family, forward
+// configs after fwd's), bwd_instances.txt, read here by a parser of
 // the test's own): every row, for each dtype and wave size, in list order, with the
 // fields, name, shared memory and launch handles the rules say. Also: names are unique,
 // and configs of the vendors this build holds point at kernels, the others at none.
@@ -85,10 +86,9 @@ int expected_smem(fa_pass pass, const list_row &r)
 }
 
 // One config against the row, dtype and wave it was generated from.
-void check_config(const fa_kernel_config &c, fa_pass pass, const list_row &r, const std::string &dtype,
-                  const std::string &wave)
+void check_config(const fa_kernel_config &c, fa_pass pass, const char *pass_name, const list_row &r,
+                  const std::string &dtype, const std::string &wave)
 {
-    const char *pass_name = pass == FA_PASS_FWD ? "fwd" : "bwd";
     const std::string name = "fa_" + r.vendor + "_" + pass_name + "_d" + std::to_string(r.head_dim) + "_" +
                              dtype + "_" + std::to_string(r.tile_m) + "x" + std::to_string(r.tile_n) + "x" +
                              std::to_string(r.stages);
@@ -114,26 +114,27 @@ void check_config(const fa_kernel_config &c, fa_pass pass, const list_row &r, co
     }
     // Wave32 AMD dK/dV kernels have no atomic dQ phase (src/hip/fa_device.h).
     CHECK(c.atomic_dq == (pass == FA_PASS_BWD && r.vendor != "cpu" && !(r.vendor == "hip" && wave_size == 32)));
+    CHECK(c.pack_gqa == (std::string(pass_name) == "dec" ? 1 : 0));
     CHECK(c.compiled == (built(c.backend) ? 1 : 0));
     const bool launchable = c.compiled && r.vendor != "cpu";
     CHECK((c.kernels[0] != nullptr) == launchable);
     CHECK((c.kernels[1] != nullptr) == (launchable && pass == FA_PASS_BWD));
 }
 
-void check_registry(fa_pass pass, const char *list)
+void check_registry(fa_pass pass, std::initializer_list<const char *> lists)
 {
-    const std::vector<list_row> rows = read_list(list);
     for (const char *vendor : {"cuda", "hip", "cpu"}) {
         int count = 0, i = 0;
         const fa_kernel_config *reg = fa_registry_of(backend_of(vendor), pass, &count);
-        for (const list_row &r : rows) {
-            if (r.vendor != vendor) continue;
-            for (const std::string &dtype : r.dtypes)
-                for (const std::string &wave : r.waves) {
-                    REQUIRE(i < count);
-                    check_config(reg[i++], pass, r, dtype, wave);
-                }
-        }
+        for (const char *list : lists)
+            for (const list_row &r : read_list(list)) {
+                if (r.vendor != vendor) continue;
+                for (const std::string &dtype : r.dtypes)
+                    for (const std::string &wave : r.waves) {
+                        REQUIRE(i < count);
+                        check_config(reg[i++], pass, list, r, dtype, wave);
+                    }
+            }
         INFO(vendor);
         CHECK(i == count);
         CHECK((count == 0) == (reg == nullptr));
@@ -142,14 +143,14 @@ void check_registry(fa_pass pass, const char *list)
 
 } // namespace
 
-TEST_CASE("the forward registry is fwd_instances.txt, row by row", "[registry]")
+TEST_CASE("the forward registry is fwd_instances.txt then dec_instances.txt, row by row", "[registry]")
 {
-    check_registry(FA_PASS_FWD, "fwd");
+    check_registry(FA_PASS_FWD, {"fwd", "dec"});
 }
 
 TEST_CASE("the backward registry is bwd_instances.txt, row by row", "[registry]")
 {
-    check_registry(FA_PASS_BWD, "bwd");
+    check_registry(FA_PASS_BWD, {"bwd"});
 }
 
 TEST_CASE("registry names are unique per backend, pass and wave size", "[registry]")

@@ -12,56 +12,12 @@
 #include <vector>
 
 #include "device_tensors.hpp"
+#include "forward_check.hpp"
 #include "gpu_case.hpp"
 #include "oracle.hpp"
 
 using fa_oracle::HostTensor;
 using fa_oracle::Precision;
-
-namespace {
-
-struct Outcome {
-    double out_error, out_bound, lse_error, lse_bound;
-};
-
-Outcome run_case(const Case &c, uint64_t seed)
-{
-    GpuProblem p(c, seed);
-    Context ctx;
-    fa_status st = fa_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &p.dout->view,
-                          &p.dlse->view, nullptr, 0);
-    INFO("fa_fwd: " << fa_status_string(st) << ": " << fa_last_error(ctx.ctx));
-    REQUIRE(st == FA_OK);
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    p.dout->copy_back();
-    p.dlse->copy_back();
-
-    CHECK(fa_oracle::all_elements_written(p.out));
-    CHECK(fa_oracle::all_elements_written(p.lse));
-    CHECK(fa_oracle::gaps_untouched(p.out));
-    fa_oracle::Reference exact = fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, p.host_params,
-                                                                Precision::Exact);
-    fa_oracle::Reference naive = fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, p.host_params,
-                                                                Precision::Naive);
-    Outcome o;
-    o.out_error = fa_oracle::max_out_error(p.out.view, exact);
-    o.out_bound = 2.0 * fa_oracle::max_out_difference(naive, exact) + 1e-5;
-    o.lse_error = fa_oracle::max_lse_error(p.lse.view, exact);
-    o.lse_bound = 2.0 * fa_oracle::max_lse_difference(naive, exact) + 1e-5;
-    return o;
-}
-
-void check_case(const Case &c, uint64_t seed)
-{
-    Outcome o = run_case(c, seed);
-    INFO(describe(c));
-    INFO("out error " << o.out_error << " (bound " << o.out_bound << "), lse error " << o.lse_error
-                      << " (bound " << o.lse_bound << ")");
-    CHECK(o.out_error <= o.out_bound);
-    CHECK(o.lse_error <= o.lse_bound);
-}
-
-}  // namespace
 
 TEST_CASE("cuda forward: every head dim, fp16 and bf16", "[cuda][sanitize]")
 {

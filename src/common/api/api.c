@@ -938,6 +938,7 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
     shape.seqlen_k = p->seqlen_k;
     shape.has_mask = p->window.left >= 0 || p->window.right >= 0;
     shape.num_splits_request = p->num_splits_request;
+    shape.paged = p->block_table != NULL;
     memset(sel, 0, sizeof *sel);
     registry = pass == FA_PASS_BWD ? fa_registry_bwd(ctx->backend, &count)
                                    : fa_registry(ctx->backend, &count);
@@ -955,7 +956,7 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
 
 /* The "kernel" of a call with nothing to compute: its plan names it, nothing launches. */
 static const fa_kernel_config no_kernel = {"none", FA_BACKEND_AUTO, FA_VENDOR_CPU, FA_PASS_FWD,
-                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL}};
+                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL}};
 
 /* Empty problems are valid calls: a forward without query rows, or a backward without
  * query and key rows, has no output element to write. A backward with rows on one side

@@ -58,6 +58,9 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
     }
     a.num_splits = splits;
     a.total_q = p->total_q;
+    a.block_table = p->block_table;
+    a.block_table_stride = p->block_table_stride;
+    a.page_size = p->page_size;
     if (splits > 1) {
         size_t rows = (size_t)splits * (size_t)p->total_q * (size_t)p->heads;
         a.partial_out = (float *)workspace;
@@ -297,10 +300,14 @@ static fa_grid fa_pair_grid(unsigned x, long long inner, long long outer)
     return g;
 }
 
+/* The decode family's blocks are packed tiles of a KV head's G * s_q rows. */
 fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel)
 {
-    return fa_pair_grid(fa_blocks(p->seqlen_q, sel->config->tile_m), p->heads,
-                        (long long)p->batch * sel->num_splits);
+    const fa_kernel_config *c = sel->config;
+    if (c->pack_gqa)
+        return fa_pair_grid(fa_blocks(p->seqlen_q * (p->heads / p->heads_k), c->tile_m), p->heads_k,
+                            (long long)p->batch * sel->num_splits);
+    return fa_pair_grid(fa_blocks(p->seqlen_q, c->tile_m), p->heads, (long long)p->batch * sel->num_splits);
 }
 
 fa_grid fa_combine_grid(const fa_problem *p)

@@ -60,6 +60,11 @@ typedef struct fa_fwd_args {
     float *partial_lse;                   /* fp32 [splits][heads][total_q]            */
     long long total_q;                    /* rows of q over the batch (fixed-length:  */
                                           /* batch * seqlen_q, which can pass 2^31)   */
+    /* Paged K/V (the decode family only, attn_fwd.h): NULL, or [batch][stride] page ids */
+    /* of the k and v pools, whose layouts' batch stride is the stride between pages.    */
+    const int *block_table;
+    long long block_table_stride;
+    int page_size;                        /* keys per page (any positive count)        */
 } fa_fwd_args;
 
 /* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus

@@ -3,7 +3,8 @@
  * device vocabulary of fa_device.h (src/cuda or src/hip). One translation unit includes
  * it once, after defining the instance:
  *   FA_INST_D (head dim), FA_INST_M x FA_INST_N (query x key tile), FA_INST_WARPS,
- *   FA_INST_STAGES (K/V buffers), FA_INST_BF16 (else fp16), FA_INST_NAME (kernel name).
+ *   FA_INST_STAGES (K/V buffers), FA_INST_BF16 (else fp16), FA_INST_NAME (kernel name),
+ *   FA_INST_PACK_GQA (1: the decode family, below; else 0 or undefined).
  *
  * Algorithm (FlashAttention-2): the Q tile stays in shared memory; K/V tiles stream
  * through FA_INST_STAGES shared buffers with asynchronous copies; each warp owns
@@ -13,11 +14,23 @@
  * LSE are written once (or, with split-KV, fp32 partials for the combine kernel).
  * Blocks: query tiles along grid x, (head, batch * splits + split) pairs laid over y and
  * z by launch_grid.h.
+ *
+ * The decode family (FA_INST_PACK_GQA, dec_instances.txt) packs the G = heads / heads_k
+ * query heads of a GQA group and the query positions into one tile of G * s_q rows,
+ * head fastest (packed row r is position r / G of query head kv * G + r % G, FA3's
+ * PackGQA order), so each K/V tile is read once per KV head instead of once per query
+ * head; blocks are then (kv head, batch * splits + split) pairs. Masks and ALiBi work on
+ * the row's position and head. It also reads paged K/V (args.block_table): logical key
+ * j of a sequence is row j % page_size of page block_table[batch][j / page_size] of the
+ * k and v pools, whose batch stride is the stride between pages.
  */
 #ifdef FA_ATTN_FWD_INCLUDED
 #error "attn_fwd.h instantiates one kernel per translation unit"
 #endif
 #define FA_ATTN_FWD_INCLUDED
+#ifndef FA_INST_PACK_GQA
+#define FA_INST_PACK_GQA 0
+#endif
 
 #include "fa_device.h"
 #include "gpu_kernels/attn_args.h"
@@ -33,8 +46,8 @@
 /* Small head dims compute a tile too quickly to hide a whole K+V tile load behind one
  * tile of work, so they (and single-buffer instances) wait for K and V separately;
  * larger ones load K and V as one group with one barrier per tile (measured:
- * bench/NOTES.md). */
-#define FA_JOINT_KV_TILES (FA_INST_STAGES >= 2 && FA_INST_D > 64)
+ * bench/NOTES.md). The decode family is memory-bound at every head dim: one group. */
+#define FA_JOINT_KV_TILES (FA_INST_STAGES >= 2 && (FA_INST_D > 64 || FA_INST_PACK_GQA))
 #define FA_RESCALE_SLACK 8.f
 
 #if FA_WARP_ROWS % FA_MMA_M != 0 || FA_INST_N % (2 * FA_MMA_N) != 0 || \
@@ -51,10 +64,11 @@
  * block has nothing to do when rows_valid <= 0 or batch == the args' batch (past the
  * last pair of a folded grid). */
 typedef struct fa_block_span {
-    int batch, head, split;
+    int batch, head, split;    /* head: the query head, or the KV head when packed      */
+    int group;                 /* packed query heads per row position (1: not packed)   */
     long long q_row0, k_row0;  /* first row of this sequence in q / k                   */
     int seqlen_q, seqlen_k;
-    int m0, rows_valid;        /* first query row of the tile, rows inside the sequence */
+    int m0, rows_valid;        /* first (packed) row of the tile, rows inside the sequence */
     int tile_lo, tile_hi;      /* key tiles [tile_lo, tile_hi) of this split           */
     int full_lo, full_hi;      /* key tiles inside [full_lo, full_hi) need no mask      */
 } fa_block_span;
@@ -64,7 +78,13 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
     fa_block_span s;
     unsigned head, batch_split;
     /* The host keeps batch * splits (at most the grid's pairs) below 2^32. */
+#if FA_INST_PACK_GQA
+    s.group = args->heads / args->heads_k;
+    fa_block_pair(args->heads_k, (unsigned)args->batch * args->num_splits, &head, &batch_split);
+#else
+    s.group = 1;
     fa_block_pair(args->heads, (unsigned)args->batch * args->num_splits, &head, &batch_split);
+#endif
     s.batch = (int)(batch_split / args->num_splits);
     s.split = (int)(batch_split % args->num_splits);
     s.head = (int)head;
@@ -75,11 +95,18 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
     s.seqlen_k = seq.seqlen_k;
     /* Heavy (late, causal) query tiles first: they start while the light ones fill in. */
     s.m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_INST_M;
+#if FA_INST_PACK_GQA
+    /* The host keeps G * s_q below 2^31 (dispatch.c). */
+    s.rows_valid = min(FA_INST_M, s.seqlen_q * s.group - s.m0);
+    const int first_pos = s.m0 / s.group, last_pos = (s.m0 + s.rows_valid - 1) / s.group;
+#else
     s.rows_valid = min(FA_INST_M, s.seqlen_q - s.m0);
+    const int first_pos = s.m0, last_pos = s.m0 + s.rows_valid - 1;
+#endif
 
     fa_window w = {args->window_left, args->window_right};
-    long long key_lo = fa_first_visible_key(s.m0, s.seqlen_q, s.seqlen_k, w);
-    long long key_hi = fa_end_visible_key(s.m0 + s.rows_valid - 1, s.seqlen_q, s.seqlen_k, w);
+    long long key_lo = fa_first_visible_key(first_pos, s.seqlen_q, s.seqlen_k, w);
+    long long key_hi = fa_end_visible_key(last_pos, s.seqlen_q, s.seqlen_k, w);
     int first = (int)(key_lo / FA_INST_N);
     int count = key_hi > key_lo ? (int)((key_hi + FA_INST_N - 1) / FA_INST_N) - first : 0;
     int per_split = (count + args->num_splits - 1) / args->num_splits;
@@ -89,11 +116,105 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
         s.tile_hi = s.tile_lo;
     /* Keys every row of the tile sees (the last row's first, the first row's end), within
      * the sequence: both fit int, and full_hi >= 0 keeps full_hi - N from wrapping. */
-    s.full_lo = (int)min(fa_first_visible_key(s.m0 + s.rows_valid - 1, s.seqlen_q, s.seqlen_k, w),
+    s.full_lo = (int)min(fa_first_visible_key(last_pos, s.seqlen_q, s.seqlen_k, w),
                          (long long)s.seqlen_k);
-    s.full_hi = (int)max(fa_end_visible_key(s.m0, s.seqlen_q, s.seqlen_k, w), 0ll);
+    s.full_hi = (int)max(fa_end_visible_key(first_pos, s.seqlen_q, s.seqlen_k, w), 0ll);
     return s;
 }
+
+#if FA_INST_PACK_GQA
+/* The packed Q tile: row r of the tile is position (m0 + r) / G of query head
+ * kv * G + (m0 + r) % G, a gather (each row has its own address; with BSHD the G heads
+ * of a position are adjacent). Rows past the sequence and columns past the head dim are
+ * zero-filled as in fa_load_tile. */
+FA_DEVICE void fa_load_q_packed(fa_elem *smem, const fa_fwd_args *args, const fa_block_span *s)
+{
+    const int step = FA_THREADS / FA_CHUNKS;
+    const int row0 = threadIdx.x / FA_CHUNKS;
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    const fa_elem *q = (const fa_elem *)args->q;
+    if (threadIdx.x >= step * FA_CHUNKS)
+        return;
+    const int col_valid = chunk * 8 < args->head_dim;
+#pragma unroll
+    for (int i = 0; i < (FA_INST_M + step - 1) / step; ++i) {
+        int row = row0 + i * step;
+        if (FA_INST_M % step != 0 && row >= FA_INST_M)
+            break;
+        int packed = s->m0 + row;
+        int valid = col_valid && row < s->rows_valid;
+        const fa_elem *src = q;
+        if (valid)
+            src = q + fa_row_at(&args->q_layout, s->batch, s->q_row0 + packed / s->group,
+                                s->head * s->group + packed % s->group) + chunk * 8;
+        fa_async_copy16(smem + fa_smem_offset(row, chunk), src, valid);
+    }
+}
+
+/* Does row i * step of a thread's rows start a new 16-row group for it? Pages are
+ * multiples of 16 keys and tiles start at multiples of 16, so a 16-row group never
+ * straddles a page: with step < 16 dividing 16, a thread needs one table lookup per
+ * group and steps by the row stride in between. Other steps look up every row. */
+#define FA_PAGE_LOOKUP_AT(i, step) ((step) >= 16 || 16 % (step) != 0 || ((i) * (step)) % 16 == 0)
+
+/* One K or V tile (keys n0 .. n0 + tile_n - 1 of the sequence, rows_valid of them
+ * inside it) from a page pool: `pool` is the operand's data at this KV head, `table` the
+ * sequence's row of the block table. A tile inside one page (page_size a multiple of
+ * tile_n) is one lookup and fa_load_tile's copy; otherwise each row finds its page. Only
+ * the pages of keys inside the sequence are looked up. */
+FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_operand_layout *layout,
+                                const int *table, int page_size, int n0, int rows_valid, int head_dim)
+{
+    if (page_size % FA_INST_N == 0) {
+        const long long page = table[n0 / page_size];
+        fa_load_tile(smem, pool + page * layout->batch + (long long)(n0 % page_size) * layout->row,
+                     layout->row, rows_valid, head_dim, FA_INST_N);
+        return;
+    }
+    const int step = FA_THREADS / FA_CHUNKS;
+    const int row0 = threadIdx.x / FA_CHUNKS;
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    const fa_elem *src = pool + chunk * 8;
+    const int col_valid = chunk * 8 < head_dim;
+    /* Internal callers also page with sizes that are not multiples of 16 (a contiguous
+     * cache selected per sequence is one page of s_max rows). */
+    const int groups_in_page = page_size % 16 == 0;
+    long long offset = 0;
+    if (threadIdx.x >= step * FA_CHUNKS)
+        return;
+#pragma unroll
+    for (int i = 0; i < (FA_INST_N + step - 1) / step; ++i) {
+        int row = row0 + i * step;
+        if (FA_INST_N % step != 0 && row >= FA_INST_N)
+            break;
+        if (FA_PAGE_LOOKUP_AT(i, step) || !groups_in_page) {
+            if (row < rows_valid) {
+                int key = n0 + row;
+                offset = (long long)table[key / page_size] * layout->batch +
+                         (long long)(key % page_size) * layout->row;
+            }
+        } else {
+            offset += step * layout->row;
+        }
+        int valid = col_valid && row < rows_valid;
+        fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src + offset : pool, valid);
+    }
+}
+#undef FA_PAGE_LOOKUP_AT
+
+/* A K or V tile of the packed kernel: contiguous (`base` at the sequence's first key) or
+ * paged (`base` at the pool's KV head). */
+FA_DEVICE void fa_load_kv(fa_elem *smem, const fa_elem *base, const fa_operand_layout *layout,
+                          const fa_fwd_args *args, const fa_block_span *s, int n0)
+{
+    if (args->block_table)
+        fa_load_kv_paged(smem, base, layout, args->block_table + s->batch * args->block_table_stride,
+                         args->page_size, n0, s->seqlen_k - n0, args->head_dim);
+    else
+        fa_load_tile(smem, base + (long long)n0 * layout->row, layout->row, s->seqlen_k - n0,
+                     args->head_dim, FA_INST_N);
+}
+#endif
 
 /* Does key tile n0 .. n0+N-1 need per-element masking for query rows of this span (keys
  * past the sequence's end included)? The tile's end is compared as n0 > full_hi - N: the
@@ -123,6 +244,29 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
                     acc_s[mf][nf][r] = args->softcap_log2 * fa_tanh(acc_s[mf][nf][r] * args->softcap_inv_scale);
         logit_scale = 1.f;
     }
+#if FA_INST_PACK_GQA
+    /* Packed rows differ in head, so each row group has its own slope and position. */
+    if (args->alibi_slopes) {
+#pragma unroll
+        for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+            for (int g = 0; g < FA_ACC_ROWS; ++g) {
+                int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, g * FA_ACC_COLS);
+                int pos = row / s->group, head = s->head * s->group + row % s->group;
+                float slope = args->alibi_slopes[s->batch * args->alibi_batch + head] * FA_LOG2E;
+                const int diag0 = (pos - n0) + (s->seqlen_k - s->seqlen_q);
+#pragma unroll
+                for (int nf = 0; nf < FA_NF; ++nf)
+#pragma unroll
+                    for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; ++r) {
+                        int dist = diag0 - nf * FA_MMA_N - fa_acc_col(lane, r);
+                        acc_s[mf][nf][r] = acc_s[mf][nf][r] * logit_scale - slope * (float)abs(dist);
+                    }
+            }
+        logit_scale = 1.f;
+    }
+    (void)alibi_log2;
+#else
     if (alibi_log2 != 0.f) {
         /* Grouped so that no partial sum wraps (m0 + seqlen_k can pass 2^31). */
         const int diag0 = (s->m0 + warp_row0 - n0) + (s->seqlen_k - s->seqlen_q);
@@ -137,6 +281,7 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
                 }
         logit_scale = 1.f;
     }
+#endif
     if (masked) {
         fa_window w = {args->window_left, args->window_right};
 #pragma unroll
@@ -144,6 +289,9 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
 #pragma unroll
             for (int g = 0; g < FA_ACC_ROWS; ++g) {
                 int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, g * FA_ACC_COLS);
+#if FA_INST_PACK_GQA
+                row /= s->group; /* the row's query position */
+#endif
                 int lo = (int)fa_first_visible_key(row, s->seqlen_q, s->seqlen_k, w) - n0;
                 int hi = (int)fa_end_visible_key(row, s->seqlen_q, s->seqlen_k, w) - n0;
 #pragma unroll
@@ -300,13 +448,21 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
             float inv = sum > 0.f ? 1.f / sum : 0.f;
             float lse = sum > 0.f ? row_max[mf][g] * FA_LN2 + fa_log(sum) : -INFINITY;
             int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, g * FA_ACC_COLS);
+#if FA_INST_PACK_GQA
+            if (row >= s->m0 + s->rows_valid)
+                continue;
+            const int head = s->head * s->group + row % s->group;
+            row /= s->group;
+#else
             if (row >= s->seqlen_q)
                 continue;
+            const int head = s->head;
+#endif
             /* Registers r, r + 1 (r even) hold columns col0 and col0 + FA_ACC_PAIR_STRIDE,
              * inside one group of 8 columns: head_dim, a multiple of 8, never splits a pair. */
             if (args->num_splits == 1) {
                 fa_elem *out = (fa_elem *)args->out +
-                               fa_row_at(&args->out_layout, s->batch, s->q_row0 + row, s->head);
+                               fa_row_at(&args->out_layout, s->batch, s->q_row0 + row, head);
 #pragma unroll
                 for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
                     int col0 = fa_acc_col(lane, r);
@@ -318,10 +474,10 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                     }
                 }
                 if (args->lse && fa_row_leader(lane))
-                    args->lse[fa_lse_at(&args->lse_layout, s->batch, s->head, s->q_row0 + row)] = lse;
+                    args->lse[fa_lse_at(&args->lse_layout, s->batch, head, s->q_row0 + row)] = lse;
             } else {
                 long long grow = seq_base + row;
-                float *part = args->partial_out + fa_partial_out_offset(args, s->split, grow, s->head);
+                float *part = args->partial_out + fa_partial_out_offset(args, s->split, grow, head);
 #pragma unroll
                 for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
                     int col0 = fa_acc_col(lane, r);
@@ -335,7 +491,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                     }
                 }
                 if (fa_row_leader(lane))
-                    args->partial_lse[fa_partial_lse_offset(args, s->split, s->head, grow)] = lse;
+                    args->partial_lse[fa_partial_lse_offset(args, s->split, head, grow)] = lse;
             }
         }
 }
@@ -351,18 +507,32 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     if (s.rows_valid <= 0 || s.batch == args.batch)
         return;
     const int warp_row0 = fa_warp() * FA_WARP_ROWS;
+    float alibi_log2 = 0.f;
+#if FA_INST_PACK_GQA
+    /* Paged: the pools at this KV head (pages come from the table); else the sequence. */
+    const long long kv_batch = args.block_table ? 0 : s.batch;
+    const long long kv_row0 = args.block_table ? 0 : s.k_row0;
+    const fa_elem *k = (const fa_elem *)args.k + fa_row_at(&args.k_layout, (int)kv_batch, kv_row0, s.head);
+    const fa_elem *v = (const fa_elem *)args.v + fa_row_at(&args.v_layout, (int)kv_batch, kv_row0, s.head);
+#else
     const int kv_head = s.head / (args.heads / args.heads_k);
     const fa_elem *q = (const fa_elem *)args.q + fa_row_at(&args.q_layout, s.batch, s.q_row0 + s.m0, s.head);
     const fa_elem *k = (const fa_elem *)args.k + fa_row_at(&args.k_layout, s.batch, s.k_row0, kv_head);
     const fa_elem *v = (const fa_elem *)args.v + fa_row_at(&args.v_layout, s.batch, s.k_row0, kv_head);
-    float alibi_log2 = 0.f;
     if (args.alibi_slopes)
         alibi_log2 = args.alibi_slopes[s.batch * args.alibi_batch + s.head] * FA_LOG2E;
+#endif
 
     const int n_tiles = s.tile_hi - s.tile_lo;
     /* Tiles are visited from the last one down, so the tiles that straddle the causal
      * diagonal (the masked ones) come first. */
 #define FA_TILE_N0(t) ((s.tile_hi - 1 - (t)) * FA_INST_N)
+#if FA_INST_PACK_GQA
+#define FA_LOAD_K(t) \
+    fa_load_kv(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, &args, &s, FA_TILE_N0(t))
+#define FA_LOAD_V(t) \
+    fa_load_kv(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, &args, &s, FA_TILE_N0(t))
+#else
 #define FA_LOAD_K(t)                                                                  \
     fa_load_tile(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,              \
                  k + (long long)FA_TILE_N0(t) * args.k_layout.row, args.k_layout.row, \
@@ -371,6 +541,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     fa_load_tile(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,              \
                  v + (long long)FA_TILE_N0(t) * args.v_layout.row, args.v_layout.row, \
                  s.seqlen_k - FA_TILE_N0(t), args.head_dim, FA_INST_N)
+#endif
 
     float acc_o[FA_MF][FA_DF][FA_ACC_REGS];
     float row_max[FA_MF][FA_ACC_ROWS], row_sum[FA_MF][FA_ACC_ROWS];
@@ -404,7 +575,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     /* Copies complete in commit order, so "tile t has landed" is a fixed count of commit
      * groups still allowed in flight; every slot commits a group (empty past the last
      * tile) to keep that count exact. */
+#if FA_INST_PACK_GQA
+    fa_load_q_packed(smem_q, &args, &s);
+#else
     fa_load_tile(smem_q, q, args.q_layout.row, s.rows_valid, args.head_dim, FA_INST_M);
+#endif
 #if FA_JOINT_KV_TILES
     /* One group per K/V tile; tiles t+1 .. t+S-1 are in flight while tile t computes.
      * The barrier at the top of an iteration both publishes tile t and tells that every

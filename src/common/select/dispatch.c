@@ -4,8 +4,13 @@
  * FLASHATTN_FORCE_TILE syntax.
  *
  * Selection rule (fa_select_config):
+ *  Family (forward, GPU vendors with decode configs): the decode family (pack_gqa,
+ *    dec_instances.txt) serves paged K/V always, and every problem whose packed rows
+ *    G * s_q (G = heads / heads_k) are at most FA_DECODE_PACKED_ROWS: one packed tile then
+ *    reads each K/V tile once per KV head, where a prefill tile reads it once per query
+ *    head and leaves most of its rows empty. Other forwards take the prefill family.
  *  Filters, in order (the first one that removes every config names the failure):
- *    vendor and pass match the row / problem; dtype matches; instance head_dim >= the
+ *    vendor and pass match the row / problem, and the config is of the family; dtype matches; instance head_dim >= the
  *    problem's; compiled into this build; fits the row: wave size the instance was written
  *    for, threads <= max per block, smem <= per-block and per-SM shared memory, and when
  *    the instance's register count is known, regs <= per-thread limit and
@@ -16,21 +21,30 @@
  *       waves * resident_blocks * pairs_per_block query-key pairs, where
  *       blocks_per_sm = min(smem_per_sm / smem, max_threads_per_sm / threads,
  *       regs_per_sm / (regs * threads)); forward: grid = batch * heads * ceil(s_q / tile_m)
- *       * splits and pairs_per_block = tile_m * the block's K/V rows; backward (a block
+ *       (decode family: batch * heads_k * ceil(G * s_q / tile_m)) * splits and pairs_per_block = tile_m * the block's K/V rows; backward (a block
  *       holds one K/V tile and loops over the query tiles): grid = batch * heads *
  *       ceil(s_k / tile_n) and pairs_per_block = tile_n * ceil(s_q / tile_m) * tile_m;
  *       waves = ceil(grid / (sm_count * blocks_per_sm)), resident_blocks =
  *       min(blocks_per_sm, ceil(grid / sm_count)) (the block scheduler spreads blocks over
  *       SMs before stacking them, and co-resident blocks share one SM's throughput);
  *       the model is uniform in the mask (a causal problem scales every config alike);
- *    3. larger tile_m * tile_n (fewer K/V re-reads per query row, which the time model
+ *       The decode family is memory-bound: its pairs_per_block are the K/V rows a block
+ *       reads (tile_m does not change the bytes);
+ *    3. decode family: more blocks per SM (bytes in flight), lower estimate, smaller
+ *       tile_m (less padded compute); prefill family:
+ *       larger tile_m * tile_n (fewer K/V re-reads per query row, which the time model
  *       does not see: that is why step 2 treats near-equal estimates as equal);
  *    4. lower estimated time, then more stages, then the earlier registry entry, so
  *       ties are deterministic.
  *  Split-KV (GPU forward configs only; the CPU backend parallelises over rows and the
  *  backward over key tiles, so neither splits):
  *    num_splits_request > 0 forces it, capped at ceil(s_k / tile_n) and FA_MAX_SPLITS;
- *    request 0 splits only when the grid fills less than 80% of one wave
+ *    request 0, decode family: the count with the shortest makespan, counting each split's
+ *    tiles plus DECODE_SPLIT_OVERHEAD tiles of fixed cost per block (Q load, pipeline
+ *    fill, the partials' write) over the waves of blocks:
+ *    waves(s) * (ceil(tiles / s) + overhead) + DECODE_COMBINE_COST when s > 1 (the
+ *    combine's launch), the smallest s within 1/32 of the best;
+ *    request 0, prefill family: splits only when the grid fills less than 80% of one wave
  *    (sm_count * blocks_per_sm) and each split keeps at least 4 K/V tiles: splits =
  *    min(slots / grid, ceil(s_k / tile_n) / 4, FA_MAX_SPLITS), so the grid fills at most
  *    one wave and the combine step stays small.
@@ -43,6 +57,11 @@
 #include <string.h>
 
 #define FA_MAX_SPLITS 128
+#define FA_DECODE_PACKED_ROWS 64 /* dec_instances.txt's largest tile */
+#define DECODE_SPLIT_OVERHEAD 2
+#define DECODE_COMBINE_COST 3 /* the combine launch, in tiles of one block's time */
+#define DECODE_TIE_NUM 33 /* makespans within 33/32 of the best count as equal */
+#define DECODE_TIE_DEN 32
 #define SPLIT_FILL_NUM 4 /* split only below 4/5 = 80% of one wave */
 #define SPLIT_FILL_DEN 5
 #define MIN_KV_TILES_PER_SPLIT 4
@@ -113,7 +132,8 @@ static int limit_failure(const fa_arch_row *row, const fa_kernel_config *c, char
 static passed filter_stage(const fa_arch_row *row, const fa_kernel_config *c,
                            const fa_problem_shape *shape)
 {
-    if (c->vendor != row->vendor || c->pass != shape->pass) return PASSED_NONE;
+    if (c->vendor != row->vendor || c->pass != shape->pass || c->pack_gqa != shape->pack_gqa)
+        return PASSED_NONE;
     if (c->dtype != shape->dtype) return PASSED_VENDOR;
     if (c->head_dim < shape->head_dim) return PASSED_DTYPE;
     if (!c->compiled) return PASSED_HEAD_DIM;
@@ -173,22 +193,41 @@ static int sm_count_of(const fa_arch_row *row) { return row->sm_count > 0 ? row-
 /* Blocks before split-KV: one per query tile (forward) or per key tile (backward). */
 static long long base_grid(const fa_kernel_config *c, const fa_problem_shape *shape)
 {
+    long long group = c->pack_gqa ? shape->heads / shape->heads_k : 1;
     long long tiles = shape->pass == FA_PASS_BWD ? ceil_div(shape->seqlen_k, c->tile_n)
-                                                 : ceil_div(shape->seqlen_q, c->tile_m);
-    long long pairs = (long long)shape->batch * shape->heads; /* < 2^62 */
+                                                 : ceil_div(shape->seqlen_q * group, c->tile_m);
+    long long pairs = (long long)shape->batch * (c->pack_gqa ? shape->heads_k : shape->heads); /* < 2^62 */
     if (tiles > 0 && pairs > GRID_CAP / tiles)
         return GRID_CAP;
     return pairs * tiles;
 }
 
-/* Query-key pairs one block processes, padded to whole tiles. */
+/* Query-key pairs one block processes, padded to whole tiles; for the decode family,
+ * which is memory-bound, the K/V rows it reads. */
 static double block_pairs(const fa_kernel_config *c, const fa_problem_shape *shape, int splits)
 {
     long long kv_rows;
     if (shape->pass == FA_PASS_BWD)
         return (double)c->tile_n * (double)(ceil_div(shape->seqlen_q, c->tile_m) * c->tile_m);
     kv_rows = ceil_div(ceil_div(shape->seqlen_k, c->tile_n), splits) * c->tile_n;
-    return (double)c->tile_m * (double)kv_rows;
+    return c->pack_gqa ? (double)kv_rows : (double)c->tile_m * (double)kv_rows;
+}
+
+/* The decode family's split count: the shortest makespan (see the header). */
+static long long decode_splits(long long grid, long long kv_tiles, long long slots, long long cap)
+{
+    long long s, best = 1, best_cost = -1;
+    long long costs[FA_MAX_SPLITS + 1];
+    for (s = 1; s <= cap; s++) {
+        long long per = ceil_div(kv_tiles, s);
+        long long used = ceil_div(kv_tiles, per); /* splits that get tiles */
+        costs[s] = ceil_div(grid * used, slots) * (per + DECODE_SPLIT_OVERHEAD) +
+                   (used > 1 ? DECODE_COMBINE_COST : 0);
+        if (best_cost < 0 || costs[s] < best_cost) best_cost = costs[s];
+    }
+    for (s = cap; s >= 1; s--)
+        if (costs[s] * DECODE_TIE_DEN <= best_cost * DECODE_TIE_NUM) best = s;
+    return best;
 }
 
 static int choose_splits(const fa_arch_row *row, const fa_kernel_config *c,
@@ -202,6 +241,8 @@ static int choose_splits(const fa_arch_row *row, const fa_kernel_config *c,
 
     if (c->vendor == FA_VENDOR_CPU || shape->pass == FA_PASS_BWD) return 1;
     if (shape->num_splits_request > 0) return (int)min_ll(shape->num_splits_request, cap);
+    if (c->pack_gqa && grid > 0 && grid <= GRID_CAP / FA_MAX_SPLITS)
+        return (int)decode_splits(grid, kv_tiles, slots, cap);
     if (grid <= 0 || grid * SPLIT_FILL_DEN >= slots * SPLIT_FILL_NUM) return 1;
     splits = min_ll(min_ll(slots / grid, kv_tiles / MIN_KV_TILES_PER_SPLIT), cap);
     return splits > 1 ? (int)splits : 1;
@@ -254,6 +295,11 @@ static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kern
                     const estimate *eb)
 {
     long long area_a = (long long)a->tile_m * a->tile_n, area_b = (long long)b->tile_m * b->tile_n;
+    /* Decode: more blocks per SM keep more bytes in flight; then fewer bytes; then less
+     * padded compute. */
+    if (a->pack_gqa && ea->blocks_per_sm != eb->blocks_per_sm) return ea->blocks_per_sm > eb->blocks_per_sm;
+    if (a->pack_gqa && ea->cost != eb->cost) return ea->cost < eb->cost;
+    if (a->pack_gqa && a->tile_m != b->tile_m) return a->tile_m < b->tile_m;
     if (area_a != area_b) return area_a > area_b;
     if (ea->cost != eb->cost) return ea->cost < eb->cost;
     return a->stages > b->stages; /* equal: the earlier entry stays */
@@ -283,9 +329,15 @@ static void describe_choice(const fa_arch_row *row, const fa_kernel_config *c,
                   c->head_dim, fa_dtype_name(c->dtype), c->tile_m, c->tile_n, c->stages,
                   e->blocks_per_sm, unit, e->limiter, detail, e->grid,
                   (double)e->grid / (double)slots, sm_count_of(row), unit);
+    if (n > 0 && (size_t)n < len && c->pack_gqa)
+        n += snprintf(out + n, len - n, ", decode family: %lld packed rows (%d query heads x %lld positions) per KV head%s",
+                      (long long)(shape->heads / shape->heads_k) * shape->seqlen_q,
+                      shape->heads / shape->heads_k, shape->seqlen_q, shape->paged ? ", paged K/V" : "");
     if (n > 0 && (size_t)n < len && e->splits > 1)
         n += snprintf(out + n, len - n, ", split-KV %d (%s)", e->splits,
-                      shape->num_splits_request > 0 ? "requested" : "grid under 80% of a wave");
+                      shape->num_splits_request > 0 ? "requested"
+                      : c->pack_gqa                 ? "shortest makespan"
+                                                    : "grid under 80% of a wave");
     /* CPU loops take the head dim at run time: only GPU instances really pad. */
     if (n > 0 && (size_t)n < len && c->head_dim > shape->head_dim && c->vendor != FA_VENDOR_CPU)
         snprintf(out + n, len - n, ", head dim %d padded to %d", shape->head_dim, c->head_dim);
@@ -346,6 +398,20 @@ static void describe_bad_override(const fa_arch_row *row, const fa_kernel_config
 
 /* ---- selection ---------------------------------------------------------------------- */
 
+/* 1 when the forward goes to the decode family (see the header): only where the row's
+ * vendor has decode configs for its wave size (the CPU's loops page by themselves). */
+static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, int count,
+                         const fa_problem_shape *shape)
+{
+    int i, has_family = 0;
+    if (shape->pass != FA_PASS_FWD || shape->heads_k <= 0) return 0;
+    for (i = 0; i < count && !has_family; i++)
+        has_family = reg[i].vendor == row->vendor && reg[i].pack_gqa &&
+                     (reg[i].min_wave_size == 0 || reg[i].min_wave_size == row->wave_size);
+    if (!has_family) return 0;
+    return shape->paged || (long long)(shape->heads / shape->heads_k) * shape->seqlen_q <= FA_DECODE_PACKED_ROWS;
+}
+
 /* Why nothing is eligible: the furthest filter stage any config reached, and the first
  * limit message at the limits stage. Returns FA_ERR_BAD_TILE_OVERRIDE when configs fit
  * but the override excludes them all. */
@@ -379,6 +445,7 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     estimate best_e;
     double floor_cost;
     int i, head_dim;
+    fa_problem_shape family;
 
     memset(&best_e, 0, sizeof best_e);
     if (!out) return FA_ERR_NULL_POINTER;
@@ -388,6 +455,9 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
         return FA_ERR_NULL_POINTER;
     }
     if (count < 0) count = 0;
+    family = *shape;
+    family.pack_gqa = decode_family(row, registry, count, shape);
+    shape = &family;
 
     head_dim = smallest_head_dim(row, registry, count, shape, force);
     if (head_dim == INT_MAX) return explain_failure(row, registry, count, shape, force, out);

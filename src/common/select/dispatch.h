@@ -35,6 +35,9 @@ typedef struct fa_kernel_config {
     int compiled;            /* 1: built into this library; 0: planned, never selected  */
     int atomic_dq;           /* backward: the dK/dV kernel adds dQ with atomics (unless */
                              /* the call is deterministic); 0: dQ has its own pass      */
+    int pack_gqa;            /* forward: the decode family (dec_instances.txt): a tile  */
+                             /* packs a GQA group's heads and query positions; reads    */
+                             /* paged K/V                                               */
     /* The compiled GPU kernels' launch handles (each defined in its generated           */
     /* translation unit): the forward kernel, or the backward's dK/dV and dQ kernels;    */
     /* NULL for the CPU and for vendors not built.                                       */
@@ -53,6 +56,8 @@ typedef struct fa_problem_shape {
     long long seqlen_k;
     int has_mask;              /* causal or window */
     int num_splits_request;    /* params.num_splits */
+    int paged;                 /* K/V through a block table */
+    int pack_gqa;              /* derived by fa_select_config: the family it chose */
 } fa_problem_shape;
 
 /* A forced tile from FLASHATTN_FORCE_TILE (tile_m == 0: none). */
