@@ -38,11 +38,22 @@
 #include "gpu_kernels/attn_tile.h"
 #include "api/mask.h"
 
-#define FA_WARP_ROWS (FA_INST_M / FA_INST_WARPS)
+/* The decode family gives each warp 16 rows; when the tile has fewer rows than warps x
+ * 16, FA_KEY_WARPS warps share a row group, each on its own slice of every key tile with
+ * its own softmax state, merged at the end (fa_merge_key_warps): a 16-row decode tile
+ * then still has several warps issuing per block (one warp alone is latency-bound on its
+ * own instruction stream, measured: bench/NOTES.md). The prefill family: 1. */
+#if FA_INST_PACK_GQA
+#define FA_KEY_WARPS (FA_INST_WARPS * FA_MMA_M / FA_INST_M)
+#else
+#define FA_KEY_WARPS 1
+#endif
+#define FA_WARP_ROWS (FA_INST_M * FA_KEY_WARPS / FA_INST_WARPS)
+#define FA_WARP_KEYS (FA_INST_N / FA_KEY_WARPS) /* keys of each tile one warp scores    */
 #define FA_MF (FA_WARP_ROWS / FA_MMA_M)       /* m-tiles per warp                       */
-#define FA_NF (FA_INST_N / FA_MMA_N)          /* n-tiles of S per warp                  */
+#define FA_NF (FA_WARP_KEYS / FA_MMA_N)       /* n-tiles of S per warp                  */
 #define FA_DF (FA_INST_D / FA_MMA_N)          /* n-tiles of O per warp                  */
-#define FA_KS (FA_INST_N / FA_MMA_K)          /* k-steps of P·V (A operands of P)       */
+#define FA_KS (FA_WARP_KEYS / FA_MMA_K)       /* k-steps of P·V (A operands of P)       */
 /* Small head dims compute a tile too quickly to hide a whole K+V tile load behind one
  * tile of work, so they (and single-buffer instances) wait for K and V separately;
  * larger ones load K and V as one group with one barrier per tile (measured:
@@ -50,8 +61,8 @@
 #define FA_JOINT_KV_TILES (FA_INST_STAGES >= 2 && (FA_INST_D > 64 || FA_INST_PACK_GQA))
 #define FA_RESCALE_SLACK 8.f
 
-#if FA_WARP_ROWS % FA_MMA_M != 0 || FA_INST_N % (2 * FA_MMA_N) != 0 || \
-    FA_INST_D % (2 * FA_MMA_N) != 0 || FA_INST_N % FA_MMA_K != 0 || FA_INST_D % FA_MMA_K != 0
+#if FA_KEY_WARPS < 1 || FA_WARP_ROWS % FA_MMA_M != 0 || FA_WARP_KEYS % (2 * FA_MMA_N) != 0 || \
+    FA_INST_D % (2 * FA_MMA_N) != 0 || FA_WARP_KEYS % FA_MMA_K != 0 || FA_INST_D % FA_MMA_K != 0
 #error "instance tile does not divide into matrix-unit tiles"
 #endif
 
@@ -496,6 +507,73 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
         }
 }
 
+#if FA_KEY_WARPS > 1
+/* Floats of one lane's softmax state: O accumulators, then the running max and sum of
+ * each of its row groups. */
+#define FA_STATE_FLOATS (FA_MF * FA_DF * FA_ACC_REGS + 2 * FA_MF * FA_ACC_ROWS)
+#if FA_INST_WARPS * FA_WARP_SIZE * FA_STATE_FLOATS * 4 > 2 * 2 * FA_INST_STAGES * FA_INST_N * FA_PITCH
+#error "the key warps' states do not fit the K/V buffers they reuse"
+#endif
+
+/* Merges the softmax states of the FA_KEY_WARPS warps of each row group into the first
+ * one's: O and the sums rescaled to the larger running max, then added. Every warp holds
+ * the same fragment layout, so lane l of one warp merges lane l of the others without
+ * knowing it. `scratch` is the K/V buffers, free once every copy has landed and every warp
+ * is past its last tile; laid out [warp][float][lane] (one bank per lane). */
+FA_DEVICE void fa_merge_key_warps(float *scratch, float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
+                                  float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS])
+{
+    const int lane = fa_lane(), warp = fa_warp(), key_warp = warp % FA_KEY_WARPS;
+    fa_barrier(); /* every warp is done reading K/V */
+    if (key_warp != 0) {
+        float *slot = scratch + warp * FA_STATE_FLOATS * FA_WARP_SIZE + lane;
+        int i = 0;
+#pragma unroll
+        for (int mf = 0; mf < FA_MF; ++mf) {
+#pragma unroll
+            for (int df = 0; df < FA_DF; ++df)
+#pragma unroll
+                for (int r = 0; r < FA_ACC_REGS; ++r)
+                    slot[FA_WARP_SIZE * i++] = acc_o[mf][df][r];
+#pragma unroll
+            for (int g = 0; g < FA_ACC_ROWS; ++g) {
+                slot[FA_WARP_SIZE * i++] = row_max[mf][g];
+                slot[FA_WARP_SIZE * i++] = row_sum[mf][g];
+            }
+        }
+    }
+    fa_barrier();
+    if (key_warp != 0)
+        return;
+    for (int other = 1; other < FA_KEY_WARPS; ++other) {
+        const float *slot = scratch + (warp + other) * FA_STATE_FLOATS * FA_WARP_SIZE + lane;
+#pragma unroll
+        for (int mf = 0; mf < FA_MF; ++mf) {
+            const int state = (mf * FA_DF * FA_ACC_REGS + mf * 2 * FA_ACC_ROWS) + FA_DF * FA_ACC_REGS;
+            float mine[FA_ACC_ROWS], theirs[FA_ACC_ROWS];
+#pragma unroll
+            for (int g = 0; g < FA_ACC_ROWS; ++g) {
+                float their_max = slot[FA_WARP_SIZE * (state + 2 * g)];
+                float mx = fmaxf(row_max[mf][g], their_max);
+                /* Both -inf (no visible key yet): both factors 0, the state stays empty. */
+                float base = mx == -INFINITY ? 0.f : mx;
+                mine[g] = fa_exp2(row_max[mf][g] - base);
+                theirs[g] = fa_exp2(their_max - base);
+                row_max[mf][g] = mx;
+                row_sum[mf][g] = row_sum[mf][g] * mine[g] + slot[FA_WARP_SIZE * (state + 2 * g + 1)] * theirs[g];
+            }
+            const float *their_o = slot + FA_WARP_SIZE * (mf * FA_DF * FA_ACC_REGS + mf * 2 * FA_ACC_ROWS);
+#pragma unroll
+            for (int df = 0; df < FA_DF; ++df)
+#pragma unroll
+                for (int r = 0; r < FA_ACC_REGS; ++r)
+                    acc_o[mf][df][r] = acc_o[mf][df][r] * mine[r / FA_ACC_COLS] +
+                                       their_o[FA_WARP_SIZE * (df * FA_ACC_REGS + r)] * theirs[r / FA_ACC_COLS];
+        }
+    }
+}
+#endif
+
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args args)
 {
     FA_DYNAMIC_SMEM(fa_smem, FA_FWD_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
@@ -506,7 +584,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     const fa_block_span s = fa_find_span(&args);
     if (s.rows_valid <= 0 || s.batch == args.batch)
         return;
-    const int warp_row0 = fa_warp() * FA_WARP_ROWS;
+    const int warp_row0 = (fa_warp() / FA_KEY_WARPS) * FA_WARP_ROWS;
+    const int warp_key0 = (fa_warp() % FA_KEY_WARPS) * FA_WARP_KEYS;
     float alibi_log2 = 0.f;
 #if FA_INST_PACK_GQA
     /* Paged: the pools at this KV head (pages come from the table); else the sequence. */
@@ -563,10 +642,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #define FA_SOFTMAX_STEP(t)                                                                 \
     float acc_s[FA_MF][FA_NF][FA_ACC_REGS];                                                \
     uint32_t p[FA_MF][FA_KS][FA_A_REGS];                                                   \
-    fa_qk(acc_s, smem_q, FA_K_BUF(t), warp_row0);                                          \
+    fa_qk(acc_s, smem_q, FA_K_BUF(t) + warp_key0 * FA_PITCH, warp_row0);                   \
     {                                                                                      \
         const int n0 = FA_TILE_N0(t);                                                      \
-        float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0,             \
+        float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0 + warp_key0, \
                                               fa_tile_needs_mask(&s, n0), alibi_log2);     \
         fa_online_softmax(acc_s, acc_o, row_max, row_sum, logit_scale);                    \
         fa_pack_p(p, acc_s);                                                               \
@@ -601,7 +680,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
         }
         fa_async_commit();
         FA_SOFTMAX_STEP(t);
-        fa_pv(acc_o, p, FA_V_BUF(t));
+        fa_pv(acc_o, p, FA_V_BUF(t) + warp_key0 * FA_PITCH);
     }
 #else
     /* K and V waited for separately (FlashAttention-2's schedule, generalised to S
@@ -633,7 +712,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
         fa_async_commit();
         fa_async_wait(2 * FA_INST_STAGES - 1); /* V_t */
         fa_barrier();
-        fa_pv(acc_o, p, FA_V_BUF(t));
+        fa_pv(acc_o, p, FA_V_BUF(t) + warp_key0 * FA_PITCH);
     }
 #endif
 #undef FA_K_BUF
@@ -643,5 +722,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #undef FA_LOAD_K
 #undef FA_LOAD_V
     fa_async_wait(0); /* with no key tile, the Q copy is still in flight */
+#if FA_KEY_WARPS > 1
+    fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum);
+    if (warp_key0 != 0)
+        return;
+#endif
     fa_write_output(&args, &s, warp_row0, acc_o, row_max, row_sum);
 }
