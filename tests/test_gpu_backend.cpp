@@ -23,6 +23,7 @@ const void *const k_dq_kernel = &k_dq_kernel;
 const void *const k_combine = &k_combine;
 const void *const k_preprocess = &k_preprocess;
 const void *const k_convert_dq = &k_convert_dq;
+const void *const k_append = &k_append;
 
 struct event {
     std::string op;               // "alloc", "release", "prepare", "launch", "set_device", "copy"
@@ -128,7 +129,7 @@ fa_gpu_runtime fake_runtime(int dynamic_smem, const char *built_targets)
     return {"FAKE", "fake GPU", FA_BACKEND_CUDA, FA_VENDOR_NVIDIA, built_targets, "FA_FAKE_ARCHS",
             fake_device_count, fake_properties, fake_set_device, fake_alloc,
             fake_release, fake_copy_to_host, dynamic_smem ? fake_prepare : nullptr, fake_launch,
-            fake_error_text, &k_combine, &k_preprocess, &k_convert_dq};
+            fake_error_text, &k_combine, &k_preprocess, &k_convert_dq, &k_append};
 }
 
 // A context bound to a fake runtime (a fresh recording per context).
