@@ -23,6 +23,7 @@
  *   k and v [total_k, h_k, d], out like q; sequence i of the batch is rows
  *   cu_seqlens[i] .. cu_seqlens[i+1]-1.
  *   LSE (optional): fp32, [b, h, s_q] (varlen: [h, total_q]), any strides, natural log.
+ *   Paged K/V (params.block_table set): see PAGED KV CACHE.
  *   Pointers (tensors, cu_seqlens, seqused_k, alibi_slopes) live where the context's
  *   backend computes: host memory for FA_BACKEND_CPU, device memory for CUDA/HIP.
  *
@@ -56,6 +57,34 @@
  *   nothing and launches nothing; its plan names kernel "none" and its workspace is 0.
  *   Without keys every query row gets out 0 and LSE -inf, and the backward dq 0; a
  *   backward without queries writes dk = dv = 0.
+ *
+ * PAGED KV CACHE (fa_fwd with params.block_table set; the forward only)
+ *   k and v are page pools [num_pages, page_block_size, h_k, d] (4-D whatever q's rank;
+ *   any outer strides, last dim contiguous; v shaped like k); q and out are [b, s_q, h, d]
+ *   or varlen [total_q, h, d] as usual. block_table: int32 [b, block_table_width] of page
+ *   ids in backend memory, row i at i * block_table_batch_stride (>= block_table_width).
+ *   page_block_size P: a multiple of 16 in 16..1024 (vLLM uses 16, FlashAttention-2
+ *   needs 256).
+ *   The keys of batch entry i: fixed length: s_k = block_table_width * P for every entry;
+ *   varlen: cu_seqlens_k[i+1] - cu_seqlens_k[i] (cu_seqlens_k then gives lengths only, it
+ *   indexes no rows; max_seqlen_k <= block_table_width * P); seqused_k cuts them further
+ *   as usual. Logical key r of entry i is row r % P of page
+ *   block_table[i * block_table_batch_stride + r / P], in k and in v. Pages may be shared
+ *   between sequences and appear in any order; only the entries that cover a sequence's
+ *   keys are read (the rest of a row may hold anything). Masks, ALiBi and the LSE see the
+ *   logical keys: the results equal those of the contiguous k and v the pages spell.
+ *   Checked on the host (named errors, nothing written): P's range and multiple, width
+ *   >= 1, batch stride >= width, the pools' shapes (rows per page == P, v like k), width *
+ *   P <= INT32_MAX, max_seqlen_k (varlen), the table's offsets in int64. Without
+ *   block_table the other three fields must be 0 (FA_ERR_BAD_PARAM). The page ids (in
+ *   0 .. num_pages - 1 for every entry a sequence's keys use) are device data: the CPU
+ *   backend checks them when the call runs, before writing anything (FA_ERR_BAD_SEQLENS);
+ *   plans and workspace queries do not read them. The backward refuses paging
+ *   (FA_ERR_UNSUPPORTED). GPU backends return FA_ERR_UNSUPPORTED for paged calls until
+ *   their paged decode kernel lands.
+ *
+ * KV CACHE (fa_fwd_kvcache: append new keys to a cache, then attend over it): see
+ *   fa_kvcache_params below.
  *
  * ERRORS
  *   Every entry point returns an fa_status. On any error nothing is written to the
@@ -162,11 +191,11 @@ typedef struct fa_params {
     const int32_t *seqused_k;     /* NULL or int32 [b]: only the first seqused_k[i] keys count */
     int num_splits;               /* 0: let the dispatcher choose; 1: no split-KV; n: force n */
     int deterministic;            /* bitwise reproducible results (backward)                  */
-    /* Paged KV cache, reserved: must be NULL / 0 in this version (FA_ERR_UNSUPPORTED). */
+    /* Paged K/V (PAGED KV CACHE above): NULL, or int32 [b, block_table_width] page ids. */
     const int32_t *block_table;
-    int64_t block_table_batch_stride;
-    int page_block_size;
-    int block_table_width;        /* entries per row of block_table                        */
+    int64_t block_table_batch_stride; /* entries between rows (>= block_table_width)      */
+    int page_block_size;          /* keys per page: a multiple of 16 in 16..1024            */
+    int block_table_width;        /* entries per row of block_table (>= 1)                 */
     int reserved[7];              /* must be zero */
 } fa_params;
 
@@ -234,6 +263,80 @@ FA_API fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                  const fa_params *params, fa_tensor *dq, fa_tensor *dk, fa_tensor *dv,
                  void *workspace, size_t workspace_bytes);
 
+/* KV cache: append this step's keys and values to a cache, then attend over it (in the
+ * spirit of FlashAttention-2's flash_attn_with_kvcache).
+ *   q [b, s_q, h, d] (no varlen); k_cache and v_cache either contiguous caches
+ *   [b_cache, s_max, h_k, d] (b_cache == b unless kv->cache_batch_idx is set) or, with
+ *   params->block_table, page pools [num_pages, page_block_size, h_k, d] addressed as in
+ *   PAGED KV CACHE; k_new and v_new both NULL (no append) or both [b, s_new, h_k, d]; out
+ *   like q; lse NULL or fp32 [b, h, s_q]. All tensors share q's dtype; any outer strides.
+ *   The capacity of a cache row is s_max, or block_table_width * page_block_size.
+ * SEMANTICS, for batch entry i with n_i = kv->cache_seqlens[i]:
+ *   1. Row j of k_new/v_new (j < s_new) is written to key n_i + j of the cache row
+ *      (cache row kv->cache_batch_idx[i], or i; through the block table when paged).
+ *      With rotary (kv->rotary_cos set) k_new row j is rotated at position n_i + j before
+ *      it is written; v is never rotated.
+ *   2. out and lse are the attention of q over keys 0 .. n_i + s_new - 1 of that cache row,
+ *      exactly fa_fwd with s_k = n_i + s_new: masks bottom-right aligned to n_i + s_new,
+ *      ALiBi, softcap, windows as fa_fwd. With rotary, q row t is rotated at position
+ *      n_i + s_new - s_q + t: the key a causal q row is aligned with (for s_q == s_new,
+ *      n_i + t, the position of its own new key). FlashAttention-2 uses the same positions
+ *      when causal or windowed, but rotates every q row at n_i otherwise; here the position
+ *      does not depend on the mask. q itself is not modified (the rotated copy lives in
+ *      the workspace).
+ *   Rotary: cos and sin [rotary_seqlen, rotary_dim / 2] in q's dtype, contiguous, backend
+ *   memory; the pair (x, y) of dims (2t, 2t+1) when rotary_interleaved (GPT-J), else
+ *   (t, t + rotary_dim / 2) (GPT-NeoX), becomes (x cos - y sin, x sin + y cos) with
+ *   cos[pos][t], sin[pos][t]; dims from rotary_dim on are copied. rotary_dim: a multiple of
+ *   16 in 16..d (FlashAttention-2's rule: the second half of the non-interleaved pairs
+ *   then starts on a 16-byte boundary, which the GPU append kernel's vector loads need);
+ *   rotary_seqlen >= the capacity (checked on the host, so every position n_i + j < n_i +
+ *   s_new <= capacity is in the table). Computed in fp32, rounded to the dtype once.
+ *   Without rotary_cos: rotary_sin NULL and rotary_dim, rotary_interleaved,
+ *   rotary_seqlen 0.
+ * CHECKED ON THE HOST (named errors, nothing written, the cache included): shapes, dtypes,
+ *   strides, every fa_params rule of fa_fwd; kv->reserved zero; s_new <= capacity;
+ *   params->cu_seqlens_q/k and seqused_k must be NULL (FA_ERR_UNSUPPORTED: the cache
+ *   lengths come from cache_seqlens); cache_batch_idx with block_table is
+ *   FA_ERR_UNSUPPORTED (as FlashAttention-2); when appending, k_cache and v_cache are
+ *   outputs and must not overlap themselves.
+ * DEVICE DATA (cache_seqlens, cache_batch_idx, block_table): 0 <= n_i, n_i + s_new <=
+ *   capacity, cache_batch_idx[i] in 0..b_cache - 1, page ids in 0..num_pages - 1 for the
+ *   keys 0 .. n_i + s_new - 1, and with rotary n_i + s_new >= s_q (no q row before
+ *   position 0). The CPU backend checks them on the host before writing anything
+ *   (FA_ERR_BAD_SEQLENS). GPU backends read them only on the device: the append kernel
+ *   writes no cache row outside the cache for an entry that breaks them (and gives it no
+ *   keys); their reporting comes with the device check of issue 12.
+ * GPU backends (no host synchronisation, capturable): one append kernel (which also writes
+ *   the rotated q and n_i + s_new into the workspace), then the forward. Paged caches and
+ *   cache_batch_idx return FA_ERR_UNSUPPORTED until the paged decode kernel lands.
+ *   workspace: as fa_fwd, sized by fa_fwd_kvcache_workspace_size. */
+typedef struct fa_kvcache_params {
+    const int32_t *cache_seqlens;   /* int32 [b], backend memory: keys already in each row  */
+    const int32_t *cache_batch_idx; /* NULL or int32 [b]: the cache row of each entry;      */
+                                    /* contiguous caches only                              */
+    const void *rotary_cos;         /* NULL (no rotary) or [rotary_seqlen, rotary_dim / 2] */
+    const void *rotary_sin;         /* like rotary_cos                                     */
+    int rotary_dim;                 /* dims rotated: a multiple of 16, <= d                */
+    int rotary_interleaved;         /* 1: pairs (2t, 2t+1); 0: (t, t + rotary_dim / 2)     */
+    int64_t rotary_seqlen;          /* rows of cos and sin (>= the cache capacity)         */
+    int reserved[8];                /* must be zero                                        */
+} fa_kvcache_params;
+
+/* Defaults: everything NULL / 0 (no cache_batch_idx, no rotary). */
+FA_API void fa_kvcache_params_init(fa_kvcache_params *kv);
+
+FA_API fa_status fa_fwd_kvcache_workspace_size(fa_context *ctx, const fa_tensor *q,
+                                               const fa_tensor *k_cache, const fa_tensor *v_cache,
+                                               const fa_tensor *k_new, const fa_tensor *v_new,
+                                               const fa_kvcache_params *kv,
+                                               const fa_params *params, size_t *bytes);
+FA_API fa_status fa_fwd_kvcache(fa_context *ctx, const fa_tensor *q, fa_tensor *k_cache,
+                                fa_tensor *v_cache, const fa_tensor *k_new,
+                                const fa_tensor *v_new, const fa_kvcache_params *kv,
+                                const fa_params *params, fa_tensor *out, fa_tensor *lse,
+                                void *workspace, size_t workspace_bytes);
+
 /* Merging partial results: n forward results for the same queries over disjoint sets of
  * keys (the pieces of a cascade, or of context-parallel attention), each out_i with its
  * lse_i, combine into the attention over the union of the keys, per row and head:
@@ -300,6 +403,7 @@ typedef enum fa_struct_id {
     FA_STRUCT_PARAMS = 1,       /* fa_params      */
     FA_STRUCT_PLAN = 2,         /* fa_plan        */
     FA_STRUCT_DEVICE_INFO = 3,  /* fa_device_info */
+    FA_STRUCT_KVCACHE_PARAMS = 4, /* fa_kvcache_params */
     FA_STRUCT_COUNT
 } fa_struct_id;
 

@@ -598,12 +598,18 @@ TEST_CASE_METHOD(ApiFixture, "api: reserved params not zero", "[api][errors]")
     expect_error_everywhere(FA_ERR_BAD_PARAM, "reserved[3]");
 }
 
-TEST_CASE_METHOD(ApiFixture, "api: paged KV is unsupported", "[api][errors]")
+TEST_CASE_METHOD(ApiFixture, "api: paged KV needs a block-table width", "[api][errors]")
 {
     static const int32_t table[2] = {0, 1};
     params.block_table = table;
     params.page_block_size = 16;
-    expect_error_everywhere(FA_ERR_UNSUPPORTED, "paged KV");
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "block_table_width 0");
+}
+
+TEST_CASE_METHOD(ApiFixture, "api: paged fields without a block table", "[api][errors]")
+{
+    params.block_table_width = 2;
+    expect_error_everywhere(FA_ERR_BAD_PARAM, "without block_table");
 }
 
 // ---- varlen --------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include "aligned_problem.hpp"
 #include "api/problem.h"
 #include "gpu_host/gpu_args.h"
+#include "gpu_host/gpu_kvcache.h"
 #include "gpu_host/gpu_runtime.h"
 
 namespace {
@@ -23,6 +24,7 @@ const void *const k_dq_kernel = &k_dq_kernel;
 const void *const k_combine = &k_combine;
 const void *const k_preprocess = &k_preprocess;
 const void *const k_convert_dq = &k_convert_dq;
+const void *const k_append = &k_append;
 
 struct event {
     std::string op;               // "alloc", "release", "prepare", "launch", "set_device", "copy"
@@ -128,7 +130,7 @@ fa_gpu_runtime fake_runtime(int dynamic_smem, const char *built_targets)
     return {"FAKE", "fake GPU", FA_BACKEND_CUDA, FA_VENDOR_NVIDIA, built_targets, "FA_FAKE_ARCHS",
             fake_device_count, fake_properties, fake_set_device, fake_alloc,
             fake_release, fake_copy_to_host, dynamic_smem ? fake_prepare : nullptr, fake_launch,
-            fake_error_text, &k_combine, &k_preprocess, &k_convert_dq};
+            fake_error_text, &k_combine, &k_preprocess, &k_convert_dq, &k_append};
 }
 
 // A context bound to a fake runtime (a fresh recording per context).
@@ -388,4 +390,68 @@ TEST_CASE("gpu backend: cu_seqlens are read through the runtime's copy", "[gpu_b
     REQUIRE(fa_gpu_ops.copy_to_host(&f.ctx, dst, src, sizeof src) == FA_OK);
     CHECK(ops() == strings{"set_device", "copy"});
     CHECK((dst[0] == 0 && dst[1] == 5 && dst[2] == 9));
+}
+
+// fa_fwd_kvcache's problem over aligned_problem(): the attention over a contiguous cache
+// of 130 keys a row, 5 new keys, rotary over 32 dims.
+static fa_kvcache_problem kvcache_problem()
+{
+    static const int32_t seqlens[2] = {3, 100};
+    alignas(16) static unsigned char tables[64];
+    fa_kvcache_problem kp;
+    std::memset(&kp, 0, sizeof kp);
+    kp.attn = aligned_problem();
+    kp.k_new = kp.v_new = kp.attn.k;
+    kp.k_new_stride = kp.v_new_stride = kp.attn.k_stride;
+    kp.seqlen_new = 5;
+    kp.capacity = 130;
+    kp.cache_rows = 2;
+    kp.cache_seqlens = seqlens;
+    kp.rotary_cos = kp.rotary_sin = tables;
+    kp.rotary_dim = 32;
+    kp.rotary_seqlen = 130;
+    return kp;
+}
+
+TEST_CASE("gpu backend: kvcache runs the append, then the forward, with no host copy", "[gpu_backend][kvcache]")
+{
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    const fa_kvcache_problem kp = kvcache_problem();
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection sel = selection(c, 1);
+    size_t bytes = 0;
+    REQUIRE(fa_gpu_ops.fwd_kvcache_workspace(&f.ctx, &kp, &sel, &bytes) == FA_OK);
+    CHECK(bytes == fa_kvcache_workspace_bytes(&kp, &sel));
+    CHECK(bytes >= 2 * sizeof(int) + 600 * 6 * 64 * 2); // seqused and the rotated q
+    REQUIRE(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &sel, nullptr, 0) == FA_OK);
+    CHECK(ops() == strings{"set_device", "alloc", "launch", "prepare", "launch", "release"});
+    CHECK(launched() == std::vector<const void *>{k_append, k_fwd_kernel});
+    const event &append = nth_launch(0);
+    CHECK(same_grid(append.grid, fa_append_grid(&kp)));
+    CHECK(append.grid.x == 300); // the rotated q rows outnumber the new ones
+    CHECK(append.threads == FA_APPEND_THREADS);
+}
+
+TEST_CASE("gpu backend: paged caches and cache_batch_idx are refused before any launch", "[gpu_backend][kvcache]")
+{
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    static const int32_t rows[2] = {1, 0};
+    fa_kvcache_problem kp = kvcache_problem();
+    kp.cache_batch_idx = rows;
+    kp.attn.block_table = rows;
+    kp.attn.block_table_stride = 1;
+    kp.attn.block_table_width = 1;
+    kp.attn.page_size = 130;
+    kp.attn.num_pages = 2;
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection sel = selection(c, 1);
+    size_t bytes = 1;
+    CHECK(fa_gpu_ops.fwd_kvcache_workspace(&f.ctx, &kp, &sel, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &sel, nullptr, 0) == FA_ERR_UNSUPPORTED);
+    CHECK(std::string(f.ctx.last_error).find("paged K/V needs the decode kernel") != std::string::npos);
+    CHECK(launched().empty());
+    CHECK(fa_gpu_ops.fwd(&f.ctx, &kp.attn, &sel, nullptr, 0) == FA_ERR_UNSUPPORTED);
+    CHECK(launched().empty());
 }

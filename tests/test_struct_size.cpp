@@ -10,6 +10,7 @@ TEST_CASE("fa_struct_size is sizeof of each public struct", "[api][layout]")
     CHECK(fa_struct_size(FA_STRUCT_PARAMS) == sizeof(fa_params));
     CHECK(fa_struct_size(FA_STRUCT_PLAN) == sizeof(fa_plan));
     CHECK(fa_struct_size(FA_STRUCT_DEVICE_INFO) == sizeof(fa_device_info));
+    CHECK(fa_struct_size(FA_STRUCT_KVCACHE_PARAMS) == sizeof(fa_kvcache_params));
 }
 
 TEST_CASE("fa_struct_size names every struct below FA_STRUCT_COUNT", "[api][layout]")

@@ -7,6 +7,7 @@ import ctypes
 # fa_struct_id of include/flashattn.h.
 STRUCT_TENSOR = 0
 STRUCT_PARAMS = 1
+STRUCT_KVCACHE_PARAMS = 4
 
 
 class Tensor(ctypes.Structure):
@@ -27,8 +28,16 @@ class Params(ctypes.Structure):
                 ("block_table_width", ctypes.c_int), ("reserved", ctypes.c_int * 7)]
 
 
+class KvcacheParams(ctypes.Structure):
+    _fields_ = [("cache_seqlens", ctypes.c_void_p), ("cache_batch_idx", ctypes.c_void_p),
+                ("rotary_cos", ctypes.c_void_p), ("rotary_sin", ctypes.c_void_p),
+                ("rotary_dim", ctypes.c_int), ("rotary_interleaved", ctypes.c_int),
+                ("rotary_seqlen", ctypes.c_int64), ("reserved", ctypes.c_int * 8)]
+
+
 # Every struct the binding passes to the library, by its C name and fa_struct_id.
-MIRRORS = (("fa_tensor", STRUCT_TENSOR, Tensor), ("fa_params", STRUCT_PARAMS, Params))
+MIRRORS = (("fa_tensor", STRUCT_TENSOR, Tensor), ("fa_params", STRUCT_PARAMS, Params),
+           ("fa_kvcache_params", STRUCT_KVCACHE_PARAMS, KvcacheParams))
 
 
 def _check_sizes(lib, mirrors):

@@ -31,7 +31,8 @@
  *     for views without aliased elements;
  *   - success of a request the header says must fail (rule_violated() lists them: offsets
  *     that overflow int64, unknown dtypes, wrong ranks, shapes that disagree, bad scalars,
- *     invalid cu_seqlens / seqused_k contents, non-zero reserved or paged fields, NULL
+ *     invalid cu_seqlens / seqused_k contents, non-zero reserved fields, paged fields that
+ *     break the paging rules (the mutations never set block_table_width), NULL
  *     where a pointer is required, a too small or misaligned workspace);
  *   - plans and workspace queries that disagree with each other or with the call;
  *   - crashes, sanitizer reports, leaks (LeakSanitizer).
@@ -1346,9 +1347,24 @@ static const char *rule_violated(const request *rq, call_kind kind, const void *
     for (i = 0; i < 7; i++)
         if (p->reserved[i] != 0)
             return "reserved[] not zero";
-    if (p->block_table != NULL || p->block_table_batch_stride != 0 || p->page_block_size != 0 ||
-        p->block_table_width != 0)
-        return "paged KV fields set";
+    /* Paged K/V (flashattn.h, PAGED KV CACHE): the fields are 0 without a table, and a
+     * table needs a page size that is a multiple of 16 in 16..1024, a width of at least
+     * one entry and a stride of at least the width; the backward refuses paging. The
+     * mutations never set block_table_width, so every paged request here must fail, on
+     * one of these rules or on a shape the pools break. */
+    if (p->block_table == NULL &&
+        (p->block_table_batch_stride != 0 || p->page_block_size != 0 || p->block_table_width != 0))
+        return "paged KV fields set without block_table";
+    if (p->block_table != NULL) {
+        if (p->page_block_size < 16 || p->page_block_size > 1024 || p->page_block_size % 16 != 0)
+            return "page_block_size not a multiple of 16 in 16..1024";
+        if (p->block_table_width < 1)
+            return "block_table_width < 1";
+        if (p->block_table_batch_stride < p->block_table_width)
+            return "block_table_batch_stride < block_table_width";
+        if (backward_pass(kind))
+            return "paged K/V in a backward";
+    }
     if (p->alibi_slopes != NULL && rq->slopes_overflow)
         return "ALiBi slope offsets overflow int64";
     if (varlen && rq->ints_ok) {

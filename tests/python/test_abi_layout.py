@@ -52,7 +52,8 @@ def test_library_sizes_match_ctypes_sizeof():
     lib.fa_struct_size.argtypes = [ctypes.c_int]
     assert lib.fa_struct_size(abi.STRUCT_TENSOR) == ctypes.sizeof(abi.Tensor)
     assert lib.fa_struct_size(abi.STRUCT_PARAMS) == ctypes.sizeof(abi.Params)
-    assert lib.fa_struct_size(4) == 0  # FA_STRUCT_COUNT names no struct
+    assert lib.fa_struct_size(abi.STRUCT_KVCACHE_PARAMS) == ctypes.sizeof(abi.KvcacheParams)
+    assert lib.fa_struct_size(5) == 0  # FA_STRUCT_COUNT names no struct
 
 
 def test_real_mirrors_are_accepted():

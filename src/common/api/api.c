@@ -3,8 +3,9 @@
  * backend choice, tensor constructors, and the one
  * argument checker that turns (q, k, v, params, out, lse) into a resolved fa_problem.
  * fa_fwd, fa_fwd_workspace_size and fa_plan_fwd all go through prepare_forward(), fa_bwd,
- * fa_bwd_workspace_size and fa_plan_bwd through prepare_backward(), so "is this
- * supported", "how much workspace" and "what runs" can never disagree.
+ * fa_bwd_workspace_size and fa_plan_bwd through prepare_backward(), fa_fwd_kvcache and
+ * its workspace query through prepare_kvcache(), so "is this supported", "how much
+ * workspace" and "what runs" can never disagree.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -627,11 +628,54 @@ static fa_status check_scalars(fa_context *ctx, const fa_params *p, int64_t head
         if (p->reserved[i] != 0)
             return fa_fail(ctx, FA_ERR_BAD_PARAM, "params.reserved[%d] = %d, must be 0", i,
                            p->reserved[i]);
-    if (p->block_table != NULL || p->block_table_batch_stride != 0 || p->page_block_size != 0 ||
-        p->block_table_width != 0)
-        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                       "paged KV cache (block_table, page_block_size, block_table_width) is not supported in this "
-                       "version");
+    return FA_OK;
+}
+
+/* Keys one block-table row reaches: block_table_width pages of page_block_size. */
+static int64_t table_row_keys(const fa_params *p)
+{
+    return (int64_t)p->block_table_width * p->page_block_size;
+}
+
+/* The paged-K/V fields (PAGED KV CACHE in flashattn.h): all 0 without a block table;
+ * with one, a page size the kernels tile (multiples of 16 up to 1024), rows of at least
+ * one entry that do not overlap, sequences within int32 keys and table offsets within
+ * int64 bytes. The page ids themselves are device data, checked where the call runs. */
+static fa_status check_paging(fa_context *ctx, const fa_params *p, int64_t batch)
+{
+    int64_t stride = p->block_table_batch_stride;
+    if (p->block_table == NULL) {
+        if (stride != 0 || p->page_block_size != 0 || p->block_table_width != 0)
+            return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                           "block_table_batch_stride %lld, page_block_size %d and "
+                           "block_table_width %d must be 0 without block_table",
+                           (long long)stride, p->page_block_size, p->block_table_width);
+        return FA_OK;
+    }
+    if (p->page_block_size < 16 || p->page_block_size > 1024 || p->page_block_size % 16 != 0)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "page_block_size %d must be a multiple of 16 in 16..1024",
+                       p->page_block_size);
+    if (p->block_table_width < 1)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "block_table_width %d must be >= 1 with block_table",
+                       p->block_table_width);
+    if (stride < p->block_table_width)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "block_table_batch_stride %lld < block_table_width %d (rows would overlap)",
+                       (long long)stride, p->block_table_width);
+    if (table_row_keys(p) > FA_INT32_MAX)
+        return fa_fail(ctx, FA_ERR_BAD_SIZE,
+                       "block_table_width %d x page_block_size %d keys per sequence > %lld",
+                       p->block_table_width, p->page_block_size, FA_INT32_MAX);
+    if (batch > 1 && stride > (INT64_MAX / 4 - p->block_table_width) / (batch - 1))
+        return fa_fail(ctx, FA_ERR_BAD_SIZE,
+                       "block_table offsets overflow int64 (batch %lld x block_table_batch_stride "
+                       "%lld)", (long long)batch, (long long)stride);
+    if (p->cu_seqlens_k != NULL && p->max_seqlen_k > table_row_keys(p))
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "max_seqlen_k %d > block_table_width %d x page_block_size %d (the keys a "
+                       "block-table row reaches)",
+                       p->max_seqlen_k, p->block_table_width, p->page_block_size);
     return FA_OK;
 }
 
@@ -689,8 +733,9 @@ static fa_status fetch_int32(fa_context *ctx, const char *name, const int32_t *s
     return FA_OK;
 }
 
-/* cu_seqlens: starts at 0, non-decreasing, ends at the tensor's rows, every length within
- * max_seqlen. *longest receives the largest length. */
+/* cu_seqlens: starts at 0, non-decreasing, ends at the tensor's rows (total_rows; < 0:
+ * the array gives lengths only, paged K/V), every length within max_seqlen. *longest
+ * receives the largest length. */
 static fa_status check_cu_seqlens(fa_context *ctx, const char *name, const int32_t *cu,
                                   int batch, int64_t total_rows, int max_seqlen,
                                   const char *max_name, int64_t *longest)
@@ -711,7 +756,7 @@ static fa_status check_cu_seqlens(fa_context *ctx, const char *name, const int32
         if (len > *longest)
             *longest = len;
     }
-    if (cu[batch] != total_rows)
+    if (total_rows >= 0 && cu[batch] != total_rows)
         return fa_fail(ctx, FA_ERR_BAD_SEQLENS, "%s[%d] = %d != the tensor's total rows %lld",
                        name, batch, cu[batch], (long long)total_rows);
     return FA_OK;
@@ -748,8 +793,11 @@ static fa_status check_sequences(fa_context *ctx, const fa_params *params, fa_pr
             st = check_cu_seqlens(ctx, "cu_seqlens_q", cu_q, p->batch, p->total_q,
                                   params->max_seqlen_q, "max_seqlen_q", &p->seqlen_q);
         if (st == FA_OK)
-            st = check_cu_seqlens(ctx, "cu_seqlens_k", cu_k, p->batch, p->total_k,
-                                  params->max_seqlen_k, "max_seqlen_k", &p->seqlen_k);
+            st = check_cu_seqlens(ctx, "cu_seqlens_k", cu_k, p->batch,
+                                  p->block_table ? -1 : p->total_k, params->max_seqlen_k,
+                                  "max_seqlen_k", &p->seqlen_k);
+        if (st == FA_OK)
+            p->total_k = cu_k[p->batch]; /* paged: the logical keys */
     }
     if (st == FA_OK && params->seqused_k != NULL && p->batch > 0) {
         st = fetch_int32(ctx, "seqused_k", params->seqused_k, p->batch, &used);
@@ -776,14 +824,17 @@ typedef struct call_dims {
     operand_dims q, k, v, out;
 } call_dims;
 
-static fa_status check_qkv(fa_context *ctx, const call_tensors *t, int varlen, call_dims *d)
+/* pool: k and v are [pages or cache rows, rows, h_k, d] whatever q's rank, their first
+ * dim unrelated to q's batch (page pools, caches read through cache_batch_idx). */
+static fa_status check_qkv(fa_context *ctx, const call_tensors *t, int varlen, int pool,
+                           call_dims *d)
 {
     const operand_dims *q = &d->q, *k = &d->k;
     fa_status st = check_operand(ctx, "q", t->q, varlen, &d->q);
     if (st == FA_OK)
-        st = check_operand(ctx, "k", t->k, varlen, &d->k);
+        st = check_operand(ctx, "k", t->k, varlen && !pool, &d->k);
     if (st == FA_OK)
-        st = check_operand(ctx, "v", t->v, varlen, &d->v);
+        st = check_operand(ctx, "v", t->v, varlen && !pool, &d->v);
     if (st == FA_OK)
         st = check_head_dim(ctx, q->head_dim);
     if (st == FA_OK && t->k->dtype != t->q->dtype)
@@ -791,7 +842,7 @@ static fa_status check_qkv(fa_context *ctx, const call_tensors *t, int varlen, c
                      fa_dtype_name(t->k->dtype), fa_dtype_name(t->q->dtype));
     if (st == FA_OK)
         st = check_dtype_on_backend(ctx, t->q->dtype);
-    if (st == FA_OK)
+    if (st == FA_OK && !pool)
         st = check_same_dim(ctx, "k", "q", "batch", k->batch, q->batch);
     if (st == FA_OK)
         st = check_same_dim(ctx, "k", "q", "head_dim", k->head_dim, q->head_dim);
@@ -852,6 +903,31 @@ static void fill_problem(const call_tensors *t, const fa_params *params, int var
     p->deterministic = params->deterministic;
 }
 
+/* A paged problem's table, and its logical keys: width x page_block_size per sequence
+ * (varlen: check_sequences resolves them from cu_seqlens_k). */
+static void fill_paging(const fa_params *params, int64_t num_pages, fa_problem *p)
+{
+    if (params->block_table == NULL)
+        return;
+    p->block_table = params->block_table;
+    p->block_table_stride = params->block_table_batch_stride;
+    p->block_table_width = params->block_table_width;
+    p->page_size = params->page_block_size;
+    p->num_pages = num_pages;
+    p->seqlen_k = table_row_keys(params);
+    p->total_k = (int64_t)p->batch * p->seqlen_k;
+}
+
+/* The rows of each page of a pool are page_block_size. */
+static fa_status check_page_rows(fa_context *ctx, const fa_params *params, const operand_dims *k)
+{
+    if (params->block_table == NULL || k->seqlen == params->page_block_size)
+        return FA_OK;
+    return fa_fail(ctx, FA_ERR_SHAPE_MISMATCH,
+                   "k (a page pool) has %lld rows per page != page_block_size %d",
+                   (long long)k->seqlen, params->page_block_size);
+}
+
 /* Every check of a forward (or backward) call, in one place, producing the resolved
  * problem. Nothing is written anywhere but *p and ctx->last_error. */
 static fa_status build_problem(fa_context *ctx, const call_tensors *t, const fa_params *params,
@@ -869,7 +945,7 @@ static fa_status build_problem(fa_context *ctx, const call_tensors *t, const fa_
         return st;
     varlen = params->cu_seqlens_q != NULL;
     memset(&d, 0, sizeof d);
-    st = check_qkv(ctx, t, varlen, &d);
+    st = check_qkv(ctx, t, varlen, params->block_table != NULL, &d);
     if (st == FA_OK && t->out != NULL)
         st = check_operand_like(ctx, "out", t->out, varlen, "q", t->q, &d.q, &d.out);
     if (st != FA_OK)
@@ -884,9 +960,14 @@ static fa_status build_problem(fa_context *ctx, const call_tensors *t, const fa_
             return st;
     }
     st = check_scalars(ctx, params, d.q.head_dim);
+    if (st == FA_OK)
+        st = check_paging(ctx, params, batch);
+    if (st == FA_OK)
+        st = check_page_rows(ctx, params, &d.k);
     if (st != FA_OK)
         return st;
     fill_problem(t, params, varlen, batch, &d, p);
+    fill_paging(params, d.k.batch, p);
     if (t->lse != NULL) {
         p->lse = (float *)t->lse->data;
         p->lse_stride = lse_stride;
@@ -1054,6 +1135,282 @@ FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor 
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* KV cache: append, then attend over the cache                                          */
+/* ------------------------------------------------------------------------------------ */
+
+FA_EXPORT void fa_kvcache_params_init(fa_kvcache_params *kv)
+{
+    if (kv != NULL)
+        memset(kv, 0, sizeof *kv);
+}
+
+/* The tensors of a fa_fwd_kvcache call; out/lse NULL for the workspace query. */
+typedef struct kvcache_tensors {
+    const fa_tensor *q, *k_cache, *v_cache, *k_new, *v_new, *out, *lse;
+} kvcache_tensors;
+
+/* What fa_fwd_kvcache takes from elsewhere: the cache lengths replace varlen and
+ * seqused_k, and a paged cache has no cache rows to pick. */
+static fa_status check_kvcache_params(fa_context *ctx, const fa_kvcache_params *kv,
+                                      const fa_params *params)
+{
+    int i;
+    if (kv == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "kv (fa_kvcache_params) is NULL");
+    if (params == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "params is NULL (use fa_params_init)");
+    for (i = 0; i < (int)(sizeof kv->reserved / sizeof kv->reserved[0]); ++i)
+        if (kv->reserved[i] != 0)
+            return fa_fail(ctx, FA_ERR_BAD_PARAM, "kv.reserved[%d] = %d, must be 0", i,
+                           kv->reserved[i]);
+    if (params->cu_seqlens_q != NULL || params->cu_seqlens_k != NULL)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "fa_fwd_kvcache takes no varlen q (cu_seqlens_q/k): q is [b, s_q, h, d] "
+                       "and kv.cache_seqlens gives the cache lengths");
+    if (params->seqused_k != NULL)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "fa_fwd_kvcache takes no seqused_k: the keys of entry i are "
+                       "cache_seqlens[i] + s_new");
+    if (kv->cache_batch_idx != NULL && params->block_table != NULL)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "cache_batch_idx with a paged cache (block_table): the block table already "
+                       "picks each entry's pages");
+    return FA_OK;
+}
+
+/* k_new and v_new: both absent, or both [b, s_new, h_k, d] in q's dtype. */
+static fa_status check_new_keys(fa_context *ctx, const kvcache_tensors *t, const call_dims *d,
+                                fa_kvcache_problem *kp)
+{
+    operand_dims kn, vn;
+    fa_status st;
+    if ((t->k_new == NULL) != (t->v_new == NULL))
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s is NULL but %s is not (both or neither)",
+                       t->k_new == NULL ? "k_new" : "v_new", t->k_new == NULL ? "v_new" : "k_new");
+    if (t->k_new == NULL)
+        return FA_OK;
+    st = check_operand(ctx, "k_new", t->k_new, 0, &kn);
+    if (st == FA_OK && t->k_new->dtype != t->q->dtype)
+        st = fa_fail(ctx, FA_ERR_BAD_DTYPE, "k_new dtype %s != q dtype %s",
+                     fa_dtype_name(t->k_new->dtype), fa_dtype_name(t->q->dtype));
+    if (st == FA_OK)
+        st = check_same_dim(ctx, "k_new", "q", "batch", kn.batch, d->q.batch);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, "k_new", "k_cache", "heads", kn.heads, d->k.heads);
+    if (st == FA_OK)
+        st = check_same_dim(ctx, "k_new", "k_cache", "head_dim", kn.head_dim, d->k.head_dim);
+    if (st == FA_OK)
+        st = check_operand_like(ctx, "v_new", t->v_new, 0, "k_new", t->k_new, &kn, &vn);
+    if (st == FA_OK && kn.seqlen > kp->capacity)
+        st = fa_fail(ctx, FA_ERR_SHAPE_MISMATCH,
+                     "k_new has %lld rows, more than a cache row holds (%lld)",
+                     (long long)kn.seqlen, (long long)kp->capacity);
+    if (st != FA_OK)
+        return st;
+    kp->k_new = t->k_new->data;
+    kp->v_new = t->v_new->data;
+    kp->k_new_stride = kn.stride;
+    kp->v_new_stride = vn.stride;
+    kp->seqlen_new = kn.seqlen;
+    return FA_OK;
+}
+
+/* Rotary tables: both or neither; rotary_dim a multiple of 16 within the head, and a
+ * row of cos/sin for every position a cache row holds. */
+static fa_status check_rotary(fa_context *ctx, const fa_kvcache_params *kv, int64_t head_dim,
+                              fa_kvcache_problem *kp)
+{
+    if ((kv->rotary_cos == NULL) != (kv->rotary_sin == NULL))
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s is NULL but %s is not (both or neither)",
+                       kv->rotary_cos == NULL ? "rotary_cos" : "rotary_sin",
+                       kv->rotary_cos == NULL ? "rotary_sin" : "rotary_cos");
+    if (kv->rotary_cos == NULL) {
+        if (kv->rotary_dim != 0 || kv->rotary_interleaved != 0 || kv->rotary_seqlen != 0)
+            return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                           "rotary_dim %d, rotary_interleaved %d and rotary_seqlen %lld must be 0 "
+                           "without rotary_cos",
+                           kv->rotary_dim, kv->rotary_interleaved, (long long)kv->rotary_seqlen);
+        return FA_OK;
+    }
+    if (kv->rotary_dim < 16 || kv->rotary_dim % 16 != 0 || kv->rotary_dim > head_dim)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "rotary_dim %d must be a multiple of 16 in 16..head_dim %lld",
+                       kv->rotary_dim, (long long)head_dim);
+    if (kv->rotary_interleaved != 0 && kv->rotary_interleaved != 1)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "rotary_interleaved %d must be 0 or 1",
+                       kv->rotary_interleaved);
+    if (kv->rotary_seqlen < kp->capacity)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM,
+                       "rotary_seqlen %lld < the cache's capacity %lld (cos/sin need a row for "
+                       "every position a cache row holds)",
+                       (long long)kv->rotary_seqlen, (long long)kp->capacity);
+    kp->rotary_cos = kv->rotary_cos;
+    kp->rotary_sin = kv->rotary_sin;
+    kp->rotary_dim = kv->rotary_dim;
+    kp->rotary_interleaved = kv->rotary_interleaved;
+    kp->rotary_seqlen = kv->rotary_seqlen;
+    return FA_OK;
+}
+
+/* The cache as the attention reads it: a paged cache through the caller's table; a
+ * contiguous one read through cache_batch_idx as a pool of b_cache one-page rows (the
+ * paged kernels then serve both); otherwise row i for entry i, seqlen_k the capacity. */
+static void fill_cache_view(const fa_kvcache_params *kv, const call_dims *d,
+                            fa_kvcache_problem *kp)
+{
+    fa_problem *a = &kp->attn;
+    kp->cache_seqlens = kv->cache_seqlens;
+    kp->cache_batch_idx = kv->cache_batch_idx;
+    kp->cache_rows = (int)d->k.batch;
+    a->seqlen_k = kp->capacity;
+    a->total_k = (int64_t)a->batch * kp->capacity;
+    if (kv->cache_batch_idx == NULL)
+        return;
+    a->block_table = kv->cache_batch_idx;
+    a->block_table_stride = 1;
+    a->block_table_width = 1;
+    a->page_size = (int)d->k.seqlen;
+    a->num_pages = d->k.batch;
+}
+
+/* The cache tensors, and the capacity of a cache row. */
+static fa_status check_cache(fa_context *ctx, const kvcache_tensors *t,
+                             const fa_kvcache_params *kv, const fa_params *params, call_dims *d,
+                             fa_kvcache_problem *kp)
+{
+    call_tensors ct = {t->q, t->k_cache, t->v_cache, t->out, t->lse};
+    int pool = params->block_table != NULL || kv->cache_batch_idx != NULL;
+    fa_status st = check_qkv(ctx, &ct, 0, pool, d);
+    if (st == FA_OK)
+        st = check_scalars(ctx, params, d->q.head_dim);
+    if (st == FA_OK)
+        st = check_paging(ctx, params, d->q.batch);
+    if (st == FA_OK)
+        st = check_page_rows(ctx, params, &d->k);
+    if (st == FA_OK && kv->cache_seqlens == NULL && d->q.batch > 0)
+        st = fa_fail(ctx, FA_ERR_NULL_POINTER, "kv.cache_seqlens is NULL");
+    kp->capacity = params->block_table != NULL ? table_row_keys(params) : d->k.seqlen;
+    return st;
+}
+
+/* The caches are written when appending: like any output, they must not overlap. */
+static fa_status check_kvcache_outputs(fa_context *ctx, const kvcache_tensors *t)
+{
+    static const char *const names[4] = {"out", "lse", "k_cache", "v_cache"};
+    const fa_tensor *const outputs[4] = {t->out, t->lse, t->k_new ? t->k_cache : NULL,
+                                         t->k_new ? t->v_cache : NULL};
+    return check_outputs_disjoint(ctx, names, outputs, 4);
+}
+
+/* Every host check of a fa_fwd_kvcache call, producing the resolved problem. */
+static fa_status build_kvcache(fa_context *ctx, const kvcache_tensors *t,
+                               const fa_kvcache_params *kv, const fa_params *params,
+                               fa_kvcache_problem *kp)
+{
+    call_tensors ct = {t->q, t->k_cache, t->v_cache, t->out, t->lse};
+    call_dims d;
+    fa_strides lse_stride;
+    fa_status st = check_kvcache_params(ctx, kv, params);
+    memset(kp, 0, sizeof *kp);
+    memset(&d, 0, sizeof d);
+    if (st == FA_OK)
+        st = check_cache(ctx, t, kv, params, &d, kp);
+    if (st == FA_OK && t->out != NULL)
+        st = check_operand_like(ctx, "out", t->out, 0, "q", t->q, &d.q, &d.out);
+    if (st == FA_OK && t->lse != NULL)
+        st = check_lse(ctx, "lse", t->lse, 0, &d.q, d.q.batch, &lse_stride);
+    if (st == FA_OK)
+        st = check_alibi(ctx, params, d.q.batch, d.q.heads);
+    if (st == FA_OK)
+        st = check_new_keys(ctx, t, &d, kp);
+    if (st == FA_OK)
+        st = check_rotary(ctx, kv, d.q.head_dim, kp);
+    if (st == FA_OK && t->out != NULL)
+        st = check_kvcache_outputs(ctx, t);
+    if (st != FA_OK)
+        return st;
+    fill_problem(&ct, params, 0, d.q.batch, &d, &kp->attn);
+    fill_paging(params, d.k.batch, &kp->attn);
+    fill_cache_view(kv, &d, kp);
+    if (t->lse != NULL) {
+        kp->attn.lse = (float *)t->lse->data;
+        kp->attn.lse_stride = lse_stride;
+    }
+    return FA_OK;
+}
+
+/* A call with no entry, or with neither query rows nor new keys, does nothing. */
+static int kvcache_is_empty(const fa_kvcache_problem *kp)
+{
+    return kp->attn.batch == 0 || (kp->attn.total_q == 0 && kp->seqlen_new == 0);
+}
+
+/* Checks, selection for the attention over the cache, and the workspace query. */
+static fa_status prepare_kvcache(fa_context *ctx, const kvcache_tensors *t,
+                                 const fa_kvcache_params *kv, const fa_params *params,
+                                 fa_kvcache_problem *kp, fa_selection *sel, size_t *needed)
+{
+    fa_status st = build_kvcache(ctx, t, kv, params, kp);
+    *needed = 0;
+    if (st != FA_OK)
+        return st;
+    if (ctx->ops->fwd_kvcache == NULL || ctx->ops->fwd_kvcache_workspace == NULL)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "fa_fwd_kvcache is not implemented on the %s backend",
+                       fa_backend_name(ctx->backend));
+    st = kp->attn.total_q == 0 ? select_no_kernel(ctx, &kp->attn, FA_PASS_FWD, sel, needed)
+                               : select_kernel(ctx, &kp->attn, FA_PASS_FWD, sel);
+    if (st != FA_OK || kvcache_is_empty(kp))
+        return st;
+    st = ctx->ops->fwd_kvcache_workspace(ctx, kp, sel, needed);
+    return backend_failed(ctx, st, "kvcache workspace query");
+}
+
+FA_EXPORT fa_status fa_fwd_kvcache_workspace_size(fa_context *ctx, const fa_tensor *q,
+                                                  const fa_tensor *k_cache, const fa_tensor *v_cache,
+                                                  const fa_tensor *k_new, const fa_tensor *v_new,
+                                                  const fa_kvcache_params *kv,
+                                                  const fa_params *params, size_t *bytes)
+{
+    kvcache_tensors t = {q, k_cache, v_cache, k_new, v_new, NULL, NULL};
+    fa_kvcache_problem kp;
+    fa_selection sel;
+    size_t needed;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    if (bytes == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "bytes is NULL");
+    st = prepare_kvcache(ctx, &t, kv, params, &kp, &sel, &needed);
+    if (st == FA_OK)
+        *bytes = needed;
+    return st;
+}
+
+FA_EXPORT fa_status fa_fwd_kvcache(fa_context *ctx, const fa_tensor *q, fa_tensor *k_cache,
+                                   fa_tensor *v_cache, const fa_tensor *k_new,
+                                   const fa_tensor *v_new, const fa_kvcache_params *kv,
+                                   const fa_params *params, fa_tensor *out, fa_tensor *lse,
+                                   void *workspace, size_t workspace_bytes)
+{
+    kvcache_tensors t = {q, k_cache, v_cache, k_new, v_new, out, lse};
+    fa_kvcache_problem kp;
+    fa_selection sel;
+    size_t needed;
+    fa_status st = begin_call(ctx);
+    if (st != FA_OK)
+        return st;
+    if (out == NULL)
+        return fa_fail(ctx, FA_ERR_NULL_POINTER, "out is NULL");
+    st = prepare_kvcache(ctx, &t, kv, params, &kp, &sel, &needed);
+    if (st == FA_OK)
+        st = check_workspace(ctx, workspace, workspace_bytes, needed, "fa_fwd_kvcache_workspace_size");
+    if (st != FA_OK || kvcache_is_empty(&kp))
+        return st;
+    st = ctx->ops->fwd_kvcache(ctx, &kp, &sel, workspace, workspace != NULL ? workspace_bytes : 0);
+    return backend_failed(ctx, st, "kvcache forward");
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Backward                                                                             */
 /* ------------------------------------------------------------------------------------ */
 
@@ -1112,6 +1469,9 @@ static fa_status prepare_backward(fa_context *ctx, const call_tensors *t, const 
         return fa_fail(ctx, FA_ERR_UNSUPPORTED,
                        "the %s backend has no backward pass in this build",
                        fa_backend_name(ctx->backend));
+    if (p->block_table != NULL)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the backward has no paged K/V (block_table): pass contiguous k and v");
     if (nothing_to_compute(p, FA_PASS_BWD))
         return select_no_kernel(ctx, p, FA_PASS_BWD, sel, workspace_bytes);
     st = select_kernel(ctx, p, FA_PASS_BWD, sel);

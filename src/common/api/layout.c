@@ -13,6 +13,7 @@ FA_EXPORT size_t fa_struct_size(fa_struct_id which)
     case FA_STRUCT_PARAMS: return sizeof(fa_params);
     case FA_STRUCT_PLAN: return sizeof(fa_plan);
     case FA_STRUCT_DEVICE_INFO: return sizeof(fa_device_info);
+    case FA_STRUCT_KVCACHE_PARAMS: return sizeof(fa_kvcache_params);
     case FA_STRUCT_COUNT: break;
     }
     return 0;

@@ -27,5 +27,5 @@ int64_t fa_problem_row0_q(const fa_problem *p, int b)
 
 int64_t fa_problem_row0_k(const fa_problem *p, int b)
 {
-    return p->varlen ? p->cu_seqlens_k[b] : 0;
+    return p->varlen && p->block_table == NULL ? p->cu_seqlens_k[b] : 0;
 }

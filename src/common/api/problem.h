@@ -57,7 +57,10 @@ typedef struct fa_problem {
 
     /* Paged K/V (block_table non-NULL): k and v are page pools whose batch stride is
      * the stride between pages; logical key r of sequence b is row r % page_size of page
-     * block_table[b * block_table_stride + r / page_size] (backend memory). */
+     * block_table[b * block_table_stride + r / page_size] (backend memory). seqlen_k is
+     * then block_table_width * page_size (fixed length) or the longest sequence
+     * (varlen, whose cu_seqlens_k give lengths only: every k_row0 is 0); seqused_k cuts
+     * as usual. Page ids are not validated on the host (device data). */
     const int32_t *block_table;
     int64_t block_table_stride;
     int block_table_width;
@@ -70,6 +73,26 @@ typedef struct fa_problem {
     int num_splits_request;
     int deterministic;
 } fa_problem;
+
+/* A validated fa_fwd_kvcache call: the append, and the attention over the cache it
+ * feeds. attn is the forward over the cache as fa_fwd would take it: q as given, k/v the
+ * cache, seqlen_k the capacity, seqused_k NULL (each backend supplies n_i + s_new from
+ * its own memory), and the paging fields set for a paged cache, or, for cache_batch_idx,
+ * the contiguous cache read as a pool of b_cache pages of s_max keys with
+ * cache_batch_idx as a [b, 1] block table (page_size s_max: any size, one page a row). */
+typedef struct fa_kvcache_problem {
+    fa_problem attn;
+    const void *k_new, *v_new;          /* NULL: no append                                */
+    fa_strides k_new_stride, v_new_stride;
+    int64_t seqlen_new;                 /* s_new (0 without k_new)                        */
+    int64_t capacity;                   /* keys a cache row holds                         */
+    int cache_rows;                     /* b_cache (contiguous) or num_pages (paged)      */
+    const int32_t *cache_seqlens;       /* backend memory, [batch]                        */
+    const int32_t *cache_batch_idx;     /* NULL or [batch] (then attn.block_table too)    */
+    const void *rotary_cos, *rotary_sin; /* NULL: no rotary                               */
+    int rotary_dim, rotary_interleaved;
+    int64_t rotary_seqlen;
+} fa_kvcache_problem;
 
 /* A validated fa_combine call: n partials of one layout ([b, s_q, h, d] with batch
  * strides, or varlen rows with batch 0 and rows = total_q). */
@@ -123,6 +146,12 @@ struct fa_backend_ops {
                      void *workspace, size_t workspace_bytes);
     /* fa_combine; NULL where the backend has none yet. */
     fa_status (*combine)(fa_context *ctx, const fa_combine_problem *p);
+    /* fa_fwd_kvcache: sel is the selection for p->attn (the "none" config when it has no
+     * query rows: then only the append runs). NULL where the backend has none. */
+    fa_status (*fwd_kvcache_workspace)(fa_context *ctx, const fa_kvcache_problem *p,
+                                       const fa_selection *sel, size_t *bytes);
+    fa_status (*fwd_kvcache)(fa_context *ctx, const fa_kvcache_problem *p,
+                             const fa_selection *sel, void *workspace, size_t workspace_bytes);
 };
 
 /* Backend tables: the CPU's, and the one table of every GPU backend (gpu_host/
@@ -139,7 +168,8 @@ fa_status fa_fail(fa_context *ctx, fa_status status, const char *fmt, ...)
     ;
 
 /* Rows of sequence `b` in q/k (varlen aware; seqused_k applied to k). Host-side helpers
- * for backends whose cu_seqlens live in host memory (the CPU backend). */
+ * for backends whose cu_seqlens live in host memory (the CPU backend). row0_k is 0 for
+ * paged K/V, whose rows are found through the block table. */
 int64_t fa_problem_seqlen_q(const fa_problem *p, int b);
 int64_t fa_problem_seqlen_k(const fa_problem *p, int b);
 int64_t fa_problem_row0_q(const fa_problem *p, int b); /* first varlen row; 0 if fixed */

@@ -2,7 +2,8 @@
  * cpu_fwd.c - the CPU forward: FlashAttention's tiled loop with an online softmax in
  * the exp2 domain. Work items are (batch, query tile, head), handed out dynamically to
  * the workers of cpu_work.c; each worker owns O(tile) fp32 buffers and never
- * materialises s_q x s_k.
+ * materialises s_q x s_k. Keys are found through fa_cpu_key_row, the one place that
+ * knows contiguous K/V from paged pools.
  */
 #include "cpu/cpu_internal.h"
 
@@ -26,7 +27,8 @@ typedef struct fa_cpu_item {
     int64_t seqlen_q, seqlen_k;
     int64_t row_begin; /* first query row of the tile, within its sequence */
     int rows;
-    const char *q, *k, *v; /* first row of the tile (q) / of the sequence (k, v) */
+    int batch, head_k;
+    const char *q;     /* first row of the tile */
     char *out;
     float *lse;            /* NULL when not requested */
     float alibi_log2;      /* slope * log2(e); 0 without ALiBi */
@@ -48,13 +50,34 @@ fa_status fa_cpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
     return FA_OK;
 }
 
+const char *fa_cpu_key_row(const fa_problem *p, const void *base, const fa_strides *stride, int b,
+                           int64_t key, int head_k)
+{
+    int32_t page;
+    if (p->block_table == NULL)
+        return fa_cpu_operand_at(base, p->dtype, stride, b, fa_problem_row0_k(p, b) + key, head_k);
+    page = p->block_table[(int64_t)b * p->block_table_stride + key / p->page_size];
+    return fa_cpu_operand_at(base, p->dtype, stride, page, key % p->page_size, head_k);
+}
+
+/* Keys from `key` on that lie evenly strided in memory, at most `count`: all of them
+ * when contiguous, else up to the end of key's page. */
+static int strided_keys(const fa_problem *p, int64_t key, int count)
+{
+    int64_t left;
+    if (p->block_table == NULL)
+        return count;
+    left = p->page_size - key % p->page_size;
+    return left < count ? (int)left : count;
+}
+
 static fa_cpu_item resolve_item(const fa_cpu_job *job, int64_t item)
 {
     const fa_problem *p = job->p;
     fa_cpu_item_pos pos = fa_cpu_item_locate(job->item_start, p->batch, item, job->shape.tile_m, p->heads);
     int b = pos.batch, head = pos.slot;
     int head_k = head / (p->heads / p->heads_k);
-    int64_t row0_q = fa_problem_row0_q(p, b), row0_k = fa_problem_row0_k(p, b);
+    int64_t row0_q = fa_problem_row0_q(p, b);
     fa_cpu_item it;
 
     it.seqlen_q = fa_problem_seqlen_q(p, b);
@@ -65,8 +88,8 @@ static fa_cpu_item resolve_item(const fa_cpu_job *job, int64_t item)
     it.q = fa_cpu_operand_at(p->q, p->dtype, &p->q_stride, b, row0_q + it.row_begin, head);
     it.out = (char *)fa_cpu_operand_at(p->out, p->dtype, &p->out_stride, b,
                                        row0_q + it.row_begin, head);
-    it.k = fa_cpu_operand_at(p->k, p->dtype, &p->k_stride, b, row0_k, head_k);
-    it.v = fa_cpu_operand_at(p->v, p->dtype, &p->v_stride, b, row0_k, head_k);
+    it.batch = b;
+    it.head_k = head_k;
     it.lse = p->lse ? p->lse + (int64_t)b * p->lse_stride.batch +
                           (int64_t)head * p->lse_stride.head +
                           (row0_q + it.row_begin) * p->lse_stride.row
@@ -147,12 +170,12 @@ static void process_key_tile(const fa_cpu_job *job, const fa_cpu_item *it,
     const fa_problem *p = job->p;
     const fa_cpu_shape *shape = &job->shape;
     int64_t k_row = p->k_stride.row, v_row = p->v_stride.row;
-    size_t esize = fa_cpu_element_bytes(p->dtype);
     int masked = fa_cpu_block_masked(p, it->seqlen_q, it->seqlen_k, it->row_begin, it->rows,
                                      key_begin, count);
     int shaped = p->softcap > 0.0f || p->alibi_slopes;
-    fa_cpu_matrix keys = fa_cpu_stage_keys(shape, t->k, it->k + key_begin * k_row * esize,
-                                           p->dtype, k_row, count);
+    fa_cpu_matrix keys = fa_cpu_stage_keys(
+        shape, t->k, fa_cpu_key_row(p, p->k, &p->k_stride, it->batch, key_begin, it->head_k),
+        p->dtype, k_row, count);
     fa_cpu_matrix values;
     int r;
 
@@ -165,8 +188,9 @@ static void process_key_tile(const fa_cpu_job *job, const fa_cpu_item *it,
             mask_row(p, it, row, it->row_begin + r, key_begin, count);
         softmax_update(shape, t, r, count);
     }
-    values = fa_cpu_stage_values(shape, t->v, it->v + key_begin * v_row * esize, p->dtype,
-                                 v_row, count);
+    values = fa_cpu_stage_values(
+        shape, t->v, fa_cpu_key_row(p, p->v, &p->v_stride, it->batch, key_begin, it->head_k),
+        p->dtype, v_row, count);
     fa_cpu_accumulate(shape, t->o, t->s, values, it->rows, count);
 }
 
@@ -199,12 +223,15 @@ static void run_item(const void *job_arg, char *tiles, int64_t item)
     int64_t key_begin = fa_first_visible_key(it.row_begin, it.seqlen_q, it.seqlen_k, p->window);
     int64_t key_end = fa_end_visible_key(last_row, it.seqlen_q, it.seqlen_k, p->window);
     int64_t j;
+    int count;
 
     fa_cpu_load_tile(&job->shape, t.q, it.q, p->dtype, p->q_stride.row, it.rows,
                      fa_cpu_query_scale(p));
     reset_accumulators(&job->shape, &t);
-    for (j = key_begin; j < key_end; j += job->shape.tile_n) {
-        int count = (int)(key_end - j < job->shape.tile_n ? key_end - j : job->shape.tile_n);
+    /* A tile of paged keys stops at its page's end: each tile is one strided run. */
+    for (j = key_begin; j < key_end; j += count) {
+        count = strided_keys(p, j, (int)(key_end - j < job->shape.tile_n ? key_end - j
+                                                                          : job->shape.tile_n));
         process_key_tile(job, &it, &t, j, count);
     }
     write_rows(job, &it, &t);
@@ -215,8 +242,10 @@ fa_status fa_cpu_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *s
 {
     fa_cpu_job job;
     fa_cpu_work work;
-    fa_status st;
+    fa_status st = fa_cpu_check_pages(ctx, p);
 
+    if (st != FA_OK)
+        return st;
     job.p = p;
     job.shape = problem_shape(p, sel);
     /* Heads fastest within a query tile, so heads sharing a KV head run close together. */

@@ -138,6 +138,23 @@ size_t fa_cpu_workspace_bytes(size_t thread_bytes, int threads);
 fa_status fa_cpu_run(fa_context *ctx, const fa_cpu_work *work, void *workspace,
                      size_t workspace_bytes);
 
+/* Row `key` of sequence b's keys in k or v (base and stride of either): contiguous, or
+ * through the block table of a paged problem. */
+const char *fa_cpu_key_row(const fa_problem *p, const void *base, const fa_strides *stride, int b,
+                           int64_t key, int head_k);
+
+/* The page ids a paged problem reads (those covering each sequence's keys) lie in the
+ * pool: the host check of device data that the GPU backends do on the device
+ * (cpu_kvcache.c). FA_OK for contiguous problems. */
+fa_status fa_cpu_check_pages(fa_context *ctx, const fa_problem *p);
+
+/* fa_fwd_kvcache (cpu_kvcache.c): device data checked, append (with rotary), then the
+ * forward over the cache. */
+fa_status fa_cpu_fwd_kvcache_workspace(fa_context *ctx, const fa_kvcache_problem *p,
+                                       const fa_selection *sel, size_t *bytes);
+fa_status fa_cpu_fwd_kvcache(fa_context *ctx, const fa_kvcache_problem *p, const fa_selection *sel,
+                             void *workspace, size_t workspace_bytes);
+
 /* The forward and its workspace query (cpu_fwd.c), as fa_cpu_ops exposes them. */
 fa_status fa_cpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                size_t *bytes);

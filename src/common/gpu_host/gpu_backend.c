@@ -1,8 +1,8 @@
 /*
  * gpu_backend.c - the host side of every GPU backend, written once over a vendor's
  * runtime table (gpu_runtime.h): device discovery and the context's arch-table row, the
- * launch sequences of the forward and backward (which kernels run, in what order, on
- * which grid), call-owned workspaces, and the copies api.c validates sequence lengths
+ * launch sequences of the forward, backward and kvcache calls (which kernels run, in
+ * what order, on which grid), call-owned workspaces, and the copies api.c validates sequence lengths
  * with. No vendor API and no attention logic lives here.
  */
 #include <stdio.h>
@@ -11,6 +11,7 @@
 
 #include "api/problem.h"
 #include "gpu_host/gpu_args.h"
+#include "gpu_host/gpu_kvcache.h"
 #include "gpu_host/gpu_runtime.h"
 #include "select/registry.h"
 
@@ -315,6 +316,38 @@ static fa_status gpu_bwd(fa_context *ctx, const fa_problem *p, const fa_selectio
     return run_pass(ctx, FA_PASS_BWD, p, sel, workspace);
 }
 
+/* fa_fwd_kvcache: the append (cache rows, rotated q, seqused in the workspace), then in
+ * stream order the forward over the cache, on the problem fa_kvcache_attention derives.
+ * No host synchronisation: the cache lengths are read on the device only. */
+static fa_status gpu_fwd_kvcache(fa_context *ctx, const fa_kvcache_problem *p, const fa_selection *sel,
+                                 void *workspace, size_t workspace_bytes)
+{
+    gpu_state *state = state_of(ctx);
+    void *owned;
+    fa_status st = fa_gpu_check_kvcache(ctx, p, sel, state->rt->name);
+    (void)workspace_bytes;
+    st = begin_pass(ctx, st, fa_kvcache_workspace_bytes(p, sel), &workspace, &owned, "kvcache workspace");
+    if (st == FA_OK) {
+        fa_append_args append = fa_make_append_args(p, workspace, NULL);
+        void *append_args[] = {&append};
+        st = launch(ctx, state->rt->kv_append, fa_append_grid(p), FA_APPEND_THREADS, append_args, 0,
+                    "kvcache append");
+        if (st == FA_OK && p->attn.total_q > 0) {
+            fa_problem attn = fa_kvcache_attention(p, &append);
+            fa_fwd_args args = fa_make_args(&attn, sel->num_splits, fa_kvcache_split_workspace(p, workspace));
+            st = launch_fwd(ctx, sel, &attn, &args);
+        }
+    }
+    release_workspace(ctx, owned);
+    return st;
+}
+
+static fa_status gpu_fwd_kvcache_workspace(fa_context *ctx, const fa_kvcache_problem *p,
+                                           const fa_selection *sel, size_t *bytes)
+{
+    return fa_gpu_kvcache_workspace(ctx, p, sel, state_of(ctx)->rt->name, bytes);
+}
+
 /* The stream is only recorded: every runtime call of a context takes it. */
 static fa_status gpu_set_stream(fa_context *ctx, void *stream)
 {
@@ -338,4 +371,5 @@ const fa_backend_ops fa_gpu_ops = {
     gpu_init, gpu_destroy, gpu_set_stream, gpu_copy_to_host,
     gpu_fwd_workspace, gpu_fwd, NULL, gpu_bwd_workspace, gpu_bwd,
     NULL, /* combine: the GPU kernel is issue 12 work */
+    gpu_fwd_kvcache_workspace, gpu_fwd_kvcache,
 };

@@ -64,6 +64,7 @@ typedef struct fa_gpu_runtime {
     const void *const *fwd_combine;
     const void *const *bwd_preprocess;
     const void *const *bwd_convert_dq;
+    const void *const *kv_append;   /* fa_fwd_kvcache's append (kv_append.h) */
 } fa_gpu_runtime;
 
 /* Binds ctx (backend and device set) to a runtime: finds the device, fills ctx->row and

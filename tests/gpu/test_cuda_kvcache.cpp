@@ -1,0 +1,213 @@
+// test_cuda_kvcache.cpp - fa_fwd_kvcache and paged fa_fwd on the CUDA backend, checked
+// on the host as the CPU tests check them (tests/kvcache_case.hpp): the appended cache
+// slot by slot and untouched elsewhere, out / lse against the fp64 reference over the
+// appended cache, rotary in both layouts. Contiguous caches run now. Paged caches,
+// cache_batch_idx and paged fa_fwd are written against their final behaviour but accept
+// FA_ERR_UNSUPPORTED ("paged K/V needs the decode kernel", nothing written) until the
+// paged forward lands: tag [paged-pending]; the lead tightens them to FA_OK then.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device_tensors.hpp"
+#include "kvcache_case.hpp"
+
+using namespace fa_paged;
+
+namespace {
+
+// The device side of a KvRun: mirrors of its tensors and arrays, the params pointing at
+// them; results copied back into the KvRun's host tensors.
+struct DeviceKvRun {
+    std::unique_ptr<DeviceTensor> q, k_cache, v_cache, k_new, v_new, out, lse, cos_t, sin_t;
+    std::unique_ptr<DeviceArray<int32_t>> seqlens, batch_idx, table;
+    fa_params params;
+    fa_kvcache_params kv;
+
+    DeviceKvRun(const KvCase &c, KvRun &r)
+    {
+        q.reset(new DeviceTensor(r.q));
+        k_cache.reset(new DeviceTensor(r.k_cache));
+        v_cache.reset(new DeviceTensor(r.v_cache));
+        k_new.reset(new DeviceTensor(r.k_new));
+        v_new.reset(new DeviceTensor(r.v_new));
+        out.reset(new DeviceTensor(r.out));
+        lse.reset(new DeviceTensor(r.lse));
+        params = r.params;
+        kv = r.kv;
+        seqlens.reset(new DeviceArray<int32_t>(c.cache_seqlens));
+        kv.cache_seqlens = seqlens->get();
+        if (!c.cache_batch_idx.empty()) {
+            batch_idx.reset(new DeviceArray<int32_t>(c.cache_batch_idx));
+            kv.cache_batch_idx = batch_idx->get();
+        }
+        if (c.page > 0) {
+            table.reset(new DeviceArray<int32_t>(r.table.entries));
+            params.block_table = table->get();
+        }
+        if (c.rotary_dim > 0) {
+            cos_t.reset(new DeviceTensor(r.cos_t));
+            sin_t.reset(new DeviceTensor(r.sin_t));
+            kv.rotary_cos = cos_t->view.data;
+            kv.rotary_sin = sin_t->view.data;
+        }
+    }
+    fa_status run(fa_context *ctx, void *workspace, size_t bytes)
+    {
+        fa_status st = fa_fwd_kvcache(ctx, &q->view, &k_cache->view, &v_cache->view, &k_new->view, &v_new->view,
+                                      &kv, &params, &out->view, &lse->view, workspace, bytes);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        k_cache->copy_back();
+        v_cache->copy_back();
+        out->copy_back();
+        lse->copy_back();
+        return st;
+    }
+};
+
+// Runs the case with the library's own workspace, or with a caller's of the queried size.
+void check_gpu_kvcache(const KvCase &c, bool caller_workspace, bool pending)
+{
+    INFO(describe(c) << " caller_workspace=" << caller_workspace);
+    Context gpu;
+    KvRun r;
+    prepare(c, r);
+    DeviceKvRun d(c, r);
+    size_t bytes = 0;
+    fa_status st = fa_fwd_kvcache_workspace_size(gpu.ctx, &d.q->view, &d.k_cache->view, &d.v_cache->view,
+                                                 &d.k_new->view, &d.v_new->view, &d.kv, &d.params, &bytes);
+    std::unique_ptr<DeviceBuffer> ws;
+    if (st == FA_OK && caller_workspace)
+        ws.reset(new DeviceBuffer(bytes));
+    if (st == FA_OK)
+        st = d.run(gpu.ctx, ws ? ws->ptr : nullptr, bytes);
+    INFO(fa_last_error(gpu.ctx));
+    if (pending && st == FA_ERR_UNSUPPORTED) {
+        CHECK(std::string(fa_last_error(gpu.ctx)).find("paged K/V needs the decode kernel") != std::string::npos);
+        CHECK(r.k_cache.storage == r.k_before);
+        CHECK(r.v_cache.storage == r.v_before);
+        WARN("pending the paged decode kernel: " << describe(c));
+        return;
+    }
+    REQUIRE(st == FA_OK);
+    check_append(c, r);
+    check_attention(c, r);
+}
+
+}  // namespace
+
+TEST_CASE("cuda kvcache: contiguous append then attention, against the fp64 reference", "[gpu][kvcache]")
+{
+    for (fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_F16})
+        for (int dim : {64, 128}) {
+            KvCase c;
+            c.dtype = dt;
+            c.dim = dim;
+            c.heads = 8;
+            c.heads_k = 2;
+            c.s_max = 301;
+            c.cache_seqlens = {0, 137, 296};
+            check_gpu_kvcache(c, false, false);
+            c.s_q = 1;
+            c.causal = 0;
+            check_gpu_kvcache(c, true, false);
+        }
+}
+
+TEST_CASE("cuda kvcache: no new keys, decode over the cache as it is", "[gpu][kvcache]")
+{
+    KvCase c;
+    c.dtype = FA_DTYPE_BF16;
+    c.s_new = 0;
+    c.s_q = 1;
+    c.cache_seqlens = {1, 64, 100};
+    check_gpu_kvcache(c, false, false);
+}
+
+TEST_CASE("cuda kvcache: rotary in both layouts, rotary_dim below the head dim", "[gpu][kvcache]")
+{
+    for (fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_F16})
+        for (int interleaved : {0, 1})
+            for (int rotary_dim : {32, 128}) {
+                KvCase c;
+                c.dtype = dt;
+                c.dim = 128;
+                c.rotary_dim = rotary_dim;
+                c.interleaved = interleaved;
+                c.s_max = 200;
+                c.cache_seqlens = {3, 100, 195};
+                check_gpu_kvcache(c, false, false);
+                c.causal = 0;
+                c.s_q = 2;
+                check_gpu_kvcache(c, true, false);
+            }
+}
+
+TEST_CASE("cuda kvcache: append only (no query rows)", "[gpu][kvcache]")
+{
+    KvCase c;
+    c.dtype = FA_DTYPE_BF16;
+    c.s_q = 0;
+    c.rotary_dim = 32;
+    Context gpu;
+    KvRun r;
+    prepare(c, r);
+    DeviceKvRun d(c, r);
+    REQUIRE(d.run(gpu.ctx, nullptr, 0) == FA_OK);
+    check_append(c, r);
+}
+
+TEST_CASE("cuda kvcache: paged caches and cache_batch_idx", "[gpu][kvcache][paged-pending]")
+{
+    for (int page : {16, 256}) {
+        KvCase c;
+        c.dtype = FA_DTYPE_BF16;
+        c.page = page;
+        c.s_max = 600;
+        c.s_new = 7;
+        c.s_q = 7;
+        c.cache_seqlens = {14, 250, (int32_t)(((600 + page - 1) / page) * page - 7)};
+        check_gpu_kvcache(c, false, true);
+    }
+    KvCase c;
+    c.dtype = FA_DTYPE_BF16;
+    c.cache_rows = 5;
+    c.cache_batch_idx = {4, 1, 2};
+    check_gpu_kvcache(c, false, true);
+}
+
+TEST_CASE("cuda paged fa_fwd: pages in random order, shared, P 16 and 256", "[gpu][paged][paged-pending]")
+{
+    for (int page : {16, 256}) {
+        PagedCase c;
+        c.dtype = FA_DTYPE_BF16;
+        c.page = page;
+        c.width = (1000 + page - 1) / page;
+        c.shared = 2;
+        c.keys = {1000, 999};
+        c.seqused = true;
+        c.heads = 8;
+        c.dim = 128;
+        PagedRun r;
+        prepare(c, r);
+        DeviceTensor q(r.q), k_pool(r.k_pool), v_pool(r.v_pool), out(r.out), lse(r.lse);
+        DeviceArray<int32_t> table(r.table.entries), used(r.used);
+        fa_params params = r.paged;
+        params.block_table = table.get();
+        params.seqused_k = used.get();
+        Context gpu;
+        fa_status st = fa_fwd(gpu.ctx, &q.view, &k_pool.view, &v_pool.view, &params, &out.view, &lse.view, nullptr, 0);
+        INFO(fa_last_error(gpu.ctx));
+        if (st == FA_ERR_UNSUPPORTED) {
+            CHECK(std::string(fa_last_error(gpu.ctx)).find("paged K/V needs the decode kernel") != std::string::npos);
+            WARN("pending the paged decode kernel: paged fa_fwd P=" << page);
+            continue;
+        }
+        REQUIRE(st == FA_OK);
+        out.copy_back();
+        lse.copy_back();
+        check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+    }
+}
