@@ -433,7 +433,7 @@ TEST_CASE("gpu backend: kvcache runs the append, then the forward, with no host 
     CHECK(append.threads == FA_APPEND_THREADS);
 }
 
-TEST_CASE("gpu backend: paged caches and cache_batch_idx are refused before any launch", "[gpu_backend][kvcache]")
+TEST_CASE("gpu backend: paged caches and cache_batch_idx run only on a decode config", "[gpu_backend][kvcache]")
 {
     fake_context f;
     REQUIRE(f.attach() == FA_OK);
@@ -445,13 +445,20 @@ TEST_CASE("gpu backend: paged caches and cache_batch_idx are refused before any 
     kp.attn.block_table_width = 1;
     kp.attn.page_size = 130;
     kp.attn.num_pages = 2;
-    const fa_kernel_config c = config(FA_PASS_FWD, 0);
-    const fa_selection sel = selection(c, 1);
+    fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection prefill = selection(c, 1);
     size_t bytes = 1;
-    CHECK(fa_gpu_ops.fwd_kvcache_workspace(&f.ctx, &kp, &sel, &bytes) == FA_ERR_UNSUPPORTED);
-    CHECK(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &sel, nullptr, 0) == FA_ERR_UNSUPPORTED);
-    CHECK(std::string(f.ctx.last_error).find("paged K/V needs the decode kernel") != std::string::npos);
+    // A prefill config cannot read pages: refused before anything launches.
+    CHECK(fa_gpu_ops.fwd_kvcache_workspace(&f.ctx, &kp, &prefill, &bytes) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &prefill, nullptr, 0) == FA_ERR_UNSUPPORTED);
+    CHECK(std::string(f.ctx.last_error).find("reads paged K/V") != std::string::npos);
     CHECK(launched().empty());
-    CHECK(fa_gpu_ops.fwd(&f.ctx, &kp.attn, &sel, nullptr, 0) == FA_ERR_UNSUPPORTED);
+    CHECK(fa_gpu_ops.fwd(&f.ctx, &kp.attn, &prefill, nullptr, 0) == FA_ERR_UNSUPPORTED);
     CHECK(launched().empty());
+    // A decode config reads them: the append, then the attention.
+    c.pack_gqa = 1;
+    const fa_selection decode = selection(c, 1);
+    CHECK(fa_gpu_ops.fwd_kvcache_workspace(&f.ctx, &kp, &decode, &bytes) == FA_OK);
+    CHECK(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &decode, nullptr, 0) == FA_OK);
+    CHECK(launched().size() >= 2);
 }

@@ -1,10 +1,9 @@
 // test_cuda_kvcache.cpp - fa_fwd_kvcache and paged fa_fwd on the CUDA backend, checked
 // on the host as the CPU tests check them (tests/kvcache_case.hpp): the appended cache
 // slot by slot and untouched elsewhere, out / lse against the fp64 reference over the
-// appended cache, rotary in both layouts. Contiguous caches run now. Paged caches,
-// cache_batch_idx and paged fa_fwd are written against their final behaviour but accept
-// FA_ERR_UNSUPPORTED ("paged K/V needs the decode kernel", nothing written) until the
-// paged forward lands: tag [paged-pending]; the lead tightens them to FA_OK then.
+// appended cache, rotary in both layouts, paged caches and cache_batch_idx (read by the
+// decode family), and paged fa_fwd over page sizes 16 to 1024 with pages in random order,
+// shared between sequences and partly filled.
 #include <catch2/catch.hpp>
 
 #include <memory>
@@ -68,7 +67,7 @@ struct DeviceKvRun {
 };
 
 // Runs the case with the library's own workspace, or with a caller's of the queried size.
-void check_gpu_kvcache(const KvCase &c, bool caller_workspace, bool pending)
+void check_gpu_kvcache(const KvCase &c, bool caller_workspace)
 {
     INFO(describe(c) << " caller_workspace=" << caller_workspace);
     Context gpu;
@@ -84,13 +83,6 @@ void check_gpu_kvcache(const KvCase &c, bool caller_workspace, bool pending)
     if (st == FA_OK)
         st = d.run(gpu.ctx, ws ? ws->ptr : nullptr, bytes);
     INFO(fa_last_error(gpu.ctx));
-    if (pending && st == FA_ERR_UNSUPPORTED) {
-        CHECK(std::string(fa_last_error(gpu.ctx)).find("paged K/V needs the decode kernel") != std::string::npos);
-        CHECK(r.k_cache.storage == r.k_before);
-        CHECK(r.v_cache.storage == r.v_before);
-        WARN("pending the paged decode kernel: " << describe(c));
-        return;
-    }
     REQUIRE(st == FA_OK);
     check_append(c, r);
     check_attention(c, r);
@@ -109,10 +101,10 @@ TEST_CASE("cuda kvcache: contiguous append then attention, against the fp64 refe
             c.heads_k = 2;
             c.s_max = 301;
             c.cache_seqlens = {0, 137, 296};
-            check_gpu_kvcache(c, false, false);
+            check_gpu_kvcache(c, false);
             c.s_q = 1;
             c.causal = 0;
-            check_gpu_kvcache(c, true, false);
+            check_gpu_kvcache(c, true);
         }
 }
 
@@ -123,7 +115,7 @@ TEST_CASE("cuda kvcache: no new keys, decode over the cache as it is", "[gpu][kv
     c.s_new = 0;
     c.s_q = 1;
     c.cache_seqlens = {1, 64, 100};
-    check_gpu_kvcache(c, false, false);
+    check_gpu_kvcache(c, false);
 }
 
 TEST_CASE("cuda kvcache: rotary in both layouts, rotary_dim below the head dim", "[gpu][kvcache]")
@@ -138,10 +130,10 @@ TEST_CASE("cuda kvcache: rotary in both layouts, rotary_dim below the head dim",
                 c.interleaved = interleaved;
                 c.s_max = 200;
                 c.cache_seqlens = {3, 100, 195};
-                check_gpu_kvcache(c, false, false);
+                check_gpu_kvcache(c, false);
                 c.causal = 0;
                 c.s_q = 2;
-                check_gpu_kvcache(c, true, false);
+                check_gpu_kvcache(c, true);
             }
 }
 
@@ -159,7 +151,7 @@ TEST_CASE("cuda kvcache: append only (no query rows)", "[gpu][kvcache]")
     check_append(c, r);
 }
 
-TEST_CASE("cuda kvcache: paged caches and cache_batch_idx", "[gpu][kvcache][paged-pending]")
+TEST_CASE("cuda kvcache: paged caches and cache_batch_idx", "[gpu][kvcache][paged][decode]")
 {
     for (int page : {16, 256}) {
         KvCase c;
@@ -169,45 +161,105 @@ TEST_CASE("cuda kvcache: paged caches and cache_batch_idx", "[gpu][kvcache][page
         c.s_new = 7;
         c.s_q = 7;
         c.cache_seqlens = {14, 250, (int32_t)(((600 + page - 1) / page) * page - 7)};
-        check_gpu_kvcache(c, false, true);
+        check_gpu_kvcache(c, false);
     }
     KvCase c;
     c.dtype = FA_DTYPE_BF16;
     c.cache_rows = 5;
     c.cache_batch_idx = {4, 1, 2};
-    check_gpu_kvcache(c, false, true);
+    check_gpu_kvcache(c, false);
 }
 
-TEST_CASE("cuda paged fa_fwd: pages in random order, shared, P 16 and 256", "[gpu][paged][paged-pending]")
+// One paged forward on the GPU against the fp64 reference over the same keys laid out
+// contiguously. Device copies of the case's varlen offsets when it has them.
+void check_gpu_paged(const PagedCase &c)
 {
-    for (int page : {16, 256}) {
-        PagedCase c;
-        c.dtype = FA_DTYPE_BF16;
-        c.page = page;
-        c.width = (1000 + page - 1) / page;
-        c.shared = 2;
-        c.keys = {1000, 999};
-        c.seqused = true;
-        c.heads = 8;
-        c.dim = 128;
-        PagedRun r;
-        prepare(c, r);
-        DeviceTensor q(r.q), k_pool(r.k_pool), v_pool(r.v_pool), out(r.out), lse(r.lse);
-        DeviceArray<int32_t> table(r.table.entries), used(r.used);
-        fa_params params = r.paged;
-        params.block_table = table.get();
-        params.seqused_k = used.get();
-        Context gpu;
-        fa_status st = fa_fwd(gpu.ctx, &q.view, &k_pool.view, &v_pool.view, &params, &out.view, &lse.view, nullptr, 0);
-        INFO(fa_last_error(gpu.ctx));
-        if (st == FA_ERR_UNSUPPORTED) {
-            CHECK(std::string(fa_last_error(gpu.ctx)).find("paged K/V needs the decode kernel") != std::string::npos);
-            WARN("pending the paged decode kernel: paged fa_fwd P=" << page);
-            continue;
-        }
-        REQUIRE(st == FA_OK);
-        out.copy_back();
-        lse.copy_back();
-        check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+    INFO(describe(c));
+    PagedRun r;
+    prepare(c, r);
+    DeviceTensor q(r.q), k_pool(r.k_pool), v_pool(r.v_pool), out(r.out), lse(r.lse);
+    DeviceArray<int32_t> table(r.table.entries);
+    std::unique_ptr<DeviceArray<int32_t>> used, cu_q, cu_k;
+    fa_params params = r.paged;
+    params.block_table = table.get();
+    if (params.seqused_k) {
+        used.reset(new DeviceArray<int32_t>(r.used));
+        params.seqused_k = used->get();
     }
+    if (params.cu_seqlens_q) {
+        cu_q.reset(new DeviceArray<int32_t>(r.cu_q));
+        cu_k.reset(new DeviceArray<int32_t>(r.cu_k));
+        params.cu_seqlens_q = cu_q->get();
+        params.cu_seqlens_k = cu_k->get();
+    }
+    Context gpu;
+    fa_status st = fa_fwd(gpu.ctx, &q.view, &k_pool.view, &v_pool.view, &params, &out.view, &lse.view, nullptr, 0);
+    INFO(fa_last_error(gpu.ctx));
+    REQUIRE(st == FA_OK);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    out.copy_back();
+    lse.copy_back();
+    check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+}
+
+TEST_CASE("cuda paged fa_fwd: page sizes 16 to 1024, random order, shared pages, partial last pages",
+          "[gpu][paged][decode]")
+{
+    uint64_t seed = 40;
+    for (int page : {16, 48, 64, 256, 1024})
+        for (bool causal : {false, true}) {
+            PagedCase c;
+            c.dtype = seed % 2 ? FA_DTYPE_BF16 : FA_DTYPE_F16;
+            c.page = page;
+            c.width = (1000 + page - 1) / page;
+            c.shared = 2;
+            c.keys = {1000, 999, 37};
+            c.seqused = true;
+            c.heads = 8;
+            c.heads_k = 2;
+            c.dim = 128;
+            c.seqlen_q = causal ? 4 : 1;
+            c.causal = causal;
+            c.seed = seed++;
+            check_gpu_paged(c);
+        }
+}
+
+TEST_CASE("cuda paged fa_fwd: varlen queries, MQA, head dims, prefill-sized queries", "[gpu][paged][decode]")
+{
+    PagedCase v;
+    v.dtype = FA_DTYPE_BF16;
+    v.page = 32;
+    v.width = 40;
+    v.keys = {1000, 17, 640};
+    v.varlen = true;
+    v.causal = true;
+    v.heads = 4;
+    v.heads_k = 2;
+    v.dim = 64;
+    check_gpu_paged(v);
+    for (int dim : {40, 96, 256}) {
+        PagedCase m;
+        m.dtype = FA_DTYPE_F16;
+        m.page = 16;
+        m.width = 20;
+        m.keys = {300, 317};
+        m.seqused = true;
+        m.heads = 32;
+        m.heads_k = 1;
+        m.dim = dim;
+        m.seqlen_q = 2;
+        check_gpu_paged(m);
+    }
+    PagedCase big; // 300 query rows x 4 heads: many packed tiles, still the decode family
+    big.dtype = FA_DTYPE_BF16;
+    big.page = 64;
+    big.width = 8;
+    big.keys = {512, 512};
+    big.heads = 4;
+    big.heads_k = 4;
+    big.dim = 128;
+    big.seqlen_q = 300;
+    big.causal = true;
+    check_gpu_paged(big);
 }

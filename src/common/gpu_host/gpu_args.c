@@ -232,20 +232,21 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     return st;
 }
 
-fa_status fa_gpu_check_paging(fa_context *ctx, const fa_problem *p, const char *backend)
+fa_status fa_gpu_check_paging(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                              const char *backend)
 {
-    if (p->block_table == NULL)
+    if (p->block_table == NULL || (sel->config && sel->config->pack_gqa))
         return FA_OK;
     return fa_fail(ctx, FA_ERR_UNSUPPORTED,
-                   "the %s backend: paged K/V needs the decode kernel (block_table; "
-                   "fa_fwd_kvcache's cache_batch_idx reads the cache the same way), which this "
-                   "build does not have yet", backend);
+                   "the %s backend reads paged K/V (block_table; fa_fwd_kvcache's cache_batch_idx "
+                   "reads the cache the same way) only with its decode kernels, and none fits %s",
+                   backend, ctx->row.name);
 }
 
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            const char *backend)
 {
-    fa_status st = fa_gpu_check_paging(ctx, p, backend);
+    fa_status st = fa_gpu_check_paging(ctx, p, sel, backend);
     if (st != FA_OK)
         return st;
     if (!fa_rows_aligned(p->q, p->q_stride) || !fa_rows_aligned(p->k, p->k_stride) ||
@@ -351,7 +352,7 @@ fa_grid fa_bwd_dq_grid(const fa_problem *p, const fa_kernel_config *cfg)
 fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                const char *backend, size_t *bytes)
 {
-    fa_status st = fa_gpu_check_paging(ctx, p, backend);
+    fa_status st = fa_gpu_check_paging(ctx, p, sel, backend);
     if (st == FA_OK)
         st = fa_fwd_limits(ctx, p, sel, backend);
     *bytes = st == FA_OK ? fa_split_bytes(p, sel->num_splits) : 0;

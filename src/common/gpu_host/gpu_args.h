@@ -54,11 +54,13 @@ fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
  * workspace queries above check the same limits. */
 fa_status fa_gpu_check_fwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            const char *backend);
-/* The one seam of paged K/V on the GPU (p->block_table: fa_fwd's pools, and
- * fa_fwd_kvcache's paged caches and cache_batch_idx): FA_ERR_UNSUPPORTED until the
- * forward kernels load K/V through the block table. fa_gpu_check_fwd and the workspace
- * query call it. */
-fa_status fa_gpu_check_paging(fa_context *ctx, const fa_problem *p, const char *backend);
+/* Paged K/V on the GPU (p->block_table: fa_fwd's pools, and fa_fwd_kvcache's paged
+ * caches and cache_batch_idx) is read only by the decode family (attn_fwd.h with
+ * FA_INST_PACK_GQA), which the dispatcher selects for every paged problem where the
+ * vendor has one for the device's wave size; otherwise FA_ERR_UNSUPPORTED.
+ * fa_gpu_check_fwd and the workspace query call it. */
+fa_status fa_gpu_check_paging(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
+                              const char *backend);
 fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                            const char *backend);
 

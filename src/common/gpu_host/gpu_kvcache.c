@@ -123,12 +123,7 @@ static fa_status check_append_rows(fa_context *ctx, const fa_kvcache_problem *p,
 fa_status fa_gpu_check_kvcache(fa_context *ctx, const fa_kvcache_problem *p, const fa_selection *sel,
                                const char *backend)
 {
-    /* Paged caches and cache_batch_idx (the cache read as one-page rows) are refused
-     * even without query rows: the append alone would run, but one refusal keeps the
-     * call's contract in one piece until the paged forward lands. */
-    fa_status st = fa_gpu_check_paging(ctx, &p->attn, backend);
-    if (st == FA_OK)
-        st = check_append_rows(ctx, p, backend);
+    fa_status st = check_append_rows(ctx, p, backend);
     if (st == FA_OK && p->attn.total_q > 0)
         st = fa_gpu_check_fwd(ctx, &p->attn, sel, backend);
     return st;
@@ -138,7 +133,7 @@ fa_status fa_gpu_kvcache_workspace(fa_context *ctx, const fa_kvcache_problem *p,
                                    const fa_selection *sel, const char *backend, size_t *bytes)
 {
     size_t ignored;
-    fa_status st = fa_gpu_check_paging(ctx, &p->attn, backend);
+    fa_status st = FA_OK;
     *bytes = 0;
     if (st == FA_OK && p->attn.total_q > 0)
         st = fa_gpu_fwd_workspace(ctx, &p->attn, sel, backend, &ignored);

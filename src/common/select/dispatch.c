@@ -30,8 +30,8 @@
  *       the model is uniform in the mask (a causal problem scales every config alike);
  *       The decode family is memory-bound: its pairs_per_block are the K/V rows a block
  *       reads (tile_m does not change the bytes);
- *    3. decode family: more blocks per SM (bytes in flight), lower estimate, smaller
- *       tile_m (less padded compute); prefill family:
+ *    3. decode family: smaller tile_m (less padded compute), then larger tile_n (more
+ *       work per warp between barriers: measured, dec_instances.txt); prefill family:
  *       larger tile_m * tile_n (fewer K/V re-reads per query row, which the time model
  *       does not see: that is why step 2 treats near-equal estimates as equal);
  *    4. lower estimated time, then more stages, then the earlier registry entry, so
@@ -295,11 +295,10 @@ static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kern
                     const estimate *eb)
 {
     long long area_a = (long long)a->tile_m * a->tile_n, area_b = (long long)b->tile_m * b->tile_n;
-    /* Decode: more blocks per SM keep more bytes in flight; then fewer bytes; then less
-     * padded compute. */
-    if (a->pack_gqa && ea->blocks_per_sm != eb->blocks_per_sm) return ea->blocks_per_sm > eb->blocks_per_sm;
-    if (a->pack_gqa && ea->cost != eb->cost) return ea->cost < eb->cost;
+    /* Decode, among near-equal byte counts: the fewest padded rows, then the longest key
+     * tiles (more work per warp between barriers; measured, dec_instances.txt). */
     if (a->pack_gqa && a->tile_m != b->tile_m) return a->tile_m < b->tile_m;
+    if (a->pack_gqa && a->tile_n != b->tile_n) return a->tile_n > b->tile_n;
     if (area_a != area_b) return area_a > area_b;
     if (ea->cost != eb->cost) return ea->cost < eb->cost;
     return a->stages > b->stages; /* equal: the earlier entry stays */
