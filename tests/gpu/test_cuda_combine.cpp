@@ -554,7 +554,7 @@ void time_combine(int n, int64_t b, int64_t sq, int64_t h, int64_t d)
 
 } // namespace
 
-TEST_CASE("cuda combine: bandwidth", "[.bench][cuda][combine]")
+TEST_CASE("cuda combine: bandwidth", "[.bench]")
 {
     time_combine(8, 16, 1, 32, 128);
     time_combine(128, 1, 1, 32, 128);
