@@ -347,8 +347,12 @@ FA_API fa_status fa_fwd_kvcache(fa_context *ctx, const fa_tensor *q, fa_tensor *
  * read. So is one whose lse is +inf (what FlashAttention-2 writes for such rows). A row
  * with no contributing partial gets out 0 and lse -inf; a NaN lse gives NaN. lse may be
  * NULL. 1 <= n <= FA_MAX_COMBINE_PARTIALS; out and lse must not overlap the partials or
- * each other (FA_ERR_BAD_STRIDE). CPU backend; the GPU backends return
- * FA_ERR_UNSUPPORTED until their kernel lands. */
+ * each other (FA_ERR_BAD_STRIDE). Every backend; the GPU backends (f16, bf16) run
+ * asynchronously on the context's stream, need no workspace, and read every partial_out
+ * through one layout and every partial_lse through one (all n with the strides of the
+ * first; out and lse may differ) and rows of 16 bytes (head_dim a multiple of 8, out and
+ * partial_out pointers 16-byte aligned, their outer strides multiples of 8 elements):
+ * otherwise FA_ERR_UNSUPPORTED, with the reason. */
 #define FA_MAX_COMBINE_PARTIALS 128
 FA_API fa_status fa_combine(fa_context *ctx, int n, const fa_tensor *partial_out,
                             const fa_tensor *partial_lse, fa_tensor *out, fa_tensor *lse);

@@ -101,8 +101,13 @@ TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_
 
     fa_grid g = fa_fwd_grid(&p, &sel);
     CHECK((g.x == 3 && g.y == 6 && g.z == 6)); // ceil(300/128), heads, batch * splits
-    g = fa_combine_grid(&p);
-    CHECK((g.x == 300 && g.y == 6 && g.z == 2));
+    // The combine: 600 rows x heads per batch entry over (1, batch); few of them, so
+    // 32-lane groups (8 chunk lanes x 4 shares of the 3 splits), 4 per block.
+    const fa_fwd_args fwd = fa_make_args(&p, 3, kFakeWorkspace);
+    const fa_combine_args c = fa_make_split_combine_args(&p, &fwd);
+    CHECK((c.lanes == 32 && c.chunk_lanes == 8));
+    g = fa_combine_grid(&c);
+    CHECK((g.x == 300 * 6 / 4 && g.y == 1 && g.z == 2));
     g = fa_bwd_prep_grid(&p);
     CHECK((g.x == (300 + FA_PREP_ROWS - 1) / FA_PREP_ROWS && g.y == 6 && g.z == 2));
     g = fa_bwd_dkdv_grid(&p, &cfg);
@@ -271,6 +276,42 @@ TEST_CASE("gpu args past 2^31 rows: total_q, the backward's row offsets and its 
     CHECK(bytes == 2 * row_bytes + accum_bytes);
 }
 
+TEST_CASE("gpu args: the split-KV combine reads each partial where the forward wrote it", "[gpu_args]")
+{
+    const int32_t cu[] = {0, 2, 2, 9}; // varlen: 3 sequences of 2, 0 and 7 rows
+    for (int varlen : {0, 1}) {
+        fa_problem p = big_problem(3, varlen ? 7 : 5, 11, 4, 2, 16);
+        if (varlen) {
+            p.varlen = 1;
+            p.total_q = 9;
+            p.cu_seqlens_q = cu;
+            p.out_stride.batch = 0;
+        }
+        const fa_fwd_args fwd = fa_make_args(&p, 3, kFakeWorkspace);
+        const fa_combine_args c = fa_make_split_combine_args(&p, &fwd);
+        INFO("varlen " << varlen);
+        CHECK(c.part_out[0] == static_cast<const void *>(fwd.partial_out));
+        CHECK(c.part_lse[0] == fwd.partial_lse);
+        CHECK((c.n == 3 && c.batch == 3 && c.rows == p.seqlen_q && c.heads == 4 && c.head_dim == 16));
+        CHECK((c.part_dtype == FA_DTYPE_F32 && c.out_dtype == FA_DTYPE_BF16));
+        CHECK(c.cu_seqlens_q == (varlen ? cu : nullptr));
+        long long wrong = 0;
+        for (int split = 0; split < 3; ++split)
+            for (int b = 0; b < 3; ++b) {
+                const long long row0 = varlen ? cu[b] : 0, rows = varlen ? cu[b + 1] - cu[b] : p.seqlen_q;
+                for (long long r = row0; r < row0 + rows; ++r)
+                    for (int h = 0; h < 4; ++h) {
+                        const long long grow = varlen ? r : b * p.seqlen_q + r;
+                        wrong += split * c.part_out_split + fa_row_at(&c.part_out_layout, b, r, h) !=
+                                 fa_partial_out_offset(&fwd, split, grow, h);
+                        wrong += split * c.part_lse_split + fa_lse_at(&c.part_lse_layout, b, h, r) !=
+                                 fa_partial_lse_offset(&fwd, split, h, grow);
+                    }
+            }
+        CHECK(wrong == 0);
+    }
+}
+
 TEST_CASE("gpu args: split-KV partial offsets and sizes at the largest split, row and head",
           "[gpu_args][int64]")
 {
@@ -395,8 +436,9 @@ TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused wit
         AsBackend hip(cx.ctx, FA_BACKEND_HIP);
         CHECK(fa_gpu_check_fwd(cx.ctx, &tall, &sel, "HIP") == FA_ERR_UNSUPPORTED);
         CHECK(says(cx.ctx, "x times threads below 2^32"));
-        // The split-KV combine runs a 64-thread block per row: 2^26 rows pass it.
-        fa_problem rows = big_problem(1, 1LL << 26, 1 << 20, 1, 1, 32);
+        // The split-KV combine runs 8 threads per (row, head) at d32 (the forward 4 per
+        // row): 2^26 rows x 8 heads pass HIP's limit with the combine only.
+        fa_problem rows = big_problem(1, 1LL << 26, 1 << 20, 8, 8, 32);
         CHECK(fa_gpu_check_fwd(cx.ctx, &rows, &sel, "HIP") == FA_OK);
         sel.num_splits = 2;
         CHECK(fa_gpu_check_fwd(cx.ctx, &rows, &sel, "HIP") == FA_ERR_UNSUPPORTED);

@@ -286,13 +286,67 @@ TEST_CASE("gpu backend: split-KV allocates its partials, combines, then releases
     CHECK(g_dev.events[1].bytes == fa_split_bytes(&p, 3));
     CHECK(launched() == std::vector<const void *>{k_fwd_kernel, k_combine});
     const event &combine = nth_launch(1);
-    CHECK(same_grid(combine.grid, fa_combine_grid(&p)));
+    const fa_fwd_args fwd = fa_make_args(&p, 3, g_dev.memory);
+    const fa_combine_args combine_args = fa_make_split_combine_args(&p, &fwd);
+    CHECK(same_grid(combine.grid, fa_combine_grid(&combine_args)));
     CHECK(combine.threads == FA_COMBINE_THREADS);
     CHECK(combine.bytes == 0);
 
     g_dev.events.clear(); // the caller's workspace: nothing allocated
     REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
     CHECK(ops() == strings{"set_device", "launch", "launch"});
+}
+
+TEST_CASE("gpu backend: fa_combine launches the combine kernel once, or refuses what it cannot read",
+          "[gpu_backend]")
+{
+    alignas(16) static unsigned char storage[64];
+    fa_combine_problem p;
+    std::memset(&p, 0, sizeof p);
+    p.dtype = FA_DTYPE_F16;
+    p.n = 2;
+    p.batch = 2;
+    p.rows = 5;
+    p.heads = 3;
+    p.head_dim = 64;
+    for (int i = 0; i < 2; ++i) {
+        p.part_out[i] = storage;
+        p.part_out_stride[i] = fa_strides{5 * 3 * 64, 3 * 64, 64};
+        p.part_lse[i] = reinterpret_cast<const float *>(storage);
+        p.part_lse_stride[i] = fa_strides{3 * 5, 1, 5};
+    }
+    p.out = storage;
+    p.out_stride = p.part_out_stride[0];
+    p.lse_stride = p.part_lse_stride[0];
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    g_dev.events.clear();
+    REQUIRE(fa_gpu_ops.combine(&f.ctx, &p) == FA_OK);
+    CHECK(ops() == strings{"set_device", "launch"}); // no workspace, nothing raised
+    fa_combine_args args;
+    REQUIRE(fa_gpu_combine_args(&f.ctx, &p, "FAKE", &args) == FA_OK);
+    CHECK(nth_launch(0).kernel == k_combine);
+    CHECK(same_grid(nth_launch(0).grid, fa_combine_grid(&args)));
+    CHECK(nth_launch(0).threads == FA_COMBINE_THREADS);
+
+    auto refused = [&](fa_combine_problem bad, const char *why) {
+        g_dev.events.clear();
+        CHECK(fa_gpu_ops.combine(&f.ctx, &bad) == FA_ERR_UNSUPPORTED);
+        CHECK(std::string(f.ctx.last_error).find(why) != std::string::npos);
+        CHECK(launched().empty());
+    };
+    fa_combine_problem bad = p;
+    bad.part_out_stride[1].row += 8; // a layout of its own
+    refused(bad, "one layout");
+    bad = p;
+    bad.part_lse_stride[1].head = 6;
+    refused(bad, "partial_lse[1]");
+    bad = p;
+    bad.part_out[1] = storage + 2;
+    refused(bad, "16-byte aligned rows");
+    bad = p;
+    bad.head_dim = 12;
+    refused(bad, "head_dim a multiple of 8");
 }
 
 TEST_CASE("gpu backend: the backward runs preprocess, dK/dV, then the dQ step its mode needs",

@@ -44,6 +44,9 @@ FA_DEVICE int fa_row_leader(int lane) { return (lane & 3) == 0; }
 /* Warp-uniform "does any lane say yes". */
 FA_DEVICE int fa_warp_any(int predicate) { return __any_sync(0xffffffffu, predicate); }
 
+/* x of lane (this lane ^ mask); every lane of the warp takes part. */
+FA_DEVICE float fa_lane_xor(float x, int mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
+
 /* The four lanes lane&~3 .. lane|3 hold one accumulator row. */
 FA_DEVICE float fa_row_max(float x)
 {

@@ -188,9 +188,16 @@ static fa_status fa_fwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
                            "dims of fp32) pass 64-bit sizes",
                            backend, sel->num_splits, (long long)p->total_q, p->heads, p->head_dim);
     }
+    if (sel->num_splits > FA_COMBINE_MAX_PARTIALS)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the %s backend's combine merges at most %d splits, not %d", backend,
+                       FA_COMBINE_MAX_PARTIALS, sel->num_splits);
     st = fa_check_grid(ctx, fa_fwd_grid(p, sel), sel->config->threads, "forward", backend);
-    if (st == FA_OK && sel->num_splits > 1)
-        st = fa_check_grid(ctx, fa_combine_grid(p), FA_COMBINE_THREADS, "split-KV combine", backend);
+    if (st == FA_OK && sel->num_splits > 1) {
+        const fa_fwd_args fwd = fa_make_args(p, sel->num_splits, NULL);
+        const fa_combine_args combine = fa_make_split_combine_args(p, &fwd);
+        st = fa_check_grid(ctx, fa_combine_grid(&combine), FA_COMBINE_THREADS, "split-KV combine", backend);
+    }
     return st;
 }
 
@@ -323,9 +330,11 @@ fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel)
     return fa_pair_grid(fa_blocks(p->seqlen_q, c->tile_m), p->heads, (long long)p->batch * sel->num_splits);
 }
 
-fa_grid fa_combine_grid(const fa_problem *p)
+fa_grid fa_combine_grid(const fa_combine_args *a)
 {
-    return fa_pair_grid((unsigned)p->seqlen_q, p->heads, p->batch);
+    const long long groups = FA_COMBINE_THREADS / a->lanes;
+    const long long blocks = (a->rows * a->heads + groups - 1) / groups;
+    return fa_pair_grid(blocks <= INT32_MAX ? (unsigned)blocks : UINT32_MAX, 1, a->batch);
 }
 
 fa_grid fa_bwd_prep_grid(const fa_problem *p)
@@ -365,4 +374,126 @@ fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
     fa_status st = fa_bwd_limits(ctx, p, sel, backend);
     *bytes = st == FA_OK ? fa_bwd_workspace_bytes(p, sel->config) : 0;
     return st;
+}
+
+/* ---- the combine ---------------------------------------------------------------------- */
+
+/* Every partial of fa_combine has a pointer of the arguments; the kernel takes them all. */
+typedef char fa_combine_pointers_fit[FA_MAX_COMBINE_PARTIALS <= FA_COMBINE_POINTERS &&
+                                     FA_COMBINE_POINTERS <= FA_COMBINE_MAX_PARTIALS ? 1 : -1];
+
+/* Threads a combine's grid fills before its groups widen past one lane per chunk: about
+ * one wave of a large GPU (an H200 holds 132 x 2048). A constant rather than the device's
+ * count, so that a shape sums its partials in one order on every device. */
+#define FA_COMBINE_FILL_THREADS (1LL << 17)
+
+/* The group of a (row, head): a lane per 8-element chunk (up to FA_COMBINE_CHUNK_LANES,
+ * more chunks take turns), widened to FA_COMBINE_MIN_LANES, and while the grid is small,
+ * up to the whole block, whose lanes then split the partials between them. */
+static void fa_combine_lanes(fa_combine_args *a)
+{
+    const long long items = (long long)a->batch * a->rows * a->heads;
+    const int chunks = a->head_dim / 8;
+    int chunk_lanes = 1, lanes;
+    while (chunk_lanes < chunks && chunk_lanes < FA_COMBINE_CHUNK_LANES)
+        chunk_lanes *= 2;
+    lanes = chunk_lanes < FA_COMBINE_MIN_LANES ? FA_COMBINE_MIN_LANES : chunk_lanes;
+    while (lanes < FA_COMBINE_THREADS && lanes / chunk_lanes < a->n && items < FA_COMBINE_FILL_THREADS / lanes)
+        lanes *= 2;
+    a->lanes = lanes;
+    a->chunk_lanes = chunk_lanes;
+}
+
+/* The split-KV partials (attn_args.h's offsets) as fa_combine's: one base and the split
+ * stride, a row and head stride, and varlen rows found through cu_seqlens_q. */
+fa_combine_args fa_make_split_combine_args(const fa_problem *p, const fa_fwd_args *fwd)
+{
+    fa_combine_args a;
+    memset(&a, 0, sizeof a);
+    a.part_out[0] = fwd->partial_out;
+    a.part_lse[0] = fwd->partial_lse;
+    a.part_out_split = fa_partial_out_offset(fwd, 1, 0, 0);
+    a.part_lse_split = fa_partial_lse_offset(fwd, 1, 0, 0);
+    a.part_out_layout.row = fa_partial_out_offset(fwd, 0, 1, 0);
+    a.part_out_layout.head = fa_partial_out_offset(fwd, 0, 0, 1);
+    a.part_out_layout.batch = p->varlen ? 0 : p->seqlen_q * a.part_out_layout.row;
+    a.part_lse_layout.row = fa_partial_lse_offset(fwd, 0, 0, 1);
+    a.part_lse_layout.head = fa_partial_lse_offset(fwd, 0, 1, 0);
+    a.part_lse_layout.batch = p->varlen ? 0 : p->seqlen_q * a.part_lse_layout.row;
+    a.out = p->out;
+    a.lse = p->lse;
+    a.out_layout = fa_layout_of(p->out_stride);
+    a.lse_layout = fa_layout_of(p->lse_stride);
+    a.cu_seqlens_q = p->varlen ? p->cu_seqlens_q : NULL;
+    a.rows = p->seqlen_q;
+    a.n = fwd->num_splits;
+    a.batch = p->batch;
+    a.heads = p->heads;
+    a.head_dim = p->head_dim;
+    a.part_dtype = FA_DTYPE_F32;
+    a.out_dtype = p->dtype;
+    fa_combine_lanes(&a);
+    return a;
+}
+
+static int fa_same_strides(fa_strides a, fa_strides b)
+{
+    return a.batch == b.batch && a.row == b.row && a.head == b.head;
+}
+
+/* The kernel reads every partial through one layout (the arguments have no room for one
+ * per partial within 4 KiB), 16 bytes at a time. */
+static fa_status fa_combine_layouts(fa_context *ctx, const fa_combine_problem *p, const char *backend)
+{
+    int i;
+    for (i = 1; i < p->n; i++)
+        if (!fa_same_strides(p->part_out_stride[i], p->part_out_stride[0]) ||
+            !fa_same_strides(p->part_lse_stride[i], p->part_lse_stride[0]))
+            return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                           "the %s backend's fa_combine reads every partial through one layout: "
+                           "partial_out[%d] and partial_lse[%d] must have the strides of "
+                           "partial_out[0] and partial_lse[0]",
+                           backend, i, i);
+    for (i = 0; i < p->n && p->head_dim % 8 == 0; i++)
+        if (!fa_rows_aligned(p->part_out[i], p->part_out_stride[i]))
+            break;
+    if (p->head_dim % 8 != 0 || i < p->n || !fa_rows_aligned(p->out, p->out_stride))
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the %s backend's fa_combine needs 16-byte aligned rows: head_dim a "
+                       "multiple of 8, data pointers of out and every partial_out aligned to 16 "
+                       "bytes and their outer strides multiples of 8 elements",
+                       backend);
+    if (p->batch > INT32_MAX || p->heads > INT32_MAX)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED, "the %s backend's fa_combine takes batch and heads "
+                       "below 2^31 (batch %lld, heads %lld)", backend, (long long)p->batch,
+                       (long long)p->heads);
+    return FA_OK;
+}
+
+fa_status fa_gpu_combine_args(fa_context *ctx, const fa_combine_problem *p, const char *backend,
+                              fa_combine_args *a)
+{
+    fa_status st = fa_combine_layouts(ctx, p, backend);
+    int i;
+    memset(a, 0, sizeof *a);
+    if (st != FA_OK)
+        return st;
+    for (i = 0; i < p->n; i++) {
+        a->part_out[i] = p->part_out[i];
+        a->part_lse[i] = p->part_lse[i];
+    }
+    a->part_out_layout = fa_layout_of(p->part_out_stride[0]);
+    a->part_lse_layout = fa_layout_of(p->part_lse_stride[0]);
+    a->out = p->out;
+    a->lse = p->lse;
+    a->out_layout = fa_layout_of(p->out_stride);
+    a->lse_layout = fa_layout_of(p->lse_stride);
+    a->rows = p->rows;
+    a->n = p->n;
+    a->batch = (int)p->batch;
+    a->heads = (int)p->heads;
+    a->head_dim = (int)p->head_dim;
+    a->part_dtype = a->out_dtype = p->dtype;
+    fa_combine_lanes(a);
+    return fa_check_grid(ctx, fa_combine_grid(a), FA_COMBINE_THREADS, "combine", backend);
 }

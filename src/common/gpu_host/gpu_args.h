@@ -27,6 +27,16 @@ int fa_rows_aligned(const void *ptr, fa_strides st);
 /* The forward kernels' arguments; workspace holds the split partials when splits > 1. */
 fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace);
 
+/* The combine's arguments for the split-KV partials of a forward's (fwd: fa_make_args's,
+ * splits > 1): the workspace as fwd->num_splits partials, one base and a split stride. */
+fa_combine_args fa_make_split_combine_args(const fa_problem *p, const fa_fwd_args *fwd);
+
+/* fa_combine's arguments, after the checks the GPU kernel adds to api.c's: one layout
+ * for every partial_out and one for every partial_lse, 16-byte aligned rows, batch and
+ * heads within int, a grid the runtime takes; on failure ctx says why, naming `backend`. */
+fa_status fa_gpu_combine_args(fa_context *ctx, const fa_combine_problem *p, const char *backend,
+                              fa_combine_args *a);
+
 /* 1 when every operand of the backward (q, k, v, out, dout, dq, dk, dv) has aligned rows. */
 int fa_bwd_rows_aligned(const fa_problem *p);
 
@@ -79,8 +89,9 @@ typedef struct fa_grid {
 } fa_grid;
 /* Forward: query tiles x (heads, batch * splits). */
 fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel);
-/* Split-KV combine: rows x (heads, batch), FA_COMBINE_THREADS threads. */
-fa_grid fa_combine_grid(const fa_problem *p);
+/* The combine: blocks of FA_COMBINE_THREADS threads over each batch entry's rows x heads,
+ * (1, batch) pairs over y and z. */
+fa_grid fa_combine_grid(const fa_combine_args *a);
 /* Backward preprocess and dQ conversion (FA_PREP_ROWS rows per block), dK/dV (resident
  * key tiles x (kv heads, batch)) and dQ (resident query tiles x (heads, batch)); the
  * config's tile_n is the backward's resident rows per block (attn_bwd.h). */

@@ -1,9 +1,9 @@
 /*
  * gpu_backend.c - the host side of every GPU backend, written once over a vendor's
  * runtime table (gpu_runtime.h): device discovery and the context's arch-table row, the
- * launch sequences of the forward, backward and kvcache calls (which kernels run, in
- * what order, on which grid), call-owned workspaces, and the copies api.c validates sequence lengths
- * with. No vendor API and no attention logic lives here.
+ * launch sequences of the forward, backward, combine and kvcache calls (which kernels run,
+ * in what order, on which grid), call-owned workspaces, and the copies api.c validates
+ * sequence lengths with. No vendor API and no attention logic lives here.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,9 +245,9 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
                           cfg->smem_bytes, "forward kernel");
     if (st != FA_OK || sel->num_splits <= 1)
         return st;
-    int out_bf16 = p->dtype == FA_DTYPE_BF16;
-    void *combine_args[] = {args, &out_bf16};
-    return launch(ctx, state->rt->fwd_combine, fa_combine_grid(p), FA_COMBINE_THREADS, combine_args, 0,
+    fa_combine_args combine = fa_make_split_combine_args(p, args);
+    void *combine_args[] = {&combine};
+    return launch(ctx, state->rt->combine, fa_combine_grid(&combine), FA_COMBINE_THREADS, combine_args, 0,
                   "split-KV combine");
 }
 
@@ -367,9 +367,23 @@ static fa_status gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const f
     return fa_gpu_bwd_workspace(ctx, p, sel, state_of(ctx)->rt->name, bytes);
 }
 
+/* fa_combine: its GPU checks, the device, one launch (no workspace). */
+static fa_status gpu_combine(fa_context *ctx, const fa_combine_problem *p)
+{
+    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    fa_combine_args args;
+    void *kernel_args[] = {&args};
+    fa_status st = fa_gpu_combine_args(ctx, p, rt->name, &args);
+    if (st == FA_OK)
+        st = runtime_status(ctx, rt->set_device(ctx->device), "selecting the device");
+    if (st == FA_OK)
+        st = launch(ctx, rt->combine, fa_combine_grid(&args), FA_COMBINE_THREADS, kernel_args, 0,
+                    "combine kernel");
+    return st;
+}
+
 const fa_backend_ops fa_gpu_ops = {
     gpu_init, gpu_destroy, gpu_set_stream, gpu_copy_to_host,
-    gpu_fwd_workspace, gpu_fwd, NULL, gpu_bwd_workspace, gpu_bwd,
-    NULL, /* combine: the GPU kernel is issue 12 work */
+    gpu_fwd_workspace, gpu_fwd, NULL, gpu_bwd_workspace, gpu_bwd, gpu_combine,
     gpu_fwd_kvcache_workspace, gpu_fwd_kvcache,
 };

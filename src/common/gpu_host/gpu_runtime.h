@@ -61,7 +61,7 @@ typedef struct fa_gpu_runtime {
 
     /* Launch handles of the kernels every instance shares (the vendor's generated
      * fa_<vendor>_shared_kernels unit). */
-    const void *const *fwd_combine;
+    const void *const *combine;
     const void *const *bwd_preprocess;
     const void *const *bwd_convert_dq;
     const void *const *kv_append;   /* fa_fwd_kvcache's append (kv_append.h) */

@@ -6,7 +6,7 @@
  */
 #include "fa_runtime.h"
 
-extern "C" const void *const FA_RT_HANDLE(fwd_combine), *const FA_RT_HANDLE(bwd_preprocess),
+extern "C" const void *const FA_RT_HANDLE(combine), *const FA_RT_HANDLE(bwd_preprocess),
     *const FA_RT_HANDLE(bwd_convert_dq), *const FA_RT_HANDLE(kv_append);
 
 static FA_RT(Stream_t) as_stream(void *stream) { return (FA_RT(Stream_t))stream; }
@@ -49,6 +49,6 @@ extern "C" const fa_gpu_runtime FA_RT_TABLE = {
     FA_RT_NAME, FA_RT_DEVICE_KIND, FA_RT_BACKEND, FA_RT_VENDOR, FA_RT_BUILT_TARGETS, FA_RT_TARGETS_OPTION,
     rt_device_count, rt_properties, rt_set_device, fa_rt_alloc, fa_rt_release,
     rt_copy_to_host, fa_rt_prepare_kernel, rt_launch, rt_error_text,
-    &FA_RT_HANDLE(fwd_combine), &FA_RT_HANDLE(bwd_preprocess), &FA_RT_HANDLE(bwd_convert_dq),
+    &FA_RT_HANDLE(combine), &FA_RT_HANDLE(bwd_preprocess), &FA_RT_HANDLE(bwd_convert_dq),
     &FA_RT_HANDLE(kv_append),
 };

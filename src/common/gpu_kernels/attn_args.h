@@ -13,9 +13,8 @@
 #define FA_CAT_(a, b) a##b
 #define FA_CAT(a, b) FA_CAT_(a, b)
 
-/* Threads per block of the two small kernels (one thread per row or column pair). */
+/* Threads per block of the backward's preprocess (one thread per row). */
 #define FA_PREP_ROWS 64
-#define FA_COMBINE_THREADS 64
 
 /* Where the rows of one operand lie: the element strides of its batch, row and head
  * dimensions (batch 0 when varlen, whose rows count over the whole batch). */
@@ -106,5 +105,46 @@ FA_HD long long fa_dq_accum_head(const fa_fwd_args *a, int head)
 {
     return (long long)head * a->total_q * a->head_dim;
 }
+
+/* ---- the combine (attn_combine.h) ---------------------------------------------------- */
+
+/* The combine kernel's partial limit, its one constant: each (row, head) of a block keeps
+ * that many fp32 weights in shared memory (FA_COMBINE_GROUPS x 512 bytes). */
+#define FA_COMBINE_MAX_PARTIALS 128
+/* Partials addressed by a pointer each (fa_combine's, n <= FA_MAX_COMBINE_PARTIALS); the
+ * split-KV path addresses its own by one base and a split stride, so the kernel's limit
+ * can pass this without the arguments outgrowing HIP's 4 KiB of kernel parameters. */
+#define FA_COMBINE_POINTERS 128
+/* A block: FA_COMBINE_THREADS threads in groups of `lanes` (a power of two from
+ * FA_COMBINE_MIN_LANES to the whole block), one group per (row, head); at most
+ * FA_COMBINE_CHUNK_LANES of them (a warp or less) take an 8-element chunk of the row each. */
+#define FA_COMBINE_THREADS 128
+#define FA_COMBINE_MIN_LANES 8
+#define FA_COMBINE_CHUNK_LANES 32
+#define FA_COMBINE_GROUPS (FA_COMBINE_THREADS / FA_COMBINE_MIN_LANES)
+
+/* The combine's arguments: n partial results (out and LSE) of one shape, read through
+ * one layout each, merged into out and lse. Partial i's out is at part_out[i], or, when
+ * part_out_split is not 0, at part_out[0] + i * part_out_split elements (the same for its
+ * LSE); rows are [batch][rows], or with cu_seqlens_q those of sequence b,
+ * cu_seqlens_q[b] .. cu_seqlens_q[b + 1] (the split-KV path's varlen batches). */
+typedef struct fa_combine_args {
+    const void *part_out[FA_COMBINE_POINTERS];
+    const float *part_lse[FA_COMBINE_POINTERS];
+    long long part_out_split, part_lse_split; /* elements; 0: a pointer per partial     */
+    void *out;
+    float *lse;                               /* NULL: not requested                    */
+    fa_operand_layout part_out_layout, part_lse_layout, out_layout, lse_layout;
+    const int *cu_seqlens_q;                  /* NULL: batch x rows                     */
+    long long rows;                           /* per batch entry (varlen: the longest)  */
+    int n, batch, heads, head_dim;            /* head_dim: a multiple of 8              */
+    int part_dtype, out_dtype;                /* fa_dtype: f32 (split-KV), f16, bf16    */
+    int lanes;                                /* threads per (row, head)                */
+    int chunk_lanes;                          /* of which 8-element chunks of a row take */
+                                              /* turns (the rest split the partials)     */
+} fa_combine_args;
+
+/* Kernel parameters are passed by value: stay within HIP's classic 4 KiB limit. */
+typedef char fa_combine_args_fit_4kib[sizeof(fa_combine_args) <= 4096 ? 1 : -1];
 
 #endif /* FA_ATTN_ARGS_H */
