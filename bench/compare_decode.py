@@ -22,9 +22,15 @@ torch.nn.attention.bias.causal_lower_right (its is_causal aligns top-left, under
 the new tokens would see only the first keys).
 
     python3 bench/compare_decode.py [--rows 1x8192,16x8192,...] [--heads 32] [--kv-heads 8]
-                                    [--dims 128] [--sq 1] [--dtype bf16] [--json out.json]
+                                    [--dims 128] [--sq 1] [--dtype bf16] [--pages 16,256]
+                                    [--json out.json]
+
+--pages P,...: flashattn also reads the same keys from a paged cache of page size P (pools
+[pages, P, h_k, d], pages in a random order, params.block_table), reported as TB/s and as
+a fraction of flashattn's contiguous read in the same row (SDPA has no paged input).
 """
 import argparse
+import ctypes
 import json
 import os
 import sys
@@ -37,6 +43,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
+from flashattn import _abi  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}  # the library's spelling
 ISSUE_ROWS = "1x8192,1x131072,16x8192,16x32768,64x4096,64x16384"  # issue 12's table (b x s_k)
@@ -68,7 +75,7 @@ def ceilings():
     return 2 * nbytes / (copy_ms * 1e-3) / 1e12, nbytes / (read_ms * 1e-3) / 1e12
 
 
-def bench_row(b, s_k, s_q, h, h_k, d, dtype):
+def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=()):
     torch.manual_seed(0)
     q = torch.randn(b, h, s_q, d, device="cuda", dtype=dtype)
     k = torch.randn(b, h_k, s_k, d, device="cuda", dtype=dtype)
@@ -98,7 +105,47 @@ def bench_row(b, s_k, s_q, h, h_k, d, dtype):
             row[name] = {"error": str(e).splitlines()[0][:120]}
     if ref is not None:
         row["max_abs_diff_vs_sdpa"] = (out.float() - ref).abs().max().item()
+    for page in pages:
+        paged_out = torch.empty_like(qb)
+        run, keep = paged_call(qb, kb, vb, paged_out, causal, page)
+        ms, how = timed_ms(run)
+        row["paged%d" % page] = {"tbps": kv_bytes / (ms * 1e-3) / 1e12, "us": ms * 1e3, "timing": how,
+                                 "max_abs_diff_vs_contiguous": (paged_out.float() - out.float()).abs().max().item()}
+        del keep
     return row
+
+
+def paged_call(qb, kb, vb, out, causal, page):
+    """flashattn over kb/vb laid out as a paged cache of `page` keys per page, pages in a
+    random order; the call, and the tensors it reads."""
+    b, s_k, h_k, d = kb.shape
+    width = (s_k + page - 1) // page
+    pad = width * page - s_k
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    perm = torch.randperm(b * width, generator=gen).to("cuda")
+    pools = []
+    for t in (kb, vb):
+        full = torch.nn.functional.pad(t.contiguous(), (0, 0, 0, 0, 0, pad))  # [b, width*P, h_k, d]
+        pool = torch.empty(b * width, page, h_k, d, device="cuda", dtype=t.dtype)
+        pool[perm] = full.view(b * width, page, h_k, d)
+        pools.append(pool)
+    table = perm.view(b, width).to(torch.int32).contiguous()
+    used = torch.full((b,), s_k, device="cuda", dtype=torch.int32)
+    lib = flashattn.library()
+    ctx = flashattn._context(qb.device)
+    params, _ = flashattn._params(qb, causal, None, (-1, -1), 0.0, None)
+    params.block_table = table.data_ptr()
+    params.block_table_batch_stride = width
+    params.page_block_size = page
+    params.block_table_width = width
+    params.seqused_k = used.data_ptr()
+    views = [flashattn._view(t) for t in (qb, pools[0], pools[1], out)]
+
+    def run():
+        flashattn._bind_stream(ctx, qb.device)
+        flashattn._check(ctx, lib.fa_fwd(ctx, *[ctypes.byref(x) for x in views[:3]], ctypes.byref(params),
+                                         ctypes.byref(views[3]), None, None, 0))
+    return run, (pools, table, used)
 
 
 def cell(entry):
@@ -116,8 +163,10 @@ def main():
     ap.add_argument("--dims", default="128")
     ap.add_argument("--sq", default="1")
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    ap.add_argument("--pages", default="", help="page sizes of paged flashattn runs")
     ap.add_argument("--json")
     args = ap.parse_args()
+    pages = [int(x) for x in args.pages.split(",") if x]
 
     copy_tbps, read_tbps = ceilings()
     print("%s, torch %s; ceilings in this run: copy %.2f TB/s (read + write), read %.2f TB/s"
@@ -131,7 +180,7 @@ def main():
         b, s_k = (int(x) for x in pair.split("x"))
         for d in (int(x) for x in args.dims.split(",")):
             for s_q in (int(x) for x in args.sq.split(",")):
-                row = bench_row(b, s_k, s_q, args.heads, args.kv_heads, d, DTYPES[args.dtype])
+                row = bench_row(b, s_k, s_q, args.heads, args.kv_heads, d, DTYPES[args.dtype], pages)
                 rows.append(row)
                 ours, cudnn = row["flashattn"], row["cudnn"]
                 vs_cudnn = ours["tbps"] / cudnn["tbps"] if "tbps" in ours and "tbps" in cudnn else float("nan")
@@ -139,6 +188,11 @@ def main():
                 print("%-4d %-7d %-3d %-4d %-8.0f | %s %s %s | %-8.2f %-7.2f %-8.2g"
                       % (b, s_k, s_q, d, row["kv_mib"], cell(ours), cell(row["fa2"]), cell(cudnn),
                          vs_cudnn, vs_read, row.get("max_abs_diff_vs_sdpa", float("nan"))), flush=True)
+                for page in pages:
+                    entry = row["paged%d" % page]
+                    print("     paged P=%-5d flashattn %s = %.2fx contiguous (max diff %.2g)"
+                          % (page, cell(entry), entry["tbps"] / ours["tbps"] if "tbps" in ours else float("nan"),
+                             entry["max_abs_diff_vs_contiguous"]), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,

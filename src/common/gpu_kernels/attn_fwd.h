@@ -150,15 +150,16 @@ FA_DEVICE void fa_load_q_packed(fa_elem *smem, const fa_fwd_args *args, const fa
 #pragma unroll
     for (int i = 0; i < (FA_INST_M + step - 1) / step; ++i) {
         int row = row0 + i * step;
-        if (FA_INST_M % step != 0 && row >= FA_INST_M)
-            break;
-        int packed = s->m0 + row;
-        int valid = col_valid && row < s->rows_valid;
-        const fa_elem *src = q;
-        if (valid)
-            src = q + fa_row_at(&args->q_layout, s->batch, s->q_row0 + packed / s->group,
-                                s->head * s->group + packed % s->group) + chunk * 8;
-        fa_async_copy16(smem + fa_smem_offset(row, chunk), src, valid);
+        /* A test around the body, not an exit: the loop stays unrollable for every step. */
+        if (FA_INST_M % step == 0 || row < FA_INST_M) {
+            int packed = s->m0 + row;
+            int valid = col_valid && row < s->rows_valid;
+            const fa_elem *src = q;
+            if (valid)
+                src = q + fa_row_at(&args->q_layout, s->batch, s->q_row0 + packed / s->group,
+                                    s->head * s->group + packed % s->group) + chunk * 8;
+            fa_async_copy16(smem + fa_smem_offset(row, chunk), src, valid);
+        }
     }
 }
 
@@ -196,19 +197,19 @@ FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_ope
 #pragma unroll
     for (int i = 0; i < (FA_INST_N + step - 1) / step; ++i) {
         int row = row0 + i * step;
-        if (FA_INST_N % step != 0 && row >= FA_INST_N)
-            break;
-        if (FA_PAGE_LOOKUP_AT(i, step) || !groups_in_page) {
-            if (row < rows_valid) {
-                int key = n0 + row;
-                offset = (long long)table[key / page_size] * layout->batch +
-                         (long long)(key % page_size) * layout->row;
+        if (FA_INST_N % step == 0 || row < FA_INST_N) {
+            if (FA_PAGE_LOOKUP_AT(i, step) || !groups_in_page) {
+                if (row < rows_valid) {
+                    int key = n0 + row;
+                    offset = (long long)table[key / page_size] * layout->batch +
+                             (long long)(key % page_size) * layout->row;
+                }
+            } else {
+                offset += step * layout->row;
             }
-        } else {
-            offset += step * layout->row;
+            int valid = col_valid && row < rows_valid;
+            fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src + offset : pool, valid);
         }
-        int valid = col_valid && row < rows_valid;
-        fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src + offset : pool, valid);
     }
 }
 #undef FA_PAGE_LOOKUP_AT
