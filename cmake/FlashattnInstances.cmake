@@ -181,9 +181,10 @@ function(fa_instance_units vendor dir ext)
   endforeach()
   # The kernels every instance shares: no matrix instructions, so every target builds them.
   set(file ${dir}/fa_${vendor}_shared_kernels.${ext})
-  set(symbols fa_${vendor}_fwd_combine fa_${vendor}_bwd_preprocess fa_${vendor}_bwd_convert_dq)
-  fa_write_unit(${file} "the split-KV combine and the backward's preprocess and dQ conversion"
-                "#define FA_INST_WAVE32 1" "gpu_kernels/attn_combine.h;gpu_kernels/attn_bwd_prep.h" "${symbols}")
+  set(symbols fa_${vendor}_fwd_combine fa_${vendor}_bwd_preprocess fa_${vendor}_bwd_convert_dq
+      fa_${vendor}_seq_check fa_${vendor}_seq_check_pages)
+  fa_write_unit(${file} "the split-KV combine, the backward's preprocess and dQ conversion and the device check of indices"
+                "#define FA_INST_WAVE32 1" "gpu_kernels/attn_combine.h;gpu_kernels/attn_bwd_prep.h;gpu_kernels/seq_check.h" "${symbols}")
   list(APPEND sources ${file})
   foreach(symbol IN LISTS symbols)
     string(APPEND manifest "kernel ${symbol} shared 0 0 0 0 0 any 1 ${file}\n")

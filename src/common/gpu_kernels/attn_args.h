@@ -60,6 +60,9 @@ typedef struct fa_fwd_args {
     float *partial_lse;                   /* fp32 [splits][heads][total_q]            */
     long long total_q;                    /* rows of q over the batch (fixed-length:  */
                                           /* batch * seqlen_q, which can pass 2^31)   */
+    /* Appended after everything above, whose offsets the kernels' code was compared at. */
+    const int *seq_ok;                    /* NULL, or [batch] from the device check   */
+                                          /* (seq_check.h): 0 = the sequence is empty */
 } fa_fwd_args;
 
 /* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus

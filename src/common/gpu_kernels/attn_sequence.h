@@ -1,7 +1,7 @@
 /*
  * attn_sequence.h - which (head, batch) pair a block works on (launch_grid.h) and where
- * that batch entry's sequence lives (varlen offsets, seqused_k), for every GPU kernel of
- * both vendors.
+ * that batch entry's sequence lives (varlen offsets, seqused_k; empty when the device
+ * check condemned it), for every GPU kernel of both vendors.
  */
 #ifndef FA_ATTN_SEQUENCE_H
 #define FA_ATTN_SEQUENCE_H
@@ -29,7 +29,9 @@ typedef struct fa_sequence {
     int seqlen_q, seqlen_k;
 } fa_sequence;
 
-/* Batch entry `batch` (< args->batch) of the launch. */
+/* Batch entry `batch` (< args->batch) of the launch. A sequence the device check found
+ * bad (seq_ok 0) is empty, with no rows and no keys: every kernel then writes nothing
+ * for it, and its out-of-range indices address nothing. */
 FA_DEVICE fa_sequence fa_sequence_of(const fa_fwd_args *args, int batch)
 {
     fa_sequence seq;
@@ -46,6 +48,10 @@ FA_DEVICE fa_sequence fa_sequence_of(const fa_fwd_args *args, int batch)
     }
     if (args->seqused_k)
         seq.seqlen_k = args->seqused_k[batch];
+    if (args->seq_ok && !args->seq_ok[batch]) {
+        seq.q_row0 = seq.k_row0 = 0;
+        seq.seqlen_q = seq.seqlen_k = 0;
+    }
     return seq;
 }
 
