@@ -22,7 +22,7 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, fwd_combine)(fa_fwd_args args
         return;
     const int row = blockIdx.x, head = (int)head_u;
     const fa_sequence seq = fa_sequence_of(&args, (int)batch_u);
-    if (row >= seq.seqlen_q)
+    if (row >= seq.seqlen_q || fa_sequence_bad(&args, seq.batch))
         return;
     const long long grow = fa_global_q_row0(&args, seq.batch, seq.q_row0) + row;
 

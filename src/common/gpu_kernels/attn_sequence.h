@@ -1,7 +1,7 @@
 /*
  * attn_sequence.h - which (head, batch) pair a block works on (launch_grid.h) and where
- * that batch entry's sequence lives (varlen offsets, seqused_k; empty when the device
- * check condemned it), for every GPU kernel of both vendors.
+ * that batch entry's sequence lives (varlen offsets, seqused_k), and whether the device
+ * check found it bad, for every GPU kernel of both vendors.
  */
 #ifndef FA_ATTN_SEQUENCE_H
 #define FA_ATTN_SEQUENCE_H
@@ -29,9 +29,7 @@ typedef struct fa_sequence {
     int seqlen_q, seqlen_k;
 } fa_sequence;
 
-/* Batch entry `batch` (< args->batch) of the launch. A sequence the device check found
- * bad (seq_ok 0) is empty, with no rows and no keys: every kernel then writes nothing
- * for it, and its out-of-range indices address nothing. */
+/* Batch entry `batch` (< args->batch) of the launch. */
 FA_DEVICE fa_sequence fa_sequence_of(const fa_fwd_args *args, int batch)
 {
     fa_sequence seq;
@@ -48,11 +46,16 @@ FA_DEVICE fa_sequence fa_sequence_of(const fa_fwd_args *args, int batch)
     }
     if (args->seqused_k)
         seq.seqlen_k = args->seqused_k[batch];
-    if (args->seq_ok && !args->seq_ok[batch]) {
-        seq.q_row0 = seq.k_row0 = 0;
-        seq.seqlen_q = seq.seqlen_k = 0;
-    }
     return seq;
+}
+
+/* 1 when the device check found batch entry `batch` (< args->batch) bad: a kernel
+ * exits before it reads or writes anything of that sequence, whose indices may point
+ * anywhere. Each kernel tests it with its own exit, after the lengths are read: folding
+ * it into the lengths costs the d256 forward spills (ptxas, sm_90). */
+FA_DEVICE int fa_sequence_bad(const fa_fwd_args *args, int batch)
+{
+    return args->seq_ok != NULL && !args->seq_ok[batch];
 }
 
 /* The sequence of a block whose pair may lie past the last one (batch == args->batch,
