@@ -88,9 +88,10 @@ template <typename T> void upload(const DeviceArray<T> &dst, const std::vector<T
     REQUIRE(cudaMemcpy(dst.buf.ptr, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
 }
 
-// The device copy of a host tensor set back to the host copy (the poison, before a call).
+// An output poisoned again, on the device and in its host copy, before a call.
 void reset(DeviceTensor &t)
 {
+    fa_oracle::poison(*t.host);
     REQUIRE(cudaMemcpy(t.buf->ptr, t.host->storage.data(), t.host->storage.size(), cudaMemcpyHostToDevice) ==
             cudaSuccess);
 }

@@ -242,7 +242,7 @@ static fa_status fa_fwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
     }
     st = fa_check_grid(ctx, fa_fwd_grid(p, sel), sel->config->threads, "forward", backend);
     if (st == FA_OK && p->block_table != NULL)
-        st = fa_check_grid(ctx, fa_seq_check_pages_grid(p), FA_CHECK_PAGE_THREADS, "block_table check", backend);
+        st = fa_check_grid(ctx, fa_seq_check_pages_grid(p->batch), FA_CHECK_PAGE_THREADS, "block_table check", backend);
     if (st == FA_OK && sel->num_splits > 1)
         st = fa_check_grid(ctx, fa_combine_grid(p), FA_COMBINE_THREADS, "split-KV combine", backend);
     return st;
@@ -371,9 +371,9 @@ fa_grid fa_seq_check_grid(void)
     return g;
 }
 
-fa_grid fa_seq_check_pages_grid(const fa_problem *p)
+fa_grid fa_seq_check_pages_grid(int batch)
 {
-    fa_grid g = {(unsigned)p->batch, 1, 1};
+    fa_grid g = {(unsigned)batch, 1, 1};
     return g;
 }
 

@@ -98,7 +98,7 @@ fa_grid fa_combine_grid(const fa_problem *p);
 /* The device check: one block (fa_seq_check), and one block per sequence
  * (fa_seq_check_pages). */
 fa_grid fa_seq_check_grid(void);
-fa_grid fa_seq_check_pages_grid(const fa_problem *p);
+fa_grid fa_seq_check_pages_grid(int batch);
 /* Backward preprocess and dQ conversion (FA_PREP_ROWS rows per block), dK/dV (resident
  * key tiles x (kv heads, batch)) and dQ (resident query tiles x (heads, batch)); the
  * config's tile_n is the backward's resident rows per block (attn_bwd.h). */

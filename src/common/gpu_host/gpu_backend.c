@@ -292,23 +292,31 @@ static void release_workspace(fa_context *ctx, void *owned)
         state_of(ctx)->rt->release(owned, ctx->stream);
 }
 
-/* The device check of a call with device indices, ahead of its other kernels in the
- * stream: the scalar checks, then (paged) the block_table entries. It writes seq_ok,
- * which every later kernel of the call reads. */
-static fa_status launch_check(fa_context *ctx, const fa_problem *p, int call, int *seq_ok)
+/* The device check (seq_check.h) over `args`, ahead of the call's other kernels in the
+ * stream: the scalar checks, then (paged) the block_table entries. It writes
+ * args->seq_ok, which every later kernel of the call reads. A call with arrays fa_problem
+ * does not hold (cache_seqlens, cache_batch_idx) fills them into fa_make_check_args'
+ * block and launches it here. */
+static fa_status launch_check(fa_context *ctx, fa_seq_check_args *args)
 {
-    gpu_state *state = state_of(ctx);
-    fa_seq_check_args args = fa_make_check_args(p, call, seq_ok, state->status_device);
-    void *kernel_args[] = {&args};
-    fa_status st = FA_OK;
-    if (!fa_has_device_indices(p))
-        return FA_OK;
-    st = launch(ctx, state->rt->seq_check, fa_seq_check_grid(), FA_CHECK_THREADS, kernel_args, 0,
-                "device check of the indices");
-    if (st == FA_OK && p->block_table != NULL)
-        st = launch(ctx, state->rt->seq_check_pages, fa_seq_check_pages_grid(p), FA_CHECK_PAGE_THREADS,
+    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    void *kernel_args[] = {args};
+    fa_status st = launch(ctx, rt->seq_check, fa_seq_check_grid(), FA_CHECK_THREADS, kernel_args, 0,
+                          "device check of the indices");
+    if (st == FA_OK && args->block_table != NULL)
+        st = launch(ctx, rt->seq_check_pages, fa_seq_check_pages_grid(args->batch), FA_CHECK_PAGE_THREADS,
                     kernel_args, 0, "device check of the block_table");
     return st;
+}
+
+/* The device check of a pass with device indices (fa_has_device_indices); none without. */
+static fa_status check_indices(fa_context *ctx, const fa_problem *p, int call, const int *seq_ok)
+{
+    fa_seq_check_args args;
+    if (!fa_has_device_indices(p))
+        return FA_OK;
+    args = fa_make_check_args(p, call, (int *)seq_ok, state_of(ctx)->status_device);
+    return launch_check(ctx, &args);
 }
 
 /* The forward kernel, then the split-KV combine when the keys were split. */
@@ -369,12 +377,12 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
     }
     if (st == FA_OK && pass == FA_PASS_BWD) {
         fa_bwd_args args = fa_make_bwd_args(p, sel->config, workspace);
-        st = launch_check(ctx, p, FA_CHECK_CALL_BWD, (int *)args.fwd.seq_ok);
+        st = check_indices(ctx, p, FA_CHECK_CALL_BWD, args.fwd.seq_ok);
         if (st == FA_OK)
             st = launch_bwd(ctx, sel, p, &args);
     } else if (st == FA_OK) {
         fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
-        st = launch_check(ctx, p, FA_CHECK_CALL_FWD, (int *)args.seq_ok);
+        st = check_indices(ctx, p, FA_CHECK_CALL_FWD, args.seq_ok);
         if (st == FA_OK)
             st = launch_fwd(ctx, sel, p, &args);
     }
