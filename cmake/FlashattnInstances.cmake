@@ -195,9 +195,9 @@ function(fa_instance_units vendor dir ext)
   # The kernels every instance shares: no matrix instructions, so every target builds them.
   set(file ${dir}/fa_${vendor}_shared_kernels.${ext})
   set(symbols fa_${vendor}_combine fa_${vendor}_bwd_preprocess fa_${vendor}_bwd_convert_dq
-              fa_${vendor}_kv_append)
-  fa_write_unit(${file} "the combine (fa_combine, split-KV), the backward's preprocess and dQ conversion and the kvcache append"
-                "#define FA_INST_WAVE32 1" "gpu_kernels/attn_combine.h;gpu_kernels/attn_bwd_prep.h;gpu_kernels/kv_append.h"
+              fa_${vendor}_kv_append fa_${vendor}_seq_check fa_${vendor}_seq_check_pages)
+  fa_write_unit(${file} "the combine (fa_combine, split-KV), the backward's preprocess and dQ conversion, the kvcache append and the device check of indices"
+                "#define FA_INST_WAVE32 1" "gpu_kernels/attn_combine.h;gpu_kernels/attn_bwd_prep.h;gpu_kernels/kv_append.h;gpu_kernels/seq_check.h"
                 "${symbols}")
   list(APPEND sources ${file})
   foreach(symbol IN LISTS symbols)

@@ -79,9 +79,11 @@
  *   block_table the other three fields must be 0 (FA_ERR_BAD_PARAM). The page ids (in
  *   0 .. num_pages - 1 for every entry a sequence's keys use) are device data: the CPU
  *   backend checks them when the call runs, before writing anything (FA_ERR_BAD_SEQLENS);
- *   plans and workspace queries do not read them. The backward refuses paging
- *   (FA_ERR_UNSUPPORTED). GPU backends return FA_ERR_UNSUPPORTED for paged calls until
- *   their paged decode kernel lands.
+ *   plans and workspace queries do not read them; GPU backends check them on the device
+ *   (DEVICE-CHECKED INDICES below). The backward refuses paging (FA_ERR_UNSUPPORTED).
+ *   GPU backends read pages with their decode kernels (fa_plan_fwd names a "dec" kernel
+ *   for every paged call), at any query length; a device without one for its wave size
+ *   returns FA_ERR_UNSUPPORTED.
  *
  * KV CACHE (fa_fwd_kvcache: append new keys to a cache, then attend over it): see
  *   fa_kvcache_params below.
@@ -90,6 +92,44 @@
  *   Every entry point returns an fa_status. On any error nothing is written to the
  *   outputs, fa_last_error(ctx) says what was wrong, and no memory is leaked.
  *   Unsupported combinations return FA_ERR_UNSUPPORTED with the reason.
+ *
+ * DEVICE-CHECKED INDICES (GPU backends)
+ *   No GPU call synchronises with the host, and with the workspace passed in a call
+ *   allocates nothing: calls can be captured in a CUDA graph (HIP graph) and replayed with
+ *   new contents of every array they read. So arrays of indices that live in device memory
+ *   (cu_seqlens_q/k, seqused_k, and for paged and appending calls block_table,
+ *   cache_seqlens, cache_batch_idx) are never read by the host; their values are checked
+ *   on the device, by a check kernel that runs ahead of the attention in the call's stream.
+ *   On the host, before anything launches (errors as usual, nothing written): every shape,
+ *   stride, dtype and scalar, varlen_batch and max_seqlen_q/k >= 0 (grids are sized from
+ *   max_seqlen_q/k, capped at the tensors' rows, never from the arrays).
+ *   On the device, per call:
+ *     cu_seqlens_q/k: [0] == 0, non-decreasing, [varlen_batch] == the tensor's rows (else
+ *       every sequence of the call is bad); each length <= max_seqlen_q/k (else that
+ *       sequence is bad).
+ *     seqused_k[i] in 0 .. the keys of sequence i.
+ *     Paged and appending calls (their own sections say which arrays they take):
+ *     cache_seqlens[i] >= 0 and cache_seqlens[i] + the new keys <= the cache's capacity;
+ *     cache_batch_idx[i] in 0 .. the cache's batch - 1; with rotary, cache_seqlens[i] + the
+ *     new keys >= s_q; the keys of sequence i fit its block_table row (<=
+ *     block_table_width * page_block_size), and each of the row's entries that covers a
+ *     key is a page in 0 .. num_pages - 1.
+ *   A bad sequence writes nothing at all (no out, lse, dq, dk, dv, cache rows; the other
+ *   sequences of the call are computed as usual) and the first violation found is kept in
+ *   the context's device-check record: which check, the call, the sequence, the entry,
+ *   its value and the limit it broke. Later violations are not recorded until the record
+ *   has been read (their sequences still write nothing).
+ *   The report: every later fa_fwd, fa_bwd, fa_combine and workspace or plan query on the
+ *   context reads the record first (one host load, no synchronisation) and, when it is
+ *   set, returns FA_ERR_DEVICE_CHECK without doing anything else, fa_last_error naming
+ *   the check and the values; reading it clears the record. This is best effort: the
+ *   record is set only once the offending check kernel has run, so a call issued before
+ *   that still succeeds. fa_device_error(ctx, 1) is deterministic: it waits for the
+ *   context's stream first. A CPU context checks the same conditions on the host (its
+ *   arrays are host memory) and fails the offending call itself with FA_ERR_BAD_SEQLENS
+ *   (or its named error), writing nothing; its fa_device_error always returns FA_OK.
+ *   HIP: a call that allocates its workspace drains the stream before freeing it (ROCm
+ *   5.2 has no stream-ordered free): pass the workspace in for graph capture.
  *
  * THREADS
  *   A context may be used by one thread at a time. Distinct contexts are independent.
@@ -141,6 +181,9 @@ typedef enum fa_status {
     FA_ERR_NO_DEVICE,            /* the backend's runtime finds no usable device             */
     FA_ERR_OUT_OF_MEMORY,        /* an internal allocation failed                            */
     FA_ERR_DEVICE_RUNTIME,       /* the CUDA/HIP runtime reported an error                   */
+    FA_ERR_DEVICE_CHECK,         /* an earlier call's device-resident indices were out of    */
+                                 /* range (DEVICE-CHECKED INDICES below); its sequences wrote */
+                                 /* nothing                                                    */
     FA_STATUS_COUNT
 } fa_status;
 
@@ -218,6 +261,16 @@ FA_API fa_backend fa_context_backend(const fa_context *ctx);
 FA_API fa_status fa_set_stream(fa_context *ctx, void *stream);
 /* CPU backend: worker threads (0 = all online cores). Ignored on GPU backends. */
 FA_API fa_status fa_set_num_threads(fa_context *ctx, int num_threads);
+
+/* The context's device-check record (DEVICE-CHECKED INDICES above): FA_OK when no
+ * violation is recorded, else FA_ERR_DEVICE_CHECK with fa_last_error naming the check,
+ * the call, the sequence, the entry, its value and the limit; reading it clears it.
+ * wait = 0 reads what the device has written so far; wait = 1 first waits for all work
+ * queued on the context's stream, and returns FA_ERR_UNSUPPORTED (record untouched) while
+ * that stream is being captured into a graph, where waiting is not allowed. CPU
+ * contexts: always FA_OK. Errors: FA_ERR_NULL_POINTER, FA_ERR_BAD_PARAM (wait not 0 or
+ * 1), FA_ERR_DEVICE_RUNTIME. */
+FA_API fa_status fa_device_error(fa_context *ctx, int wait);
 
 /* Last error message of this context ("" after success). Valid until the next call. */
 FA_API const char *fa_last_error(const fa_context *ctx);
@@ -304,12 +357,12 @@ FA_API fa_status fa_bwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
  *   capacity, cache_batch_idx[i] in 0..b_cache - 1, page ids in 0..num_pages - 1 for the
  *   keys 0 .. n_i + s_new - 1, and with rotary n_i + s_new >= s_q (no q row before
  *   position 0). The CPU backend checks them on the host before writing anything
- *   (FA_ERR_BAD_SEQLENS). GPU backends read them only on the device: the append kernel
- *   writes no cache row outside the cache for an entry that breaks them (and gives it no
- *   keys); their reporting comes with the device check of issue 12.
- * GPU backends (no host synchronisation, capturable): one append kernel (which also writes
- *   the rotated q and n_i + s_new into the workspace), then the forward. Paged caches and
- *   cache_batch_idx return FA_ERR_UNSUPPORTED until the paged decode kernel lands.
+ *   (FA_ERR_BAD_SEQLENS). GPU backends read them only on the device: the device check
+ *   runs first, and an entry that breaks them gets no cache row written and no out or lse
+ *   (the report as in DEVICE-CHECKED INDICES).
+ * GPU backends (no host synchronisation, capturable): the device check, one append kernel
+ *   (which also writes the rotated q and n_i + s_new into the workspace), then the
+ *   forward; paged caches and cache_batch_idx are read by the decode kernels.
  *   workspace: as fa_fwd, sized by fa_fwd_kvcache_workspace_size. */
 typedef struct fa_kvcache_params {
     const int32_t *cache_seqlens;   /* int32 [b], backend memory: keys already in each row  */

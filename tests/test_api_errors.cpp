@@ -195,6 +195,20 @@ TEST_CASE("api: NULL context", "[api][errors]")
           FA_ERR_NULL_POINTER);
     CHECK(fa_set_num_threads(nullptr, 1) == FA_ERR_NULL_POINTER);
     CHECK(fa_set_stream(nullptr, nullptr) == FA_ERR_NULL_POINTER);
+    CHECK(fa_device_error(nullptr, 0) == FA_ERR_NULL_POINTER);
+}
+
+// The CPU backend checks its host-memory indices before each call: it never has a
+// device-check record to report.
+TEST_CASE_METHOD(ApiFixture, "api: fa_device_error on the CPU backend", "[api][errors][device_check]")
+{
+    CHECK(fa_device_error(ctx, 0) == FA_OK);
+    CHECK(fa_device_error(ctx, 1) == FA_OK);
+    CHECK(std::string(fa_last_error(ctx)).empty());
+    CHECK(fa_device_error(ctx, 2) == FA_ERR_BAD_PARAM);
+    CHECK(std::string(fa_last_error(ctx)) == "wait = 2, must be 0 or 1");
+    CHECK(fa_device_error(ctx, -1) == FA_ERR_BAD_PARAM);
+    CHECK(std::string(fa_status_string(FA_ERR_DEVICE_CHECK)) == "FA_ERR_DEVICE_CHECK");
 }
 
 TEST_CASE_METHOD(ApiFixture, "api: NULL q tensor", "[api][errors]")

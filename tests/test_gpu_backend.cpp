@@ -2,7 +2,8 @@
 // recording runtime table of the test's own, on the CPU: device discovery and its
 // failures, which kernels each pass launches in what order on which grids, the
 // shared-memory limit raised once per kernel, workspaces allocated and released on
-// every path, and failures that name their stage.
+// every path, failures that name their stage, and the device check of a call's indices:
+// launched first when the call has them, and the context's record it reports through.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "aligned_problem.hpp"
 #include "api/problem.h"
+#include "gpu_host/device_check.h"
 #include "gpu_host/gpu_args.h"
 #include "gpu_host/gpu_kvcache.h"
 #include "gpu_host/gpu_runtime.h"
@@ -25,9 +27,12 @@ const void *const k_combine = &k_combine;
 const void *const k_preprocess = &k_preprocess;
 const void *const k_convert_dq = &k_convert_dq;
 const void *const k_append = &k_append;
+const void *const k_seq_check = &k_seq_check;
+const void *const k_seq_check_pages = &k_seq_check_pages;
 
 struct event {
-    std::string op;               // "alloc", "release", "prepare", "launch", "set_device", "copy"
+    std::string op;               // "alloc", "release", "prepare", "launch", "set_device", "sync",
+                                  // "host_alloc", "host_free"
     const void *kernel = nullptr; // launch/prepare: the kernel (*handle)
     fa_grid grid = {0, 0, 0};
     unsigned threads = 0;
@@ -40,7 +45,11 @@ struct fake_device {
     int device_count = 1;
     int fail_launch_at = -1; // index among launches that returns an error
     int fail_alloc = 0;
+    int fail_host_alloc = 0;
+    int capturing = 0;
     int launches = 0;
+    std::vector<fa_seq_check_args> checks; // the device check's arguments, as launched
+    fa_device_status record;               // the mapped record (host and device alike)
     alignas(256) unsigned char memory[1 << 16];
 };
 fake_device g_dev;
@@ -93,11 +102,33 @@ void fake_release(void *ptr, void *stream)
     g_dev.events.push_back({"release"});
 }
 
-int fake_copy_to_host(void *dst, const void *src, size_t bytes, void *stream)
+int fake_stream_sync(void *stream)
 {
     (void)stream;
-    std::memcpy(dst, src, bytes);
-    g_dev.events.push_back({"copy"});
+    g_dev.events.push_back({"sync"});
+    return 0;
+}
+
+int fake_host_alloc_mapped(void **host, void **device, size_t bytes)
+{
+    event e{"host_alloc"};
+    e.bytes = bytes;
+    g_dev.events.push_back(e);
+    if (g_dev.fail_host_alloc) return k_fake_error;
+    *host = *device = &g_dev.record;
+    return 0;
+}
+
+void fake_host_free(void *host)
+{
+    CHECK(host == &g_dev.record);
+    g_dev.events.push_back({"host_free"});
+}
+
+int fake_stream_capturing(void *stream, int *active)
+{
+    (void)stream;
+    *active = g_dev.capturing;
     return 0;
 }
 
@@ -112,7 +143,6 @@ int fake_prepare(const void *kernel, int smem_bytes)
 
 int fake_launch(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes, void *stream)
 {
-    (void)args;
     (void)stream;
     event e{"launch"};
     e.kernel = kernel;
@@ -120,6 +150,8 @@ int fake_launch(const void *kernel, fa_grid grid, unsigned threads, void **args,
     e.threads = threads;
     e.bytes = smem_bytes;
     g_dev.events.push_back(e);
+    if (kernel == k_seq_check || kernel == k_seq_check_pages)
+        g_dev.checks.push_back(*static_cast<fa_seq_check_args *>(args[0]));
     return g_dev.launches++ == g_dev.fail_launch_at ? k_fake_error : 0;
 }
 
@@ -129,8 +161,10 @@ fa_gpu_runtime fake_runtime(int dynamic_smem, const char *built_targets)
 {
     return {"FAKE", "fake GPU", FA_BACKEND_CUDA, FA_VENDOR_NVIDIA, built_targets, "FA_FAKE_ARCHS",
             fake_device_count, fake_properties, fake_set_device, fake_alloc,
-            fake_release, fake_copy_to_host, dynamic_smem ? fake_prepare : nullptr, fake_launch,
-            fake_error_text, &k_combine, &k_preprocess, &k_convert_dq, &k_append};
+            fake_release, fake_stream_sync, dynamic_smem ? fake_prepare : nullptr, fake_launch,
+            fake_error_text, &k_combine, &k_preprocess, &k_convert_dq, &k_append,
+            fake_host_alloc_mapped, fake_host_free, fake_stream_capturing, &k_seq_check,
+            &k_seq_check_pages};
 }
 
 // A context bound to a fake runtime (a fresh recording per context).
@@ -145,11 +179,14 @@ struct fake_context {
         ctx.backend = FA_BACKEND_CUDA;
         ctx.ops = &fa_gpu_ops;
     }
+    std::vector<std::string> attach_ops; // what attaching did; the events restart after it
     fa_status attach()
     {
         char why[256] = "";
         fa_status st = fa_gpu_attach(&ctx, &rt, why, sizeof why);
         std::snprintf(ctx.last_error, sizeof ctx.last_error, "%s", why);
+        for (const event &e : g_dev.events) attach_ops.push_back(e.op);
+        g_dev.events.clear();
         return st;
     }
     ~fake_context()
@@ -406,7 +443,7 @@ TEST_CASE("gpu backend: failures name their stage and still release the workspac
         REQUIRE(f.attach() == FA_OK);
         g_dev.fail_alloc = 1;
         CHECK(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_ERR_OUT_OF_MEMORY);
-        CHECK(std::string(f.ctx.last_error).find("split-KV workspace of") == 0);
+        CHECK(std::string(f.ctx.last_error).find("forward workspace of") == 0);
         CHECK(launched().empty());
         CHECK(ops().back() == "alloc"); // nothing to release
     }
@@ -435,15 +472,225 @@ TEST_CASE("gpu backend: a runtime with static shared memory gets 0 dynamic bytes
     CHECK(nth_launch(0).bytes == 0);
 }
 
-TEST_CASE("gpu backend: cu_seqlens are read through the runtime's copy", "[gpu_backend]")
+// A varlen problem over aligned_problem's tensors: 2 sequences, 600 query and 260 key
+// rows, device arrays the host never reads (nothing lies behind them).
+fa_problem varlen_problem()
+{
+    static const int32_t cu_q[3] = {0, 300, 600}, cu_k[3] = {0, 130, 260};
+    fa_problem p = aligned_problem();
+    p.varlen = 1;
+    p.cu_seqlens_q = cu_q;
+    p.cu_seqlens_k = cu_k;
+    p.q_stride.batch = p.k_stride.batch = p.v_stride.batch = p.out_stride.batch = 0;
+    p.dq_stride.batch = p.dk_stride.batch = p.dv_stride.batch = p.dout_stride.batch = 0;
+    return p;
+}
+
+TEST_CASE("gpu backend: attaching allocates the device-check record, destroying frees it",
+          "[gpu_backend][device_check]")
+{
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        CHECK(f.attach_ops == strings{"set_device", "host_alloc"});
+        f.ctx.ops->destroy(&f.ctx);
+        CHECK(ops() == strings{"host_free"});
+    }
+    {
+        fake_context f;
+        g_dev.fail_host_alloc = 1;
+        CHECK(f.attach() == FA_ERR_DEVICE_RUNTIME);
+        CHECK(std::string(f.ctx.last_error) == "allocating the device-check record in mapped host memory: fake error");
+        CHECK(f.ctx.state == nullptr);
+    }
+}
+
+TEST_CASE("gpu backend: a call with device indices runs the device check first", "[gpu_backend][device_check]")
+{
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    SECTION("plain: no check, no seq_ok")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_problem p = aligned_problem();
+        const fa_selection sel = selection(c, 1);
+        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+        CHECK(launched() == std::vector<const void *>{k_fwd_kernel});
+        CHECK(fa_seq_ok_bytes(&p) == 0);
+    }
+    SECTION("varlen split-KV: the check, the forward, the combine; seq_ok after the partials")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_problem p = varlen_problem();
+        const fa_selection sel = selection(c, 3);
+        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
+        CHECK(launched() == std::vector<const void *>{k_seq_check, k_fwd_kernel, k_combine});
+        CHECK(same_grid(nth_launch(0).grid, fa_grid{1, 1, 1}));
+        CHECK(nth_launch(0).threads == FA_CHECK_THREADS);
+        REQUIRE(g_dev.checks.size() == 1);
+        const fa_seq_check_args &a = g_dev.checks[0];
+        CHECK(a.batch == 2);
+        CHECK(a.call == FA_CHECK_CALL_FWD);
+        CHECK((a.cu_seqlens_q == p.cu_seqlens_q && a.cu_seqlens_k == p.cu_seqlens_k));
+        CHECK((a.rows_q == 600 && a.rows_k == 260 && a.max_seqlen_q == 300 && a.max_seqlen_k == 130));
+        CHECK(a.block_table == nullptr);
+        CHECK(a.status == &g_dev.record);
+        CHECK(reinterpret_cast<unsigned char *>(a.seq_ok) == g_dev.memory + fa_split_bytes(&p, 3));
+        CHECK(fa_fwd_workspace_total(&p, 3) == fa_split_bytes(&p, 3) + 256);
+    }
+    SECTION("allocated workspace holds seq_ok too")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        fa_problem p = aligned_problem();
+        static const int32_t used[2] = {5, 7};
+        p.seqused_k = used;
+        const fa_selection sel = selection(c, 1);
+        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+        CHECK(ops() == strings{"set_device", "alloc", "launch", "prepare", "launch", "release"});
+        CHECK(g_dev.events[1].bytes == fa_seq_ok_bytes(&p));
+        REQUIRE(g_dev.checks.size() == 1);
+        CHECK(g_dev.checks[0].seqused_k == used);
+        CHECK(g_dev.checks[0].seqlen_k == 130);
+        CHECK(g_dev.checks[0].cu_seqlens_q == nullptr);
+    }
+    SECTION("paged: the block_table check follows, one block per sequence")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        fa_problem p = aligned_problem();
+        static const int32_t table[2 * 9] = {};
+        p.block_table = table;
+        p.block_table_stride = 9;
+        p.block_table_width = 9;
+        p.page_size = 16;
+        p.num_pages = 40;
+        fa_kernel_config decode = c; // paged K/V runs on the decode family only
+        decode.pack_gqa = 1;
+        const fa_selection sel = selection(decode, 1);
+        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
+        CHECK(launched() == std::vector<const void *>{k_seq_check, k_seq_check_pages, k_fwd_kernel});
+        CHECK(same_grid(nth_launch(1).grid, fa_grid{2, 1, 1}));
+        CHECK(nth_launch(1).threads == FA_CHECK_PAGE_THREADS);
+        REQUIRE(g_dev.checks.size() == 2);
+        CHECK((g_dev.checks[1].block_table == table && g_dev.checks[1].block_table_stride == 9 &&
+               g_dev.checks[1].block_table_width == 9 && g_dev.checks[1].page_size == 16 &&
+               g_dev.checks[1].num_pages == 40));
+    }
+    SECTION("the backward: check, preprocess, dK/dV, dQ; seq_ok after its buffers")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_problem p = varlen_problem();
+        const fa_kernel_config b = config(FA_PASS_BWD, 1);
+        const fa_selection sel = selection(b, 1);
+        REQUIRE(fa_gpu_ops.bwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+        CHECK(launched() == std::vector<const void *>{k_seq_check, k_preprocess, k_dkdv_kernel, k_convert_dq});
+        CHECK(g_dev.events[1].bytes == fa_bwd_workspace_total(&p, &b));
+        CHECK(fa_bwd_workspace_total(&p, &b) == fa_bwd_workspace_bytes(&p, &b) + 256);
+        REQUIRE(g_dev.checks.size() == 1);
+        CHECK(g_dev.checks[0].call == FA_CHECK_CALL_BWD);
+        CHECK(reinterpret_cast<unsigned char *>(g_dev.checks[0].seq_ok) ==
+              g_dev.memory + fa_bwd_workspace_bytes(&p, &b));
+    }
+    SECTION("a failed check launch stops the call")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_problem p = varlen_problem();
+        const fa_selection sel = selection(c, 1);
+        g_dev.fail_launch_at = 0;
+        CHECK(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_ERR_DEVICE_RUNTIME);
+        CHECK(std::string(f.ctx.last_error) == "launching the device check of the indices: fake error");
+        CHECK(launched().size() == 1);
+        CHECK(ops().back() == "release");
+    }
+}
+
+TEST_CASE("gpu backend: the device-check record is reported once, then cleared", "[gpu_backend][device_check]")
 {
     fake_context f;
     REQUIRE(f.attach() == FA_OK);
-    const int src[3] = {0, 5, 9};
-    int dst[3] = {-1, -1, -1};
-    REQUIRE(fa_gpu_ops.copy_to_host(&f.ctx, dst, src, sizeof src) == FA_OK);
-    CHECK(ops() == strings{"set_device", "copy"});
-    CHECK((dst[0] == 0 && dst[1] == 5 && dst[2] == 9));
+    CHECK(f.ctx.ops->device_error(&f.ctx, 0) == FA_OK);
+    g_dev.record.claim = 1;
+    g_dev.record.call = FA_CHECK_CALL_FWD;
+    g_dev.record.batch = 3;
+    g_dev.record.index = 3;
+    g_dev.record.value = -2;
+    g_dev.record.limit = 17;
+    g_dev.record.check = FA_CHECK_SEQUSED_K;
+    CHECK(f.ctx.ops->device_error(&f.ctx, 0) == FA_ERR_DEVICE_CHECK);
+    CHECK(std::string(f.ctx.last_error) ==
+          "device check of an earlier fa_fwd: seqused_k[3] = -2 is outside 0..17 (the keys of sequence 3); "
+          "sequence 3 of that call wrote nothing");
+    CHECK((g_dev.record.check == 0 && g_dev.record.claim == 0));
+    CHECK(f.ctx.ops->device_error(&f.ctx, 0) == FA_OK);
+    CHECK(ops().empty()); // wait = 0 touches no runtime call
+}
+
+TEST_CASE("gpu backend: waiting for the record drains the stream, never under capture",
+          "[gpu_backend][device_check]")
+{
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    CHECK(f.ctx.ops->device_error(&f.ctx, 1) == FA_OK);
+    CHECK(ops() == strings{"set_device", "sync"});
+    g_dev.events.clear();
+    g_dev.capturing = 1;
+    g_dev.record.claim = 1;
+    g_dev.record.check = FA_CHECK_CU_K_END;
+    CHECK(f.ctx.ops->device_error(&f.ctx, 1) == FA_ERR_UNSUPPORTED);
+    CHECK(std::string(f.ctx.last_error).find("while it is being captured") != std::string::npos);
+    CHECK(ops().empty());
+    CHECK(g_dev.record.check == FA_CHECK_CU_K_END); // untouched
+    g_dev.capturing = 0;
+    CHECK(f.ctx.ops->device_error(&f.ctx, 1) == FA_ERR_DEVICE_CHECK);
+}
+
+namespace {
+std::string described(int check, int batch, long long index, long long value, long long limit,
+                      int call = FA_CHECK_CALL_FWD)
+{
+    fa_device_status st;
+    std::memset(&st, 0, sizeof st);
+    st.claim = 1;
+    st.check = check;
+    st.call = call;
+    st.batch = batch;
+    st.index = index;
+    st.value = value;
+    st.limit = limit;
+    char text[512];
+    fa_describe_device_check(&st, text, sizeof text);
+    return text;
+}
+} // namespace
+
+TEST_CASE("gpu backend: every device check has its message", "[gpu_backend][device_check]")
+{
+    const std::string all = "; no sequence of that call wrote anything";
+    CHECK(described(FA_CHECK_CU_Q_START, -1, 0, 4, 0) ==
+          "device check of an earlier fa_fwd: cu_seqlens_q[0] = 4, must be 0" + all);
+    CHECK(described(FA_CHECK_CU_K_ORDER, 1, 2, 5, 9, FA_CHECK_CALL_BWD) ==
+          "device check of an earlier fa_bwd: cu_seqlens_k decreases: [2] = 5 < [1] = 9" + all);
+    CHECK(described(FA_CHECK_CU_Q_END, -1, 3, 70, 64) ==
+          "device check of an earlier fa_fwd: cu_seqlens_q[3] = 70 != the tensor's total rows 64" + all);
+    const std::string one = "; sequence 2 of that call wrote nothing";
+    CHECK(described(FA_CHECK_SEQLEN_Q, 2, 2, 90, 64) ==
+          "device check of an earlier fa_fwd: cu_seqlens_q: sequence 2 has 90 query rows > max_seqlen_q 64" + one);
+    CHECK(described(FA_CHECK_SEQLEN_K, 2, 2, 91, 80).find("sequence 2 has 91 key rows > max_seqlen_k 80") !=
+          std::string::npos);
+    CHECK(described(FA_CHECK_CACHE_SEQLENS, 2, 2, -1, 0, FA_CHECK_CALL_FWD_KVCACHE) ==
+          "device check of an earlier fa_fwd_kvcache: cache_seqlens[2] = -1 is negative" + one);
+    CHECK(described(FA_CHECK_CACHE_CAPACITY, 2, 2, 1030, 1024).find(
+              "cache_seqlens[2] + the new keys = 1030 > the cache's capacity 1024") != std::string::npos);
+    CHECK(described(FA_CHECK_CACHE_BATCH_IDX, 2, 2, 8, 8).find("cache_batch_idx[2] = 8 is outside 0..7") !=
+          std::string::npos);
+    CHECK(described(FA_CHECK_PAGED_KEYS, 2, 2, 600, 512).find(
+              "sequence 2 has 600 keys > block_table_width x page_block_size = 512") != std::string::npos);
+    CHECK(described(FA_CHECK_PAGE_ID, 2, 5, 900, 512) ==
+          "device check of an earlier fa_fwd: block_table[2][5] = 900 is outside 0..511 (num_pages 512)" + one);
 }
 
 // fa_fwd_kvcache's problem over aligned_problem(): the attention over a contiguous cache
@@ -467,7 +714,8 @@ static fa_kvcache_problem kvcache_problem()
     return kp;
 }
 
-TEST_CASE("gpu backend: kvcache runs the append, then the forward, with no host copy", "[gpu_backend][kvcache]")
+TEST_CASE("gpu backend: kvcache runs the device check, the append, then the forward, with no host copy",
+          "[gpu_backend][kvcache]")
 {
     fake_context f;
     REQUIRE(f.attach() == FA_OK);
@@ -479,12 +727,20 @@ TEST_CASE("gpu backend: kvcache runs the append, then the forward, with no host 
     CHECK(bytes == fa_kvcache_workspace_bytes(&kp, &sel));
     CHECK(bytes >= 2 * sizeof(int) + 600 * 6 * 64 * 2); // seqused and the rotated q
     REQUIRE(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &sel, nullptr, 0) == FA_OK);
-    CHECK(ops() == strings{"set_device", "alloc", "launch", "prepare", "launch", "release"});
-    CHECK(launched() == std::vector<const void *>{k_append, k_fwd_kernel});
-    const event &append = nth_launch(0);
+    CHECK(ops() == strings{"set_device", "alloc", "launch", "launch", "prepare", "launch", "release"});
+    CHECK(launched() == std::vector<const void *>{k_seq_check, k_append, k_fwd_kernel});
+    const event &append = nth_launch(1);
     CHECK(same_grid(append.grid, fa_append_grid(&kp)));
     CHECK(append.grid.x == 300); // the rotated q rows outnumber the new ones
     CHECK(append.threads == FA_APPEND_THREADS);
+    // The check, the append and the attention share one seq_ok in the workspace.
+    REQUIRE(g_dev.checks.size() == 1);
+    CHECK(g_dev.checks[0].call == FA_CHECK_CALL_FWD_KVCACHE);
+    CHECK(g_dev.checks[0].cache_seqlens == kp.cache_seqlens);
+    CHECK(g_dev.checks[0].capacity == kp.capacity);
+    CHECK(g_dev.checks[0].min_keys == (kp.rotary_cos ? kp.attn.seqlen_q : 0));
+    CHECK(reinterpret_cast<unsigned char *>(g_dev.checks[0].seq_ok) ==
+          g_dev.memory + (fa_kvcache_workspace_bytes(&kp, &sel) - 256));
 }
 
 TEST_CASE("gpu backend: paged caches and cache_batch_idx run only on a decode config", "[gpu_backend][kvcache]")

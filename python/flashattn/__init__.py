@@ -18,7 +18,8 @@ import torch
 from . import _abi
 from ._abi import Params as _Params, Tensor as _Tensor
 
-__all__ = ["attention", "attention_backward", "flash_attn_func", "FlashAttnError", "library"]
+__all__ = ["attention", "attention_backward", "flash_attn_func", "check_device_error", "FlashAttnError",
+           "library"]
 
 _STATUS_OK = 0
 _BACKEND = {"cpu": 1, "cuda": 2}
@@ -63,6 +64,7 @@ def library():
             ctypes.c_void_p, ctypes.c_size_t]
         _lib.fa_bwd.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_Tensor)] * 6 + [
             ctypes.POINTER(_Params)] + [ctypes.POINTER(_Tensor)] * 3 + [ctypes.c_void_p, ctypes.c_size_t]
+        _lib.fa_device_error.argtypes = [ctypes.c_void_p, ctypes.c_int]
     return _lib
 
 
@@ -158,6 +160,16 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     _check(ctx, status)
     del keep
     return dq, dk, dv
+
+
+def check_device_error(device, wait=True):
+    """Raises FlashAttnError (FA_ERR_DEVICE_CHECK: ...) when an earlier call on `device` had
+    device-resident indices out of range, clearing the report (fa_device_error). wait: first
+    wait for the work queued on the current stream (not allowed while it is captured)."""
+    device = torch.device(device)
+    ctx = _context(device)
+    _bind_stream(ctx, device)
+    _check(ctx, library().fa_device_error(ctx, int(bool(wait))))
 
 
 class _FlashAttnFunction(torch.autograd.Function):

@@ -3,7 +3,8 @@
  * which writes every vendor's runtime table once: the prefix of the runtime's names (the
  * calls the table makes are spelled alike in CUDA and HIP), the table's identity, and
  * what CUDA does its own way: the device's arch name and per-block shared memory (as
- * opted in, above the 48 KiB default), stream-ordered memory, and dynamic shared memory
+ * opted in, above the 48 KiB default), stream-ordered memory, mapped pinned host memory,
+ * and dynamic shared memory
  * that each kernel must be allowed once before a launch passes it.
  */
 #ifndef FA_RUNTIME_H
@@ -42,6 +43,14 @@ static int fa_rt_alloc(void **ptr, size_t bytes, void *stream)
 }
 
 static void fa_rt_release(void *ptr, void *stream) { (void)cudaFreeAsync(ptr, (cudaStream_t)stream); }
+
+/* Pinned host memory mapped into the device's address space. */
+static cudaError_t fa_rt_host_alloc_mapped(void **host, size_t bytes)
+{
+    return cudaHostAlloc(host, bytes, cudaHostAllocMapped);
+}
+
+static cudaError_t fa_rt_host_free(void *host) { return cudaFreeHost(host); }
 
 static int fa_rt_prepare_kernel(const void *kernel, int smem_bytes)
 {

@@ -5,7 +5,8 @@
  * what HIP does its own way. Only the targets this library holds code objects for run
  * (FA_HIP_ARCH_LIST, from CMake). The kernels' LDS is static (src/hip/fa_device.h): no
  * dynamic bytes, nothing to prepare. ROCm 5.2 has no stream-ordered free to rely on, so
- * memory is plain hipMalloc and a release drains the stream first.
+ * memory is plain hipMalloc and a release drains the stream first (so only a call given
+ * its workspace is capturable). Mapped host memory is asked coherent.
  */
 #ifndef FA_RUNTIME_H
 #define FA_RUNTIME_H
@@ -54,5 +55,14 @@ static void fa_rt_release(void *ptr, void *stream)
     (void)hipStreamSynchronize((hipStream_t)stream);
     (void)hipFree(ptr);
 }
+
+/* Pinned host memory mapped into the device's address space; coherent, so the device's
+ * writes (the device-check record) reach the host without a synchronisation. */
+static hipError_t fa_rt_host_alloc_mapped(void **host, size_t bytes)
+{
+    return hipHostMalloc(host, bytes, hipHostMallocMapped | hipHostMallocCoherent);
+}
+
+static hipError_t fa_rt_host_free(void *host) { return hipHostFree(host); }
 
 #endif /* FA_RUNTIME_H */

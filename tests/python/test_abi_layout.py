@@ -88,6 +88,20 @@ def test_mirror_with_fields_out_of_place_is_refused():
     assert message is not None and "fa_tensor" in message
 
 
+def test_device_check_status_and_query_on_a_cpu_context():
+    """FA_ERR_DEVICE_CHECK keeps its value (the binding reports statuses by number), and
+    fa_device_error answers FA_OK on a CPU context, which checks its indices on the host."""
+    lib = fresh_library()
+    lib.fa_status_string.restype = ctypes.c_char_p
+    assert lib.fa_status_string(18) == b"FA_ERR_DEVICE_CHECK"
+    ctx = ctypes.c_void_p()
+    assert lib.fa_create(ctypes.byref(ctx), 1, 0) == 0
+    lib.fa_device_error.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    assert lib.fa_device_error(ctx, 1) == 0
+    lib.fa_destroy.argtypes = [ctypes.c_void_p]
+    lib.fa_destroy(ctx)
+
+
 def skip(reason):
     """pytest's skip under pytest; run as a script, a note (the test then passes)."""
     if "pytest" in sys.modules:

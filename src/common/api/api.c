@@ -715,24 +715,6 @@ static fa_status check_alibi(fa_context *ctx, const fa_params *p, int64_t batch,
     return FA_OK;
 }
 
-/* Host copy of `count` int32 of backend memory; *out is malloc'ed (caller frees). */
-static fa_status fetch_int32(fa_context *ctx, const char *name, const int32_t *src, int count,
-                             int32_t **out)
-{
-    fa_status st;
-    int32_t *host = (int32_t *)malloc((size_t)count * sizeof(int32_t));
-    if (host == NULL)
-        return fa_fail(ctx, FA_ERR_OUT_OF_MEMORY, "out of memory copying %s (%d entries)", name,
-                       count);
-    st = ctx->ops->copy_to_host(ctx, host, src, (size_t)count * sizeof(int32_t));
-    if (st != FA_OK) {
-        free(host);
-        return backend_failed(ctx, st, "copying cu_seqlens/seqused_k to the host");
-    }
-    *out = host;
-    return FA_OK;
-}
-
 /* cu_seqlens: starts at 0, non-decreasing, ends at the tensor's rows (total_rows; < 0:
  * the array gives lengths only, paged K/V), every length within max_seqlen. *longest
  * receives the largest length. */
@@ -777,21 +759,23 @@ static fa_status check_seqused(fa_context *ctx, const int32_t *used, const int32
     return FA_OK;
 }
 
-/* The host-side checks of cu_seqlens and seqused_k. Varlen resolves seqlen_q/k to the
- * longest sequence actually present: a tighter bound than max_seqlen, so GPU grids are
- * no larger than needed. */
-static fa_status check_sequences(fa_context *ctx, const fa_params *params, fa_problem *p)
+/* Where a backend's cu_seqlens and seqused_k live: host memory on the CPU backend, which
+ * api.c checks before the call; device memory elsewhere, which the host never reads (the
+ * device check, seq_check.h, does). */
+static int indices_on_host(const fa_context *ctx)
 {
-    int32_t *cu_q = NULL, *cu_k = NULL, *used = NULL;
+    return ctx->ops->device_error == NULL;
+}
+
+/* The host-side checks of cu_seqlens and seqused_k (host memory). Varlen resolves
+ * seqlen_q/k to the longest sequence actually present. */
+static fa_status check_host_sequences(fa_context *ctx, const fa_params *params, fa_problem *p)
+{
+    const int32_t *cu_k = p->varlen ? params->cu_seqlens_k : NULL;
     fa_status st = FA_OK;
     if (p->varlen) {
-        /* varlen_batch + 1 fits an int: check_varlen_params capped the batch. */
-        st = fetch_int32(ctx, "cu_seqlens_q", params->cu_seqlens_q, p->batch + 1, &cu_q);
-        if (st == FA_OK)
-            st = fetch_int32(ctx, "cu_seqlens_k", params->cu_seqlens_k, p->batch + 1, &cu_k);
-        if (st == FA_OK)
-            st = check_cu_seqlens(ctx, "cu_seqlens_q", cu_q, p->batch, p->total_q,
-                                  params->max_seqlen_q, "max_seqlen_q", &p->seqlen_q);
+        st = check_cu_seqlens(ctx, "cu_seqlens_q", params->cu_seqlens_q, p->batch, p->total_q,
+                              params->max_seqlen_q, "max_seqlen_q", &p->seqlen_q);
         if (st == FA_OK)
             st = check_cu_seqlens(ctx, "cu_seqlens_k", cu_k, p->batch,
                                   p->block_table ? -1 : p->total_k, params->max_seqlen_k,
@@ -799,15 +783,24 @@ static fa_status check_sequences(fa_context *ctx, const fa_params *params, fa_pr
         if (st == FA_OK)
             p->total_k = cu_k[p->batch]; /* paged: the logical keys */
     }
-    if (st == FA_OK && params->seqused_k != NULL && p->batch > 0) {
-        st = fetch_int32(ctx, "seqused_k", params->seqused_k, p->batch, &used);
-        if (st == FA_OK)
-            st = check_seqused(ctx, used, cu_k, p->batch, p->seqlen_k);
-    }
-    free(cu_q);
-    free(cu_k);
-    free(used);
+    if (st == FA_OK && params->seqused_k != NULL && p->batch > 0)
+        st = check_seqused(ctx, params->seqused_k, cu_k, p->batch, p->seqlen_k);
     return st;
+}
+
+/* cu_seqlens and seqused_k: checked here when they are host memory; else left to the
+ * device check, and a varlen call's lengths are bounded by max_seqlen_q/k (which the
+ * device check enforces per sequence), capped at the tensors' rows, which no sequence of
+ * a valid call exceeds. The GPU grids are sized from these. */
+static fa_status check_sequences(fa_context *ctx, const fa_params *params, fa_problem *p)
+{
+    if (indices_on_host(ctx))
+        return check_host_sequences(ctx, params, p);
+    if (p->varlen) {
+        p->seqlen_q = params->max_seqlen_q < p->total_q ? params->max_seqlen_q : p->total_q;
+        p->seqlen_k = params->max_seqlen_k < p->total_k ? params->max_seqlen_k : p->total_k;
+    }
+    return FA_OK;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -876,7 +869,7 @@ static void fill_problem(const call_tensors *t, const fa_params *params, int var
     p->heads_k = (int)k->heads;
     p->head_dim = (int)q->head_dim;
     p->varlen = varlen;
-    p->seqlen_q = q->seqlen; /* varlen: replaced by the longest sequence */
+    p->seqlen_q = q->seqlen; /* varlen: bounded by check_sequences */
     p->seqlen_k = k->seqlen;
     p->total_q = varlen ? q->seqlen : batch * q->seqlen;
     p->total_k = varlen ? k->seqlen : batch * k->seqlen;
@@ -1097,13 +1090,25 @@ static fa_status check_workspace(fa_context *ctx, const void *workspace, size_t 
     return FA_OK;
 }
 
-/* Entry of every call on a context: clear the message; NULL ctx has nowhere to say why. */
+/* Entry of every call on a context: clear the message, then fail with a violation the
+ * device check recorded since it was last read (one host load when there is none); NULL
+ * ctx has nowhere to say why. */
 static fa_status begin_call(fa_context *ctx)
 {
     if (ctx == NULL)
         return FA_ERR_NULL_POINTER;
     ctx->last_error[0] = '\0';
-    return FA_OK;
+    return indices_on_host(ctx) ? FA_OK : ctx->ops->device_error(ctx, 0);
+}
+
+FA_EXPORT fa_status fa_device_error(fa_context *ctx, int wait)
+{
+    if (ctx == NULL)
+        return FA_ERR_NULL_POINTER;
+    ctx->last_error[0] = '\0';
+    if (wait != 0 && wait != 1)
+        return fa_fail(ctx, FA_ERR_BAD_PARAM, "wait = %d, must be 0 or 1", wait);
+    return indices_on_host(ctx) ? FA_OK : ctx->ops->device_error(ctx, wait);
 }
 
 FA_EXPORT fa_status fa_fwd(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,

@@ -31,8 +31,8 @@ typedef struct fa_problem {
     int heads;
     int heads_k;
     int head_dim;
-    int64_t seqlen_q;        /* fixed-length s_q; varlen: max_seqlen_q */
-    int64_t seqlen_k;        /* fixed-length s_k; varlen: max_seqlen_k */
+    int64_t seqlen_q;        /* fixed-length s_q; varlen: a bound of the lengths (host */
+    int64_t seqlen_k;        /* arrays: the longest; device: max_seqlen_q/k, <= rows)  */
     int varlen;
     int64_t total_q;         /* varlen rows of q / k; fixed: batch * seqlen */
     int64_t total_k;
@@ -129,8 +129,11 @@ struct fa_backend_ops {
     fa_status (*init)(fa_context *ctx, char *why, size_t why_len);
     void (*destroy)(fa_context *ctx);
     fa_status (*set_stream)(fa_context *ctx, void *stream);
-    /* Copy bytes of backend memory to the host (used to validate cu_seqlens/seqused_k). */
-    fa_status (*copy_to_host)(fa_context *ctx, void *dst, const void *src, size_t bytes);
+    /* The device-check record of a backend whose index arrays live in device memory
+     * (fa_device_error): FA_OK, or FA_ERR_DEVICE_CHECK with the message, clearing it;
+     * wait = 1 drains the context's stream first. NULL: the backend's arrays are host
+     * memory, checked by api.c before the call (the CPU). */
+    fa_status (*device_error)(fa_context *ctx, int wait);
     fa_status (*fwd_workspace)(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                size_t *bytes);
     /* Run the forward with the selected config. workspace may be NULL (allocate). */

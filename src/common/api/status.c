@@ -33,6 +33,7 @@ FA_EXPORT const char *fa_status_string(fa_status status)
     case FA_ERR_NO_DEVICE: return "FA_ERR_NO_DEVICE";
     case FA_ERR_OUT_OF_MEMORY: return "FA_ERR_OUT_OF_MEMORY";
     case FA_ERR_DEVICE_RUNTIME: return "FA_ERR_DEVICE_RUNTIME";
+    case FA_ERR_DEVICE_CHECK: return "FA_ERR_DEVICE_CHECK";
     case FA_STATUS_COUNT: break;
     }
     return "FA_STATUS_UNKNOWN";

@@ -1,7 +1,7 @@
 /*
  * cpu_backend.c - the CPU backend's operations table: context setup from the "cpu"
- * architecture row, the worker count, host-memory copies, and the forward, backward and
- * kvcache entry points of cpu_fwd.c, cpu_bwd.c and cpu_kvcache.c.
+ * architecture row, the worker count, and the forward, backward and kvcache entry points
+ * of cpu_fwd.c, cpu_bwd.c and cpu_kvcache.c.
  */
 #define _POSIX_C_SOURCE 200809L /* sysconf under strict C99 */
 
@@ -71,15 +71,8 @@ static fa_status cpu_set_num_threads(fa_context *ctx, int num_threads)
     return FA_OK;
 }
 
-static fa_status cpu_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
-{
-    (void)ctx;
-    memcpy(dst, src, bytes);
-    return FA_OK;
-}
-
 const fa_backend_ops fa_cpu_ops = {
-    cpu_init, cpu_destroy, cpu_set_stream, cpu_copy_to_host, fa_cpu_fwd_workspace, fa_cpu_fwd,
+    cpu_init, cpu_destroy, cpu_set_stream, NULL, fa_cpu_fwd_workspace, fa_cpu_fwd,
     cpu_set_num_threads, fa_cpu_bwd_workspace, fa_cpu_bwd, fa_cpu_combine,
     fa_cpu_fwd_kvcache_workspace, fa_cpu_fwd_kvcache,
 };

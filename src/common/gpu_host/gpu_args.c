@@ -32,6 +32,59 @@ int fa_rows_aligned(const void *ptr, fa_strides st)
     return ((uintptr_t)ptr % 16) == 0 && st.batch % 8 == 0 && st.row % 8 == 0 && st.head % 8 == 0;
 }
 
+int fa_has_device_indices(const fa_problem *p)
+{
+    return p->varlen || p->seqused_k != NULL || p->block_table != NULL;
+}
+
+size_t fa_seq_ok_bytes(const fa_problem *p)
+{
+    return fa_has_device_indices(p) ? fa_align256((size_t)p->batch * sizeof(int)) : 0;
+}
+
+size_t fa_fwd_workspace_total(const fa_problem *p, int splits)
+{
+    return fa_split_bytes(p, splits) + fa_seq_ok_bytes(p);
+}
+
+size_t fa_bwd_workspace_total(const fa_problem *p, const fa_kernel_config *cfg)
+{
+    return fa_bwd_workspace_bytes(p, cfg) + fa_seq_ok_bytes(p);
+}
+
+/* seq_ok at `offset` into the workspace, or NULL for a call without device indices (or
+ * without a workspace yet). */
+static int *fa_seq_ok_at(const fa_problem *p, void *workspace, size_t offset)
+{
+    return fa_has_device_indices(p) && workspace != NULL ? (int *)((char *)workspace + offset) : NULL;
+}
+
+fa_seq_check_args fa_make_check_args(const fa_problem *p, int call, int *seq_ok, fa_device_status *status)
+{
+    fa_seq_check_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = p->batch;
+    a.call = call;
+    if (p->varlen) {
+        a.cu_seqlens_q = p->cu_seqlens_q;
+        a.cu_seqlens_k = p->cu_seqlens_k;
+        a.rows_q = p->total_q;
+        a.rows_k = p->total_k;
+        a.max_seqlen_q = (int)p->seqlen_q;
+        a.max_seqlen_k = (int)p->seqlen_k;
+    }
+    a.seqlen_k = (int)p->seqlen_k;
+    a.seqused_k = p->seqused_k;
+    a.block_table = p->block_table;
+    a.block_table_stride = p->block_table_stride;
+    a.block_table_width = p->block_table_width;
+    a.page_size = p->page_size;
+    a.num_pages = p->num_pages;
+    a.seq_ok = seq_ok;
+    a.status = status;
+    return a;
+}
+
 fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
 {
     const float log2e = 1.4426950408889634f;
@@ -66,6 +119,7 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
         a.partial_out = (float *)workspace;
         a.partial_lse = (float *)((char *)workspace + fa_align256(rows * (size_t)p->head_dim * sizeof(float)));
     }
+    a.seq_ok = fa_seq_ok_at(p, workspace, fa_split_bytes(p, splits));
     return a;
 }
 
@@ -120,6 +174,7 @@ fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, v
         a.dq_accum = (float *)((char *)workspace + 2 * fa_bwd_rows_bytes(p));
     a.scale = p->softmax_scale;
     a.out_bf16 = p->dtype == FA_DTYPE_BF16;
+    a.fwd.seq_ok = fa_seq_ok_at(p, workspace, fa_bwd_workspace_bytes(p, cfg));
     return a;
 }
 
@@ -193,6 +248,8 @@ static fa_status fa_fwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
                        "the %s backend's combine merges at most %d splits, not %d", backend,
                        FA_COMBINE_MAX_PARTIALS, sel->num_splits);
     st = fa_check_grid(ctx, fa_fwd_grid(p, sel), sel->config->threads, "forward", backend);
+    if (st == FA_OK && p->block_table != NULL)
+        st = fa_check_grid(ctx, fa_seq_check_pages_grid(p->batch), FA_CHECK_PAGE_THREADS, "block_table check", backend);
     if (st == FA_OK && sel->num_splits > 1) {
         const fa_fwd_args fwd = fa_make_args(p, sel->num_splits, NULL);
         const fa_combine_args combine = fa_make_split_combine_args(p, &fwd);
@@ -337,6 +394,18 @@ fa_grid fa_combine_grid(const fa_combine_args *a)
     return fa_pair_grid(blocks <= INT32_MAX ? (unsigned)blocks : UINT32_MAX, 1, a->batch);
 }
 
+fa_grid fa_seq_check_grid(void)
+{
+    fa_grid g = {1, 1, 1};
+    return g;
+}
+
+fa_grid fa_seq_check_pages_grid(int batch)
+{
+    fa_grid g = {(unsigned)batch, 1, 1};
+    return g;
+}
+
 fa_grid fa_bwd_prep_grid(const fa_problem *p)
 {
     return fa_pair_grid(fa_blocks(p->seqlen_q, FA_PREP_ROWS), p->heads, p->batch);
@@ -364,7 +433,7 @@ fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
     fa_status st = fa_gpu_check_paging(ctx, p, sel, backend);
     if (st == FA_OK)
         st = fa_fwd_limits(ctx, p, sel, backend);
-    *bytes = st == FA_OK ? fa_split_bytes(p, sel->num_splits) : 0;
+    *bytes = st == FA_OK ? fa_fwd_workspace_total(p, sel->num_splits) : 0;
     return st;
 }
 
@@ -372,7 +441,7 @@ fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
                                const char *backend, size_t *bytes)
 {
     fa_status st = fa_bwd_limits(ctx, p, sel, backend);
-    *bytes = st == FA_OK ? fa_bwd_workspace_bytes(p, sel->config) : 0;
+    *bytes = st == FA_OK ? fa_bwd_workspace_total(p, sel->config) : 0;
     return st;
 }
 
@@ -432,6 +501,7 @@ fa_combine_args fa_make_split_combine_args(const fa_problem *p, const fa_fwd_arg
     a.head_dim = p->head_dim;
     a.part_dtype = FA_DTYPE_F32;
     a.out_dtype = p->dtype;
+    a.seq_ok = fwd->seq_ok;
     fa_combine_lanes(&a);
     return a;
 }

@@ -1,7 +1,8 @@
 /*
  * gpu_args.h - host helpers every GPU backend (CUDA, HIP) shares: the forward and
- * backward kernel argument blocks from a validated problem, their workspace sizes and
- * the 16-byte row alignment the tile copies need. Defined in gpu_args.c.
+ * backward kernel argument blocks from a validated problem, the device check's, their
+ * workspace sizes and the 16-byte row alignment the tile copies need. Defined in
+ * gpu_args.c.
  */
 #ifndef FA_GPU_ARGS_H
 #define FA_GPU_ARGS_H
@@ -9,6 +10,7 @@
 #include "api/problem.h"
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/launch_grid.h"
+#include "gpu_kernels/seq_check_args.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,7 +26,26 @@ size_t fa_split_bytes(const fa_problem *p, int splits);
  * aligned (pointer aligned, outer strides multiples of 8 elements). */
 int fa_rows_aligned(const void *ptr, fa_strides st);
 
-/* The forward kernels' arguments; workspace holds the split partials when splits > 1. */
+/* 1 when the call reads indices from device memory (varlen, seqused_k, paged): it then
+ * runs the device check (seq_check.h) first, whose seq_ok[batch] sits in the workspace
+ * after the pass's own buffers. */
+int fa_has_device_indices(const fa_problem *p);
+/* Bytes of seq_ok (0 without device indices). */
+size_t fa_seq_ok_bytes(const fa_problem *p);
+
+/* The whole workspaces of a forward with `splits` splits (fa_split_bytes + seq_ok) and of
+ * a backward (fa_bwd_workspace_bytes + seq_ok), as the queries report them. */
+size_t fa_fwd_workspace_total(const fa_problem *p, int splits);
+size_t fa_bwd_workspace_total(const fa_problem *p, const fa_kernel_config *cfg);
+
+/* The device check's arguments for what fa_problem holds: the call's batch, cu_seqlens
+ * (rows and max lengths), seqused_k and paged fields; cache fields stay 0 for callers
+ * that have them to fill. seq_ok: the [batch] array in the workspace; status: the
+ * context's record (device address) or NULL. */
+fa_seq_check_args fa_make_check_args(const fa_problem *p, int call, int *seq_ok, fa_device_status *status);
+
+/* The forward kernels' arguments; workspace holds the split partials when splits > 1,
+ * then seq_ok when the call has device indices. */
 fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace);
 
 /* The combine's arguments for the split-KV partials of a forward's (fwd: fa_make_args's,
@@ -46,13 +67,13 @@ int fa_bwd_rows_aligned(const fa_problem *p);
  * accumulator [heads][total_q][head_dim] it zeroes. */
 size_t fa_bwd_workspace_bytes(const fa_problem *p, const fa_kernel_config *cfg);
 
-/* The backward kernels' arguments; workspace holds fa_bwd_workspace_bytes(p, cfg) bytes.
- * dq_accum is set exactly when that includes the accumulator. */
+/* The backward kernels' arguments; workspace holds fa_bwd_workspace_total(p, cfg) bytes,
+ * seq_ok last. dq_accum is set exactly when the buffers include the accumulator. */
 fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, void *workspace);
 
 /* The workspaces the GPU launches need, the split-KV partials (forward) or the
- * backward's D and log2-LSE rows (and dQ accumulator), after the same size limits the
- * launch checks; failures name `backend`. */
+ * backward's D and log2-LSE rows (and dQ accumulator), plus seq_ok, after the same size
+ * limits the launch checks; failures name `backend`. */
 fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
                                const char *backend, size_t *bytes);
 fa_status fa_gpu_bwd_workspace(fa_context *ctx, const fa_problem *p, const fa_selection *sel,
@@ -92,6 +113,10 @@ fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel);
 /* The combine: blocks of FA_COMBINE_THREADS threads over each batch entry's rows x heads,
  * (1, batch) pairs over y and z. */
 fa_grid fa_combine_grid(const fa_combine_args *a);
+/* The device check: one block (fa_seq_check), and one block per sequence
+ * (fa_seq_check_pages). */
+fa_grid fa_seq_check_grid(void);
+fa_grid fa_seq_check_pages_grid(int batch);
 /* Backward preprocess and dQ conversion (FA_PREP_ROWS rows per block), dK/dV (resident
  * key tiles x (kv heads, batch)) and dQ (resident query tiles x (heads, batch)); the
  * config's tile_n is the backward's resident rows per block (attn_bwd.h). */

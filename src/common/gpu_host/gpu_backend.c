@@ -2,14 +2,16 @@
  * gpu_backend.c - the host side of every GPU backend, written once over a vendor's
  * runtime table (gpu_runtime.h): device discovery and the context's arch-table row, the
  * launch sequences of the forward, backward, combine and kvcache calls (which kernels run,
- * in what order, on which grid), call-owned workspaces, and the copies api.c validates
- * sequence lengths with. No vendor API and no attention logic lives here.
+ * in what order, on which grid: the device check of the call's indices first),
+ * call-owned workspaces, and the context's device-check record. No vendor API and no
+ * attention logic lives here.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/problem.h"
+#include "gpu_host/device_check.h"
 #include "gpu_host/gpu_args.h"
 #include "gpu_host/gpu_kvcache.h"
 #include "gpu_host/gpu_runtime.h"
@@ -35,12 +37,15 @@ static const fa_gpu_runtime *runtime_for(fa_backend backend)
 
 int fa_gpu_backend_built(fa_backend backend) { return runtime_for(backend) != NULL; }
 
-/* Per context: the runtime, and the kernels whose shared-memory limit was raised
- * (runtimes with dynamic shared memory), room for every kernel of the registry. */
+/* Per context: the runtime, the kernels whose shared-memory limit was raised (runtimes
+ * with dynamic shared memory), room for every kernel of the registry, and the
+ * device-check record in mapped host memory (NULL where the runtime has none): its host
+ * address and the one the check kernels write through. */
 typedef struct gpu_state {
     const fa_gpu_runtime *rt;
     const void *const **prepared;
     int prepared_count, prepared_capacity;
+    fa_device_status *status_host, *status_device;
 } gpu_state;
 
 static gpu_state *state_of(fa_context *ctx) { return (gpu_state *)ctx->state; }
@@ -118,6 +123,42 @@ static fa_status create_state(fa_context *ctx, const fa_gpu_runtime *rt, char *w
     return FA_OK;
 }
 
+/* The device-check record, zeroed: allocated once here, outside any capture, so graphs
+ * may bake its device address in. */
+static fa_status create_status(fa_context *ctx, char *why, size_t why_len)
+{
+    gpu_state *state = state_of(ctx);
+    const fa_gpu_runtime *rt = state->rt;
+    void *host = NULL, *device = NULL;
+    int err;
+    if (rt->host_alloc_mapped == NULL)
+        return FA_OK;
+    err = rt->set_device(ctx->device);
+    if (err == 0)
+        err = rt->host_alloc_mapped(&host, &device, sizeof(fa_device_status));
+    if (err != 0) {
+        snprintf(why, why_len, "allocating the device-check record in mapped host memory: %s",
+                 rt->error_text(err));
+        return FA_ERR_DEVICE_RUNTIME;
+    }
+    memset(host, 0, sizeof(fa_device_status));
+    state->status_host = (fa_device_status *)host;
+    state->status_device = (fa_device_status *)device;
+    return FA_OK;
+}
+
+static void destroy_state(fa_context *ctx)
+{
+    gpu_state *state = state_of(ctx);
+    if (state == NULL)
+        return;
+    if (state->status_host)
+        state->rt->host_free(state->status_host);
+    free(state->prepared);
+    free(state);
+    ctx->state = NULL;
+}
+
 fa_status fa_gpu_attach(fa_context *ctx, const fa_gpu_runtime *rt, char *why, size_t why_len)
 {
     fa_gpu_properties props;
@@ -131,7 +172,12 @@ fa_status fa_gpu_attach(fa_context *ctx, const fa_gpu_runtime *rt, char *why, si
         props.smem_per_block, props.smem_per_sm, props.regs_per_sm, props.max_threads_per_block,
         props.max_threads_per_sm, props.sm_count, props.has_matrix_unit);
     fa_gpu_describe_device(ctx, rt->backend, props.device_name, &reported);
-    return create_state(ctx, rt, why, why_len);
+    st = create_state(ctx, rt, why, why_len);
+    if (st == FA_OK)
+        st = create_status(ctx, why, why_len);
+    if (st != FA_OK)
+        destroy_state(ctx);
+    return st;
 }
 
 static fa_status gpu_init(fa_context *ctx, char *why, size_t why_len)
@@ -144,22 +190,36 @@ static fa_status gpu_init(fa_context *ctx, char *why, size_t why_len)
     return fa_gpu_attach(ctx, rt, why, why_len);
 }
 
-static void gpu_destroy(fa_context *ctx)
-{
-    gpu_state *state = state_of(ctx);
-    if (state)
-        free(state->prepared);
-    free(state);
-    ctx->state = NULL;
-}
+static void gpu_destroy(fa_context *ctx) { destroy_state(ctx); }
 
-static fa_status gpu_copy_to_host(fa_context *ctx, void *dst, const void *src, size_t bytes)
+/* ---- the device-check record -------------------------------------------------------- */
+
+/* wait = 1: the stream drained first, which a stream under capture cannot be. */
+static fa_status drain_stream(fa_context *ctx)
 {
     const fa_gpu_runtime *rt = state_of(ctx)->rt;
-    int err = rt->set_device(ctx->device);
-    if (err == 0)
-        err = rt->copy_to_host(dst, src, bytes, ctx->stream);
-    return runtime_status(ctx, err, "reading cu_seqlens/seqused_k");
+    int capturing = 0;
+    fa_status st = runtime_status(ctx, rt->stream_capturing(ctx->stream, &capturing),
+                                  "asking whether the stream is being captured");
+    if (st == FA_OK && capturing)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "fa_device_error(ctx, 1) cannot wait for the context's stream while it is "
+                       "being captured into a graph (ask with wait = 0, or after the capture)");
+    if (st == FA_OK)
+        st = runtime_status(ctx, rt->set_device(ctx->device), "selecting the device");
+    if (st == FA_OK)
+        st = runtime_status(ctx, rt->stream_sync(ctx->stream), "waiting for the context's stream");
+    return st;
+}
+
+static fa_status gpu_device_error(fa_context *ctx, int wait)
+{
+    fa_device_status taken;
+    fa_status st = wait ? drain_stream(ctx) : FA_OK;
+    if (st != FA_OK || !fa_take_device_check(state_of(ctx)->status_host, &taken))
+        return st;
+    fa_describe_device_check(&taken, ctx->last_error, sizeof ctx->last_error);
+    return FA_ERR_DEVICE_CHECK;
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
@@ -234,6 +294,33 @@ static void release_workspace(fa_context *ctx, void *owned)
         state_of(ctx)->rt->release(owned, ctx->stream);
 }
 
+/* The device check (seq_check.h) over `args`, ahead of the call's other kernels in the
+ * stream: the scalar checks, then (paged) the block_table entries. It writes
+ * args->seq_ok, which every later kernel of the call reads. A call with arrays fa_problem
+ * does not hold (cache_seqlens, cache_batch_idx) fills them into fa_make_check_args'
+ * block and launches it here. */
+static fa_status launch_check(fa_context *ctx, fa_seq_check_args *args)
+{
+    const fa_gpu_runtime *rt = state_of(ctx)->rt;
+    void *kernel_args[] = {args};
+    fa_status st = launch(ctx, rt->seq_check, fa_seq_check_grid(), FA_CHECK_THREADS, kernel_args, 0,
+                          "device check of the indices");
+    if (st == FA_OK && args->block_table != NULL)
+        st = launch(ctx, rt->seq_check_pages, fa_seq_check_pages_grid(args->batch), FA_CHECK_PAGE_THREADS,
+                    kernel_args, 0, "device check of the block_table");
+    return st;
+}
+
+/* The device check of a pass with device indices (fa_has_device_indices); none without. */
+static fa_status check_indices(fa_context *ctx, const fa_problem *p, int call, const int *seq_ok)
+{
+    fa_seq_check_args args;
+    if (!fa_has_device_indices(p))
+        return FA_OK;
+    args = fa_make_check_args(p, call, (int *)seq_ok, state_of(ctx)->status_device);
+    return launch_check(ctx, &args);
+}
+
 /* The forward kernel, then the split-KV combine when the keys were split. */
 static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
                             fa_fwd_args *args)
@@ -283,19 +370,23 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
     fa_status st;
     if (pass == FA_PASS_BWD) {
         st = fa_gpu_check_bwd(ctx, p, sel, backend);
-        st = begin_pass(ctx, st, fa_bwd_workspace_bytes(p, sel->config), &workspace, &owned,
+        st = begin_pass(ctx, st, fa_bwd_workspace_total(p, sel->config), &workspace, &owned,
                         "backward workspace");
     } else {
         st = fa_gpu_check_fwd(ctx, p, sel, backend);
-        st = begin_pass(ctx, st, fa_split_bytes(p, sel->num_splits), &workspace, &owned,
-                        "split-KV workspace");
+        st = begin_pass(ctx, st, fa_fwd_workspace_total(p, sel->num_splits), &workspace, &owned,
+                        "forward workspace");
     }
     if (st == FA_OK && pass == FA_PASS_BWD) {
         fa_bwd_args args = fa_make_bwd_args(p, sel->config, workspace);
-        st = launch_bwd(ctx, sel, p, &args);
+        st = check_indices(ctx, p, FA_CHECK_CALL_BWD, args.fwd.seq_ok);
+        if (st == FA_OK)
+            st = launch_bwd(ctx, sel, p, &args);
     } else if (st == FA_OK) {
         fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
-        st = launch_fwd(ctx, sel, p, &args);
+        st = check_indices(ctx, p, FA_CHECK_CALL_FWD, args.seq_ok);
+        if (st == FA_OK)
+            st = launch_fwd(ctx, sel, p, &args);
     }
     release_workspace(ctx, owned);
     return st;
@@ -328,10 +419,14 @@ static fa_status gpu_fwd_kvcache(fa_context *ctx, const fa_kvcache_problem *p, c
     (void)workspace_bytes;
     st = begin_pass(ctx, st, fa_kvcache_workspace_bytes(p, sel), &workspace, &owned, "kvcache workspace");
     if (st == FA_OK) {
-        fa_append_args append = fa_make_append_args(p, workspace, NULL);
+        int *seq_ok = fa_kvcache_seq_ok(p, sel, workspace);
+        fa_seq_check_args check = fa_make_kvcache_check_args(p, seq_ok, state->status_device);
+        fa_append_args append = fa_make_append_args(p, workspace, seq_ok);
         void *append_args[] = {&append};
-        st = launch(ctx, state->rt->kv_append, fa_append_grid(p), FA_APPEND_THREADS, append_args, 0,
-                    "kvcache append");
+        st = launch_check(ctx, &check);
+        if (st == FA_OK)
+            st = launch(ctx, state->rt->kv_append, fa_append_grid(p), FA_APPEND_THREADS, append_args, 0,
+                        "kvcache append");
         if (st == FA_OK && p->attn.total_q > 0) {
             fa_problem attn = fa_kvcache_attention(p, &append);
             fa_fwd_args args = fa_make_args(&attn, sel->num_splits, fa_kvcache_split_workspace(p, workspace));
@@ -383,7 +478,7 @@ static fa_status gpu_combine(fa_context *ctx, const fa_combine_problem *p)
 }
 
 const fa_backend_ops fa_gpu_ops = {
-    gpu_init, gpu_destroy, gpu_set_stream, gpu_copy_to_host,
+    gpu_init, gpu_destroy, gpu_set_stream, gpu_device_error,
     gpu_fwd_workspace, gpu_fwd, NULL, gpu_bwd_workspace, gpu_bwd, gpu_combine,
     gpu_fwd_kvcache_workspace, gpu_fwd_kvcache,
 };

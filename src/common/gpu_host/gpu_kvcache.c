@@ -39,15 +39,41 @@ static fa_strides q_rot_strides(const fa_problem *a)
     return st;
 }
 
+/* The attention's split-KV partials when it runs. */
+static size_t split_bytes(const fa_kvcache_problem *p, const fa_selection *sel)
+{
+    return p->attn.total_q > 0 ? fa_split_bytes(&p->attn, sel->num_splits) : 0;
+}
+
+/* seqused, the rotated q, the partials, then seq_ok: where fa_make_args puts it for the
+ * attention problem over the appended cache (whose seqused_k makes it a call with device
+ * indices), so the device check, the append and the attention share one array. */
 size_t fa_kvcache_workspace_bytes(const fa_kvcache_problem *p, const fa_selection *sel)
 {
-    size_t split = p->attn.total_q > 0 ? fa_split_bytes(&p->attn, sel->num_splits) : 0;
-    return seqused_bytes(p) + q_rot_bytes(p) + split;
+    return seqused_bytes(p) + q_rot_bytes(p) + split_bytes(p, sel) + seqused_bytes(p);
+}
+
+int *fa_kvcache_seq_ok(const fa_kvcache_problem *p, const fa_selection *sel, void *workspace)
+{
+    return (int *)((char *)workspace + seqused_bytes(p) + q_rot_bytes(p) + split_bytes(p, sel));
 }
 
 void *fa_kvcache_split_workspace(const fa_kvcache_problem *p, void *workspace)
 {
     return (char *)workspace + seqused_bytes(p) + q_rot_bytes(p);
+}
+
+fa_seq_check_args fa_make_kvcache_check_args(const fa_kvcache_problem *p, int *seq_ok,
+                                             fa_device_status *status)
+{
+    fa_seq_check_args a = fa_make_check_args(&p->attn, FA_CHECK_CALL_FWD_KVCACHE, seq_ok, status);
+    a.cache_seqlens = p->cache_seqlens;
+    a.s_new = (int)p->seqlen_new;
+    a.capacity = p->capacity;
+    a.cache_batch_idx = p->cache_batch_idx;
+    a.cache_batch = p->cache_rows;
+    a.min_keys = p->rotary_cos && p->attn.total_q > 0 ? (int)p->attn.seqlen_q : 0;
+    return a;
 }
 
 fa_append_args fa_make_append_args(const fa_kvcache_problem *p, void *workspace, const int *seq_ok)

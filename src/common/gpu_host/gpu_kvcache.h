@@ -22,6 +22,13 @@ size_t fa_kvcache_workspace_bytes(const fa_kvcache_problem *p, const fa_selectio
 
 /* The append kernel's arguments over that workspace; seq_ok NULL (every entry fine)
  * until the device check supplies its array. */
+/* seq_ok in the call's workspace (the device check writes it, the append and the
+ * attention read it). */
+int *fa_kvcache_seq_ok(const fa_kvcache_problem *p, const fa_selection *sel, void *workspace);
+/* The device check of an fa_fwd_kvcache call: cache_seqlens (>= 0, + s_new within the
+ * capacity, and >= s_q with rotary), cache_batch_idx, and the paged table. */
+fa_seq_check_args fa_make_kvcache_check_args(const fa_kvcache_problem *p, int *seq_ok,
+                                             fa_device_status *status);
 fa_append_args fa_make_append_args(const fa_kvcache_problem *p, void *workspace, const int *seq_ok);
 
 /* Rows x (1, batch) pairs: x covers the new rows and, with rotary, the q rows (at least

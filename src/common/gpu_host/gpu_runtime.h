@@ -49,8 +49,8 @@ typedef struct fa_gpu_runtime {
      * on the stream no longer needs it. */
     int (*alloc)(void **ptr, size_t bytes, void *stream);
     void (*release)(void *ptr, void *stream);
-    /* Returns once the bytes are on the host. */
-    int (*copy_to_host)(void *dst, const void *src, size_t bytes, void *stream);
+    /* Returns once the work queued on the stream has finished. */
+    int (*stream_sync)(void *stream);
     /* Raises a kernel's shared-memory limit to smem_bytes, once per context before its
      * first launch; launches then pass the kernel's shared memory as dynamic bytes. NULL:
      * the kernels size it statically, and launches pass none. */
@@ -65,6 +65,17 @@ typedef struct fa_gpu_runtime {
     const void *const *bwd_preprocess;
     const void *const *bwd_convert_dq;
     const void *const *kv_append;   /* fa_fwd_kvcache's append (kv_append.h) */
+
+    /* Pinned host memory the device reads and writes (the device-check record):
+     * *host for the host, *device the address kernels take. NULL: the runtime has none,
+     * and the context keeps no record (the check kernels then report nothing). */
+    int (*host_alloc_mapped)(void **host, void **device, size_t bytes);
+    void (*host_free)(void *host);
+    /* *active = 1 while the stream is being captured into a graph. */
+    int (*stream_capturing)(void *stream, int *active);
+    /* The device check of a call's indices (seq_check.h). */
+    const void *const *seq_check;
+    const void *const *seq_check_pages;
 } fa_gpu_runtime;
 
 /* Binds ctx (backend and device set) to a runtime: finds the device, fills ctx->row and

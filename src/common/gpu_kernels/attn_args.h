@@ -64,6 +64,9 @@ typedef struct fa_fwd_args {
     const int *block_table;
     long long block_table_stride;
     int page_size;                        /* keys per page (any positive count)        */
+    /* Appended after everything above, whose offsets the kernels' code was compared at. */
+    const int *seq_ok;                    /* NULL, or [batch] from the device check   */
+                                          /* (seq_check.h): 0 = the sequence is empty */
 } fa_fwd_args;
 
 /* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus
@@ -142,6 +145,8 @@ typedef struct fa_combine_args {
     int lanes;                                /* threads per (row, head)                */
     int chunk_lanes;                          /* of which 8-element chunks of a row take */
                                               /* turns (the rest split the partials)     */
+    const int *seq_ok;                        /* NULL, or [batch] from the device check  */
+                                              /* (split-KV): 0 = write nothing for it    */
 } fa_combine_args;
 
 /* Kernel parameters are passed by value: stay within HIP's classic 4 KiB limit. */

@@ -442,8 +442,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     fa_block_pair(f->heads_k, f->batch, &kv_head_u, &batch_u);
     const int batch = (int)batch_u, kv_head = (int)kv_head_u, n0 = blockIdx.x * FA_RESIDENT_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
-    if (n0 >= seq.seqlen_k || batch == f->batch) /* no keys, or past the last pair */
-        return;
+    if (n0 >= seq.seqlen_k || batch == f->batch || fa_sequence_bad(f, batch)) /* no keys, past the */
+        return;                                                                 /* last pair, or bad */
     const int keys_valid = min(FA_RESIDENT_ROWS, seq.seqlen_k - n0);
     const int group = f->heads / f->heads_k;
     const long long q_global_row0 = fa_global_q_row0(f, batch, seq.q_row0);
@@ -596,8 +596,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int batch = (int)batch_u, head = (int)head_u;
     const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_RESIDENT_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
-    if (m0 >= seq.seqlen_q || batch == f->batch) /* no rows, or past the last pair */
-        return;
+    if (m0 >= seq.seqlen_q || batch == f->batch || fa_sequence_bad(f, batch)) /* no rows, past the */
+        return;                                                                 /* last pair, or bad */
     const int rows_valid = min(FA_RESIDENT_ROWS, seq.seqlen_q - m0);
     const int kv_head = head / (f->heads / f->heads_k);
     const int lane = fa_lane(), warp_row0 = (fa_warp() % FA_ROW_GROUPS) * FA_MMA_M;

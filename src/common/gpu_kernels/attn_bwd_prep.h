@@ -36,7 +36,8 @@ FA_DEVICE float fa_dot_row(const unsigned short *a, const unsigned short *b, int
 }
 
 /* The block's FA_PREP_ROWS query rows of one (head, batch) (the pairs as launch_grid.h
- * lays them out): how many exist (none in a folded grid's blocks past the last pair), and
+ * lays them out): how many exist (none in a folded grid's blocks past the last pair, nor
+ * in a sequence the device check found bad), and
  * where they start in the [heads][total_q] row arrays. */
 typedef struct fa_prep_rows {
     int head, batch;          /* batch: seq.batch too; the kernels read this copy     */
@@ -58,7 +59,7 @@ FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f)
     r.seq = fa_find_sequence(f, r.batch);
     r.q_global_row0 = fa_global_q_row0(f, r.batch, r.seq.q_row0);
     r.row0 = blockIdx.x * FA_PREP_ROWS;
-    r.count = min(FA_PREP_ROWS, r.seq.seqlen_q - r.row0);
+    r.count = fa_sequence_bad(f, r.batch) ? 0 : min(FA_PREP_ROWS, r.seq.seqlen_q - r.row0);
     r.slot0 = fa_head_row(f, r.head, r.q_global_row0 + r.row0);
     return r;
 }

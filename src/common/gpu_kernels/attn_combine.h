@@ -201,6 +201,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
     if (batch_u == (unsigned)args.batch) /* past the last batch entry */
         return;
     const int batch = (int)batch_u;
+    if (args.seq_ok && !args.seq_ok[batch]) /* the device check found the sequence bad */
+        return;
     long long row0 = 0, rows = args.rows;
     if (args.cu_seqlens_q) {
         row0 = args.cu_seqlens_q[batch];

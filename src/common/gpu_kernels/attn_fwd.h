@@ -583,7 +583,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_INST_N * FA_PITCH;
 
     const fa_block_span s = fa_find_span(&args);
-    if (s.rows_valid <= 0 || s.batch == args.batch)
+    if (s.rows_valid <= 0 || s.batch == args.batch || fa_sequence_bad(&args, s.batch))
         return;
     const int warp_row0 = (fa_warp() / FA_KEY_WARPS) * FA_WARP_ROWS;
     const int warp_key0 = (fa_warp() % FA_KEY_WARPS) * FA_WARP_KEYS;

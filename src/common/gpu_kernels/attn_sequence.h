@@ -1,7 +1,7 @@
 /*
  * attn_sequence.h - which (head, batch) pair a block works on (launch_grid.h) and where
- * that batch entry's sequence lives (varlen offsets, seqused_k), for every GPU kernel of
- * both vendors.
+ * that batch entry's sequence lives (varlen offsets, seqused_k), and whether the device
+ * check found it bad, for every GPU kernel of both vendors.
  */
 #ifndef FA_ATTN_SEQUENCE_H
 #define FA_ATTN_SEQUENCE_H
@@ -47,6 +47,15 @@ FA_DEVICE fa_sequence fa_sequence_of(const fa_fwd_args *args, int batch)
     if (args->seqused_k)
         seq.seqlen_k = args->seqused_k[batch];
     return seq;
+}
+
+/* 1 when the device check found batch entry `batch` (< args->batch) bad: a kernel
+ * exits before it reads or writes anything of that sequence, whose indices may point
+ * anywhere. Each kernel tests it with its own exit, after the lengths are read: folding
+ * it into the lengths costs the d256 forward spills (ptxas, sm_90). */
+FA_DEVICE int fa_sequence_bad(const fa_fwd_args *args, int batch)
+{
+    return args->seq_ok != NULL && !args->seq_ok[batch];
 }
 
 /* The sequence of a block whose pair may lie past the last one (batch == args->batch,

@@ -1,6 +1,7 @@
 /*
  * device_common.h - the words of the device vocabulary that CUDA and HIP spell alike
- * (function qualifiers, lane and warp of a thread, the block barrier), included by each
+ * (function qualifiers, lane and warp of a thread, the block barriers, the one-time claim
+ * and system fence of the device-check record), included by each
  * vendor's fa_device.h once it has defined FA_WARP_SIZE.
  */
 #ifndef FA_DEVICE_COMMON_H
@@ -13,5 +14,13 @@
 FA_DEVICE int fa_lane(void) { return (int)(threadIdx.x & (FA_WARP_SIZE - 1)); }
 FA_DEVICE int fa_warp(void) { return (int)(threadIdx.x / FA_WARP_SIZE); }
 FA_DEVICE void fa_barrier(void) { __syncthreads(); }
+/* A barrier that also tells every thread whether any thread's predicate was non-zero. */
+FA_DEVICE int fa_barrier_any(int predicate) { return __syncthreads_or(predicate); }
+
+/* 1 for exactly one caller of all that find *flag 0 (which it sets to 1). */
+FA_DEVICE int fa_claim_once(int *flag) { return atomicCAS(flag, 0, 1) == 0; }
+/* Orders this thread's earlier writes before its later ones for every observer,
+ * the host included (mapped host memory). */
+FA_DEVICE void fa_fence_system(void) { __threadfence_system(); }
 
 #endif /* FA_DEVICE_COMMON_H */
