@@ -6,6 +6,10 @@
  * reference the tests use too (tests/reference) and times an OpenBLAS SGEMM for comparison.
  * On CUDA (built with FA_BENCH_CUDA) the inputs are made on the host and copied to the
  * device, calls are timed with CUDA events, and --check copies the sampled rows back.
+ * --decode times one query row (or --seqlen-q rows) against --seqlen-k keys and the
+ * forward reports the K/V read bandwidth; --page P reads the same keys through a paged
+ * K/V cache (page pools and a block table), which --check compares with the contiguous
+ * reference, since the pages spell the same keys.
  *
  * Exit status: 0 success, 1 --check failed, 2 bad usage or a library error.
  */
@@ -52,6 +56,9 @@ typedef struct options {
     int iters, threads;
     int check, sgemm, sgemm_n, json;
     int backward;
+    int decode, seqlen_q_given;
+    int page;          /* keys per page of the paged K/V cache; 0: contiguous k and v */
+    int page_shuffled; /* the block table lists the pages in a shuffled order         */
 } options;
 
 static void usage(FILE *to)
@@ -61,6 +68,13 @@ static void usage(FILE *to)
             "  --backend auto|cpu|cuda|hip   (default auto: CUDA, then HIP, then CPU)\n"
             "  --batch N --heads N --kv-heads N --head-dim N\n"
             "  --seqlen N | --seqlen-q N --seqlen-k N\n"
+            "  --decode                      s_q = 1 (unless --seqlen-q says otherwise, e.g.\n"
+            "                                4 for speculative decoding) against the keys of\n"
+            "                                --seqlen-k (or --seqlen)\n"
+            "  --page P [--page-order identity|shuffled]\n"
+            "                                read K/V through a paged cache of P keys a page\n"
+            "                                (params.block_table), pages listed in a shuffled\n"
+            "                                (default) or in their own order\n"
             "  --dtype f32|f16|bf16          (default f32 on the CPU, bf16 on GPUs)\n"
             "  --causal  --window L,R  --softcap X  --alibi\n"
             "  --iters N --threads N         (threads 0 = all cores)\n"
@@ -83,6 +97,7 @@ static void default_options(options *o)
     o->window_left = o->window_right = -1;
     o->iters = 10;
     o->sgemm_n = 4096;
+    o->page_shuffled = 1;
 }
 
 static int parse_int(const char *text, int min, int *out)
@@ -132,6 +147,17 @@ static int parse_dtype(const char *text, fa_dtype *out)
     return 1;
 }
 
+static int parse_page_order(const char *text, int *shuffled)
+{
+    if (strcmp(text, "shuffled") == 0)
+        *shuffled = 1;
+    else if (strcmp(text, "identity") == 0)
+        *shuffled = 0;
+    else
+        return 0;
+    return 1;
+}
+
 static int parse_window(const char *text, int *left, int *right)
 {
     char extra;
@@ -162,7 +188,7 @@ static int parse_valued(int argc, char **argv, int *i, options *o)
         return 1;
     }
     if (takes_value(argc, argv, i, "--seqlen-q", &v))
-        return v && parse_int(v, 1, &o->seqlen_q);
+        return v && parse_int(v, 1, &o->seqlen_q) && (o->seqlen_q_given = 1);
     if (takes_value(argc, argv, i, "--seqlen-k", &v))
         return v && parse_int(v, 1, &o->seqlen_k);
     if (takes_value(argc, argv, i, "--heads", &v))
@@ -181,6 +207,10 @@ static int parse_valued(int argc, char **argv, int *i, options *o)
         return v && parse_int(v, 1, &o->iters);
     if (takes_value(argc, argv, i, "--threads", &v))
         return v && parse_int(v, 0, &o->threads);
+    if (takes_value(argc, argv, i, "--page", &v))
+        return v && parse_int(v, 1, &o->page);
+    if (takes_value(argc, argv, i, "--page-order", &v))
+        return v && parse_page_order(v, &o->page_shuffled);
     if (takes_value(argc, argv, i, "--sgemm-n", &v))
         return v && parse_int(v, 1, &o->sgemm_n) && (o->sgemm = 1);
     return -1; /* not a valued option */
@@ -200,6 +230,8 @@ static int parse_flag(const char *arg, options *o)
         o->json = 1;
     else if (strcmp(arg, "--backward") == 0)
         o->backward = 1;
+    else if (strcmp(arg, "--decode") == 0)
+        o->decode = 1;
     else
         return 0;
     return 1;
@@ -228,6 +260,12 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (o->kv_heads == 0)
         o->kv_heads = o->heads;
+    if (o->decode && !o->seqlen_q_given)
+        o->seqlen_q = 1;
+    if (o->page > 0 && o->backward) {
+        fprintf(stderr, "flashattn_bench: --page: paged K/V is forward-only (fa_bwd refuses it)\n");
+        return 0;
+    }
     return 1;
 }
 
@@ -397,6 +435,10 @@ typedef struct buffers {
     void *q, *k, *v, *out;
     float *lse, *slopes;
     void *dout, *dq, *dk, *dv; /* --backward only */
+    /* --page only: pools [pages, P, h_k, d] spelling k and v, the block table [b, width],
+     * and seqused_k [b] (s_k for every entry) where s_k is not a multiple of P. */
+    void *k_pages, *v_pages;
+    int32_t *block_table, *seqused;
 } buffers;
 
 typedef struct problem {
@@ -424,6 +466,78 @@ static size_t kv_elements(const options *o)
 static size_t lse_elements(const options *o)
 {
     return (size_t)o->batch * o->heads * o->seqlen_q;
+}
+
+/* Entries of a block table row: the pages that cover s_k keys. */
+static int table_width(const options *o)
+{
+    return (int)(((long long)o->seqlen_k + o->page - 1) / o->page);
+}
+
+/* Every batch entry owns its own pages, so the pool holds b * width of them. */
+static size_t page_count(const options *o)
+{
+    return (size_t)o->batch * (size_t)table_width(o);
+}
+
+static size_t pool_elements(const options *o)
+{
+    return page_count(o) * (size_t)o->page * o->kv_heads * o->head_dim;
+}
+
+/* Page ids 0 .. pages-1, row after row; shuffled (Fisher-Yates, fixed seed) so that
+ * consecutive keys of a sequence live in scattered pages, as in a long-running cache. */
+static int32_t *make_block_table(const options *o)
+{
+    size_t n = page_count(o), i;
+    int32_t *table = (int32_t *)malloc(n * sizeof(int32_t));
+    uint64_t state = 7;
+    for (i = 0; table != NULL && i < n; ++i)
+        table[i] = (int32_t)i;
+    for (i = n; table != NULL && o->page_shuffled && i > 1; --i) {
+        size_t j = (size_t)(splitmix64(&state) % (uint64_t)i);
+        int32_t t = table[i - 1];
+        table[i - 1] = table[j];
+        table[j] = t;
+    }
+    return table;
+}
+
+/* Copies each key row (h_k x d values) of the contiguous [b, s_k, h_k, d] `from` to row
+ * r % P of page table[entry][r / P]; the unused tail of a last page stays zero. */
+static void spell_pages(const options *o, const int32_t *table, const void *from, void *pool)
+{
+    const size_t row_bytes = (size_t)o->kv_heads * o->head_dim * dtype_bytes(o->dtype);
+    const int width = table_width(o);
+    int b;
+    long long r;
+    for (b = 0; b < o->batch; ++b)
+        for (r = 0; r < o->seqlen_k; ++r) {
+            size_t page = (size_t)table[(size_t)b * width + (size_t)(r / o->page)];
+            size_t to_row = page * (size_t)o->page + (size_t)(r % o->page);
+            memcpy((char *)pool + to_row * row_bytes,
+                   (const char *)from + ((size_t)b * o->seqlen_k + (size_t)r) * row_bytes, row_bytes);
+        }
+}
+
+/* The paged copy of host k and v (--page); 1 on success. */
+static int make_host_pages(const options *o, buffers *h)
+{
+    size_t elem = dtype_bytes(o->dtype);
+    int b;
+    h->block_table = make_block_table(o);
+    h->k_pages = calloc(pool_elements(o), elem);
+    h->v_pages = calloc(pool_elements(o), elem);
+    if (!h->block_table || !h->k_pages || !h->v_pages)
+        return 0;
+    spell_pages(o, h->block_table, h->k, h->k_pages);
+    spell_pages(o, h->block_table, h->v, h->v_pages);
+    if (o->seqlen_k % o->page == 0)
+        return 1;
+    h->seqused = (int32_t *)malloc((size_t)o->batch * sizeof(int32_t));
+    for (b = 0; h->seqused != NULL && b < o->batch; ++b)
+        h->seqused[b] = o->seqlen_k;
+    return h->seqused != NULL;
 }
 
 /* ALiBi slopes of the usual geometric sequence 2^(-8 (i + 1) / h). */
@@ -454,6 +568,8 @@ static int make_host_buffers(const options *o, buffers *h)
     fill_normal(h->q, o->dtype, q_elements(o), 1);
     fill_normal(h->k, o->dtype, kv_elements(o), 2);
     fill_normal(h->v, o->dtype, kv_elements(o), 3);
+    if (o->page > 0 && !make_host_pages(o, h))
+        return 0;
     if (!o->backward)
         return 1;
     h->dout = malloc(q_elements(o) * elem);
@@ -466,20 +582,26 @@ static int make_host_buffers(const options *o, buffers *h)
     return 1;
 }
 
-/* Run buffers: copies of every host buffer (outputs included, so they start at zero). */
+/* Run buffers: copies of every host buffer (outputs included, so they start at zero).
+ * With --page the library reads k and v from the page pools, so only those go there. */
 static int make_run_buffers(const options *o, problem *p)
 {
     size_t elem = dtype_bytes(o->dtype);
     const buffers *h = &p->host;
     buffers *r = &p->run;
-    int dev = p->on_device;
+    int dev = p->on_device, paged = o->page > 0;
+    size_t kv_bytes = (paged ? pool_elements(o) : kv_elements(o)) * elem;
     r->q = run_buffer(dev, h->q, q_elements(o) * elem);
-    r->k = run_buffer(dev, h->k, kv_elements(o) * elem);
-    r->v = run_buffer(dev, h->v, kv_elements(o) * elem);
+    r->k = run_buffer(dev, paged ? h->k_pages : h->k, kv_bytes);
+    r->v = run_buffer(dev, paged ? h->v_pages : h->v, kv_bytes);
     r->out = run_buffer(dev, h->out, q_elements(o) * elem);
     r->lse = (float *)run_buffer(dev, h->lse, lse_elements(o) * sizeof(float));
     r->slopes = (float *)run_buffer(dev, h->slopes, (size_t)o->heads * sizeof(float));
+    r->block_table = (int32_t *)run_buffer(dev, h->block_table, page_count(o) * sizeof(int32_t));
+    r->seqused = (int32_t *)run_buffer(dev, h->seqused, (size_t)o->batch * sizeof(int32_t));
     if (!(r->q && r->k && r->v && r->out && r->lse && (h->slopes == NULL || r->slopes)))
+        return 0;
+    if ((h->block_table && !r->block_table) || (h->seqused && !r->seqused))
         return 0;
     if (!o->backward)
         return 1;
@@ -498,14 +620,24 @@ static void set_params(const options *o, problem *p)
     p->params.window_right = o->window_right;
     p->params.softcap = o->softcap;
     p->params.alibi_slopes = p->run.slopes;
+    if (o->page == 0)
+        return;
+    p->params.block_table = p->run.block_table;
+    p->params.block_table_batch_stride = table_width(o);
+    p->params.block_table_width = table_width(o);
+    p->params.page_block_size = o->page;
+    p->params.seqused_k = p->run.seqused;
 }
 
+/* k and v are [b, s_k, h_k, d], or with --page the pools [pages, P, h_k, d]. */
 static void make_tensors(const options *o, problem *p)
 {
     const buffers *r = &p->run;
+    const int64_t kv_outer = o->page > 0 ? (int64_t)page_count(o) : o->batch;
+    const int64_t kv_rows = o->page > 0 ? o->page : o->seqlen_k;
     p->tq = fa_tensor_bshd(r->q, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
-    p->tk = fa_tensor_bshd(r->k, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
-    p->tv = fa_tensor_bshd(r->v, o->dtype, o->batch, o->seqlen_k, o->kv_heads, o->head_dim);
+    p->tk = fa_tensor_bshd(r->k, o->dtype, kv_outer, kv_rows, o->kv_heads, o->head_dim);
+    p->tv = fa_tensor_bshd(r->v, o->dtype, kv_outer, kv_rows, o->kv_heads, o->head_dim);
     p->tout = fa_tensor_bshd(r->out, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
     p->tlse = fa_tensor_lse(r->lse, o->batch, o->heads, o->seqlen_q);
     p->tdout = fa_tensor_bshd(r->dout, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
@@ -550,6 +682,10 @@ static void free_buffers(buffers *b)
     free(b->dq);
     free(b->dk);
     free(b->dv);
+    free(b->k_pages);
+    free(b->v_pages);
+    free(b->block_table);
+    free(b->seqused);
 }
 
 static void free_problem(problem *p)
@@ -564,6 +700,8 @@ static void free_problem(problem *p)
     free_run_buffer(p->on_device, p->run.dq);
     free_run_buffer(p->on_device, p->run.dk);
     free_run_buffer(p->on_device, p->run.dv);
+    free_run_buffer(p->on_device, p->run.block_table);
+    free_run_buffer(p->on_device, p->run.seqused);
     free_workspace(p->on_device, p->workspace);
     free_buffers(&p->host);
 }
@@ -599,6 +737,14 @@ static double attention_flops(const options *o)
     for (i = 0; i < o->seqlen_q; ++i)
         pairs += visible_keys(i, o, right);
     return per_pair * (double)pairs;
+}
+
+/* The K and V a forward must read once, the bytes that bound decode: 2 b s_k h_k d
+ * elements (the same with --page: the pages hold the same keys). */
+static double kv_read_bytes(const options *o)
+{
+    return 2.0 * o->batch * (double)o->seqlen_k * o->kv_heads * o->head_dim *
+           (double)dtype_bytes(o->dtype);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -793,6 +939,11 @@ static void describe_reference(const options *o, const problem *p, reference_inp
     ri->dout = fa_tensor_bshd(p->host.dout, o->dtype, o->batch, o->seqlen_q, o->heads, o->head_dim);
     ri->params = p->params;
     ri->params.alibi_slopes = p->host.slopes;
+    /* The pages spell the contiguous host k and v, of exactly s_k keys. */
+    ri->params.block_table = NULL;
+    ri->params.block_table_batch_stride = 0;
+    ri->params.block_table_width = ri->params.page_block_size = 0;
+    ri->params.seqused_k = NULL;
     fa_ref_describe(&ri->problem, &ri->q, &ri->k, &ri->v, &ri->params);
 }
 
@@ -1141,6 +1292,16 @@ static double gflops(const results *r)
     return r->flops / r->median_s * 1e-9;
 }
 
+static double kv_read_gbps(const options *o, const results *r)
+{
+    return kv_read_bytes(o) / r->median_s * 1e-9;
+}
+
+static const char *page_order_name(const options *o)
+{
+    return o->page_shuffled ? "shuffled" : "identity";
+}
+
 static void print_text(const options *o, const results *r)
 {
     const fa_plan *pl = &r->plan;
@@ -1153,7 +1314,10 @@ static void print_text(const options *o, const results *r)
         printf(" window=%d,%d", o->window_left, o->window_right);
     if (o->softcap > 0.0f)
         printf(" softcap=%g", (double)o->softcap);
-    printf("%s%s\n", o->alibi ? " alibi" : "", o->backward ? ", backward" : "");
+    printf("%s%s", o->alibi ? " alibi" : "", o->backward ? ", backward" : "");
+    if (o->page > 0)
+        printf(", paged K/V: P=%d, %zu pages, %s order", o->page, page_count(o), page_order_name(o));
+    printf("\n");
     printf("plan         %s: tile %dx%d, %d stage(s), %d thread(s), splits %d, d_inst %d\n",
            pl->kernel, pl->tile_m, pl->tile_n, pl->stages, pl->threads, pl->num_splits,
            pl->head_dim_instance);
@@ -1161,6 +1325,9 @@ static void print_text(const options *o, const results *r)
     printf("time         %.3f ms median, %.3f ms min over %d iteration(s)\n", 1e3 * r->median_s,
            1e3 * r->min_s, o->iters);
     printf("throughput   %.2f GFLOP/s (%.3g FLOP per call)\n", gflops(r), r->flops);
+    if (!o->backward)
+        printf("kv read      %.2f GB/s (%.3g bytes of K and V per call)\n", kv_read_gbps(o, r),
+               kv_read_bytes(o));
     if (r->info.backend == FA_BACKEND_CPU)
         printf("extra memory %.2f MiB peak RSS growth (workspace %zu bytes)\n",
                (double)r->extra_bytes / 1048576.0, pl->workspace_bytes);
@@ -1210,6 +1377,9 @@ static void print_json(const options *o, const results *r)
            o->batch, o->seqlen_q, o->seqlen_k, o->heads, o->kv_heads, o->head_dim,
            fa_dtype_name(o->dtype), o->causal, o->window_left, o->window_right,
            (double)o->softcap, o->alibi, o->backward ? "backward" : "forward");
+    if (o->page > 0)
+        printf("\"page_block_size\":%d,\"pages\":%zu,\"page_order\":\"%s\",", o->page,
+               page_count(o), page_order_name(o));
     printf("\"plan\":{");
     print_json_string("kernel", pl->kernel);
     printf(",\"tile_m\":%d,\"tile_n\":%d,\"stages\":%d,\"threads\":%d,\"num_splits\":%d,"
@@ -1221,6 +1391,8 @@ static void print_json(const options *o, const results *r)
            "\"gflops\":%.4f,\"peak_extra_bytes\":%lld",
            o->iters, 1e3 * r->median_s, 1e3 * r->min_s, r->flops, gflops(r),
            r->info.backend == FA_BACKEND_CPU ? r->extra_bytes : (long long)pl->workspace_bytes);
+    if (!o->backward)
+        printf(",\"kv_read_bytes\":%.6g,\"kv_read_gbps\":%.4f", kv_read_bytes(o), kv_read_gbps(o, r));
     if (r->checked && o->backward)
         printf(",\"check\":{\"passed\":%s,\"max_abs_err\":%.6g,\"gradient_scale\":%.6g,"
                "\"tolerance\":%g,\"dq_rows\":%d,\"dkdv_rows\":%d}",
