@@ -17,6 +17,7 @@
 
 #include "device_tensors.hpp"
 #include "gpu_case.hpp"
+#include "graph_capture.hpp"
 #include "gpu_kernels/seq_check_args.h"
 #include "gpu_host/device_check.h"
 #include "oracle.hpp"
@@ -72,35 +73,10 @@ bool lse_poisoned(const HostTensor &lse, int64_t g0, int64_t g1, int heads, int6
     return true;
 }
 
-bool contains(const std::string &text, const std::string &part) { return text.find(part) != std::string::npos; }
-
-// Byte-equal (a named test keeps Catch from printing whole buffers on failure).
-bool same_bytes(const std::vector<unsigned char> &a, const std::vector<unsigned char> &b) { return a == b; }
-
 fa_status forward(const Context &ctx, GpuProblem &p, const fa_params &params, void *ws = nullptr, size_t bytes = 0)
 {
     return fa_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &params, &p.dout->view, &p.dlse->view, ws,
                   bytes);
-}
-
-template <typename T> void upload(const DeviceArray<T> &dst, const std::vector<T> &src)
-{
-    REQUIRE(cudaMemcpy(dst.buf.ptr, src.data(), src.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-}
-
-// An output poisoned again, on the device and in its host copy, before a call.
-void reset(DeviceTensor &t)
-{
-    fa_oracle::poison(*t.host);
-    REQUIRE(cudaMemcpy(t.buf->ptr, t.host->storage.data(), t.host->storage.size(), cudaMemcpyHostToDevice) ==
-            cudaSuccess);
-}
-
-std::vector<unsigned char> download(const DeviceTensor &t)
-{
-    std::vector<unsigned char> bytes(t.host->storage.size());
-    REQUIRE(cudaMemcpy(bytes.data(), t.buf->ptr, bytes.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return bytes;
 }
 
 Case varlen_case()
@@ -497,49 +473,6 @@ TEST_CASE("device check kernel: cu_seqlens as arrays and per sequence", "[cuda][
 
 // ---- CUDA graphs ------------------------------------------------------------------------
 
-namespace {
-
-struct Stream {
-    cudaStream_t s = nullptr;
-    Stream() { REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess); }
-    ~Stream() { cudaStreamDestroy(s); }
-};
-
-// One captured graph, instantiated.
-struct Graph {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    ~Graph()
-    {
-        if (exec) cudaGraphExecDestroy(exec);
-        if (graph) cudaGraphDestroy(graph);
-    }
-    void replay(cudaStream_t s)
-    {
-        REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
-        REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
-    }
-};
-
-// Captures what `call` enqueues on the context's stream s (the call must succeed), with
-// fa_device_error(ctx, 1) refused meanwhile and fa_device_error(ctx, 0) answering.
-template <typename F> void capture(const Context &ctx, cudaStream_t s, Graph &g, F call)
-{
-    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
-    const fa_status st = call();
-    const std::string msg = fa_last_error(ctx.ctx);
-    const fa_status wait = fa_device_error(ctx.ctx, 1);
-    const fa_status peek = fa_device_error(ctx.ctx, 0);
-    const cudaError_t end = cudaStreamEndCapture(s, &g.graph);
-    INFO(fa_status_string(st) << ": " << msg);
-    REQUIRE(st == FA_OK);
-    REQUIRE(end == cudaSuccess);
-    CHECK(wait == FA_ERR_UNSUPPORTED);
-    CHECK(peek == FA_OK);
-    REQUIRE(cudaGraphInstantiate(&g.exec, g.graph, 0) == cudaSuccess);
-}
-
-}  // namespace
 
 TEST_CASE("cuda graph: varlen forward captured on a fresh context, replayed with new cu_seqlens",
           "[cuda][graph]")
@@ -553,7 +486,7 @@ TEST_CASE("cuda graph: varlen forward captured on a fresh context, replayed with
     REQUIRE(bytes > 0); // seq_ok at least
     DeviceBuffer ws(bytes);
     Graph g;
-    capture(ctx, stream.s, g, [&] { return forward(ctx, p, p.dev_params, ws.ptr, bytes); });
+    capture(ctx.ctx, stream.s, g, [&] { return forward(ctx, p, p.dev_params, ws.ptr, bytes); });
 
     g.replay(stream.s);
     const std::vector<unsigned char> replayed = download(*p.dout), replayed_lse = download(*p.dlse);
@@ -610,7 +543,7 @@ TEST_CASE("cuda graph: varlen backward captured and replayed with new cu_seqlens
                           &d_grad_out.view, &params, &ddq.view, &ddk.view, &ddv.view, ws.ptr, bytes);
         };
         Graph g;
-        capture(ctx, stream.s, g, backward);
+        capture(ctx.ctx, stream.s, g, backward);
         for (int round = 0; round < 2; ++round) {
             if (round == 1) { // new lengths, same totals and bounds; out/lse of the new batch
                 upload(*p.dcu_q, std::vector<int32_t>{0, 100, 103, 203});
@@ -678,7 +611,7 @@ TEST_CASE("cuda graph: seqused_k forward replayed with new seqused_k", "[cuda][g
     REQUIRE(fa_fwd_workspace_size(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &bytes) == FA_OK);
     DeviceBuffer ws(bytes);
     Graph g;
-    capture(ctx, stream.s, g, [&] { return forward(ctx, p, p.dev_params, ws.ptr, bytes); });
+    capture(ctx.ctx, stream.s, g, [&] { return forward(ctx, p, p.dev_params, ws.ptr, bytes); });
     for (const std::vector<int32_t> &used : {std::vector<int32_t>{300, 17, 0}, std::vector<int32_t>{5, 299, 150}}) {
         upload(*p.dused, used);
         reset(*p.dout);
@@ -709,7 +642,7 @@ TEST_CASE("cuda graph: a call that allocates its workspace is captured too (allo
     Stream stream;
     REQUIRE(fa_set_stream(ctx.ctx, stream.s) == FA_OK);
     Graph g;
-    capture(ctx, stream.s, g, [&] { return forward(ctx, p, p.dev_params); });
+    capture(ctx.ctx, stream.s, g, [&] { return forward(ctx, p, p.dev_params); });
     g.replay(stream.s);
     const std::vector<unsigned char> replayed = download(*p.dout);
     reset(*p.dout);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "device_tensors.hpp"
+#include "graph_capture.hpp"
 #include "kvcache_case.hpp"
 
 using namespace fa_paged;
@@ -170,35 +171,51 @@ TEST_CASE("cuda kvcache: paged caches and cache_batch_idx", "[gpu][kvcache][page
     check_gpu_kvcache(c, false);
 }
 
+// The device side of a PagedRun: its tensors, table and arrays on the GPU and the
+// params pointing at them.
+struct DevicePaged {
+    DeviceTensor q, k_pool, v_pool, out, lse;
+    DeviceArray<int32_t> table;
+    std::unique_ptr<DeviceArray<int32_t>> used, cu_q, cu_k;
+    fa_params params;
+
+    explicit DevicePaged(PagedRun &r)
+        : q(r.q), k_pool(r.k_pool), v_pool(r.v_pool), out(r.out), lse(r.lse), table(r.table.entries),
+          params(r.paged)
+    {
+        params.block_table = table.get();
+        if (params.seqused_k) {
+            used.reset(new DeviceArray<int32_t>(r.used));
+            params.seqused_k = used->get();
+        }
+        if (params.cu_seqlens_q) {
+            cu_q.reset(new DeviceArray<int32_t>(r.cu_q));
+            cu_k.reset(new DeviceArray<int32_t>(r.cu_k));
+            params.cu_seqlens_q = cu_q->get();
+            params.cu_seqlens_k = cu_k->get();
+        }
+    }
+    fa_status forward(fa_context *ctx, void *workspace = nullptr, size_t bytes = 0)
+    {
+        return fa_fwd(ctx, &q.view, &k_pool.view, &v_pool.view, &params, &out.view, &lse.view, workspace, bytes);
+    }
+};
+
 // One paged forward on the GPU against the fp64 reference over the same keys laid out
-// contiguously. Device copies of the case's varlen offsets when it has them.
+// contiguously.
 void check_gpu_paged(const PagedCase &c)
 {
     INFO(describe(c));
     PagedRun r;
     prepare(c, r);
-    DeviceTensor q(r.q), k_pool(r.k_pool), v_pool(r.v_pool), out(r.out), lse(r.lse);
-    DeviceArray<int32_t> table(r.table.entries);
-    std::unique_ptr<DeviceArray<int32_t>> used, cu_q, cu_k;
-    fa_params params = r.paged;
-    params.block_table = table.get();
-    if (params.seqused_k) {
-        used.reset(new DeviceArray<int32_t>(r.used));
-        params.seqused_k = used->get();
-    }
-    if (params.cu_seqlens_q) {
-        cu_q.reset(new DeviceArray<int32_t>(r.cu_q));
-        cu_k.reset(new DeviceArray<int32_t>(r.cu_k));
-        params.cu_seqlens_q = cu_q->get();
-        params.cu_seqlens_k = cu_k->get();
-    }
+    DevicePaged d(r);
     Context gpu;
-    fa_status st = fa_fwd(gpu.ctx, &q.view, &k_pool.view, &v_pool.view, &params, &out.view, &lse.view, nullptr, 0);
+    fa_status st = d.forward(gpu.ctx);
     INFO(fa_last_error(gpu.ctx));
     REQUIRE(st == FA_OK);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    out.copy_back();
-    lse.copy_back();
+    d.out.copy_back();
+    d.lse.copy_back();
     check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
 }
 
@@ -262,4 +279,101 @@ TEST_CASE("cuda paged fa_fwd: varlen queries, MQA, head dims, prefill-sized quer
     big.seqlen_q = 300;
     big.causal = true;
     check_gpu_paged(big);
+}
+
+TEST_CASE("cuda graph: paged decode captured, replayed with new lengths and a bad page", "[gpu][paged][graph][decode]")
+{
+    PagedCase c;
+    c.dtype = FA_DTYPE_BF16;
+    c.page = 16;
+    c.width = 63;
+    c.keys = {1000, 517};
+    c.seqused = true;
+    c.heads = 8;
+    c.heads_k = 2;
+    c.dim = 128;
+    c.seqlen_q = 1;
+    PagedRun r;
+    prepare(c, r);
+    DevicePaged d(r);
+    Context ctx;
+    Stream stream;
+    REQUIRE(fa_set_stream(ctx.ctx, stream.s) == FA_OK);
+    size_t bytes = 0;
+    REQUIRE(fa_fwd_workspace_size(ctx.ctx, &d.q.view, &d.k_pool.view, &d.v_pool.view, &d.params, &bytes) == FA_OK);
+    DeviceBuffer ws(bytes);
+    Graph g;
+    capture(ctx.ctx, stream.s, g, [&] { return d.forward(ctx.ctx, ws.ptr, bytes); });
+
+    g.replay(stream.s);
+    d.out.copy_back();
+    d.lse.copy_back();
+    check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+    const std::vector<unsigned char> replayed = download(d.out);
+
+    // Shorter sequences: the replay reads the new seqused_k as an eager call does.
+    upload(*d.used, std::vector<int32_t>{333, 17});
+    reset(d.out);
+    g.replay(stream.s);
+    const std::vector<unsigned char> moved = download(d.out);
+    CHECK(!same_bytes(moved, replayed));
+    reset(d.out);
+    REQUIRE(d.forward(ctx.ctx, ws.ptr, bytes) == FA_OK);
+    REQUIRE(cudaStreamSynchronize(stream.s) == cudaSuccess);
+    CHECK(same_bytes(download(d.out), moved));
+    CHECK(fa_device_error(ctx.ctx, 1) == FA_OK);
+
+    // A page id past the pool: the replay writes nothing for that sequence, and says so.
+    std::vector<int32_t> bad = r.table.entries;
+    bad[0] = static_cast<int32_t>(d.k_pool.view.shape[0]);
+    upload(d.table, bad);
+    reset(d.out);
+    g.replay(stream.s);
+    CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+    CHECK(contains(fa_last_error(ctx.ctx), "block_table[0][0]"));
+    d.out.copy_back();
+    CHECK(!fa_oracle::all_elements_written(r.out)); // sequence 0 stays poisoned
+}
+
+TEST_CASE("cuda graph: fa_fwd_kvcache (paged, rotary) captured and replayed", "[gpu][kvcache][paged][graph][decode]")
+{
+    KvCase c;
+    c.dtype = FA_DTYPE_BF16;
+    c.page = 16;
+    c.s_max = 200;
+    c.s_new = 3;
+    c.s_q = 3;
+    c.cache_seqlens = {14, 150, 0};
+    c.rotary_dim = 32;
+    KvRun r;
+    prepare(c, r);
+    DeviceKvRun d(c, r);
+    Context ctx;
+    Stream stream;
+    REQUIRE(fa_set_stream(ctx.ctx, stream.s) == FA_OK);
+    size_t bytes = 0;
+    REQUIRE(fa_fwd_kvcache_workspace_size(ctx.ctx, &d.q->view, &d.k_cache->view, &d.v_cache->view, &d.k_new->view,
+                                          &d.v_new->view, &d.kv, &d.params, &bytes) == FA_OK);
+    DeviceBuffer ws(bytes);
+    Graph g;
+    capture(ctx.ctx, stream.s, g, [&] {
+        return fa_fwd_kvcache(ctx.ctx, &d.q->view, &d.k_cache->view, &d.v_cache->view, &d.k_new->view,
+                              &d.v_new->view, &d.kv, &d.params, &d.out->view, &d.lse->view, ws.ptr, bytes);
+    });
+    // Nothing ran during the capture: the cache is as it was.
+    CHECK(same_bytes(download(*d.k_cache), r.k_before));
+
+    g.replay(stream.s);
+    d.k_cache->copy_back();
+    d.v_cache->copy_back();
+    d.out->copy_back();
+    d.lse->copy_back();
+    check_append(c, r);
+    check_attention(c, r);
+
+    // A length past the cache: the replay appends nothing for that entry and says so.
+    upload(*d.seqlens, std::vector<int32_t>{14, 198, 0});
+    g.replay(stream.s);
+    CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+    CHECK(contains(fa_last_error(ctx.ctx), "cache_seqlens[1] + the new keys = 201 > the cache's capacity"));
 }

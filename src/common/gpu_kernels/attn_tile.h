@@ -35,10 +35,11 @@ FA_DEVICE void fa_load_tile_rows(fa_elem *smem, const fa_elem *src, const fa_ele
 #pragma unroll
     for (int i = 0; i < (tile_rows + step - 1) / step; ++i) {
         int row = row0 + i * step;
-        if (tile_rows % step != 0 && row >= tile_rows)
-            break;
-        int valid = !checked || (col_valid && row < rows_valid);
-        fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : gmem, valid);
+        /* A test around the body, not an exit: HIP's compiler unrolls the loop only then. */
+        if (tile_rows % step == 0 || row < tile_rows) {
+            int valid = !checked || (col_valid && row < rows_valid);
+            fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : gmem, valid);
+        }
         src += step * row_stride;
     }
 }
