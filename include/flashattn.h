@@ -104,9 +104,9 @@
  *   stride, dtype and scalar, varlen_batch and max_seqlen_q/k >= 0 (grids are sized from
  *   max_seqlen_q/k, capped at the tensors' rows, never from the arrays).
  *   On the device, per call:
- *     cu_seqlens_q/k: [0] == 0, non-decreasing, [varlen_batch] == the tensor's rows (else
- *       every sequence of the call is bad); each length <= max_seqlen_q/k (else that
- *       sequence is bad).
+ *     cu_seqlens_q/k: [0] == 0, non-decreasing, [varlen_batch] == the tensor's rows (not
+ *       for a paged call's cu_seqlens_k, which gives lengths only) (else every sequence
+ *       of the call is bad); each length <= max_seqlen_q/k (else that sequence is bad).
  *     seqused_k[i] in 0 .. the keys of sequence i.
  *     Paged and appending calls (their own sections say which arrays they take):
  *     cache_seqlens[i] >= 0 and cache_seqlens[i] + the new keys <= the cache's capacity;
@@ -119,7 +119,7 @@
  *   the context's device-check record: which check, the call, the sequence, the entry,
  *   its value and the limit it broke. Later violations are not recorded until the record
  *   has been read (their sequences still write nothing).
- *   The report: every later fa_fwd, fa_bwd, fa_combine and workspace or plan query on the
+ *   The report: every later fa_fwd, fa_bwd, fa_fwd_kvcache, fa_combine and workspace or plan query on the
  *   context reads the record first (one host load, no synchronisation) and, when it is
  *   set, returns FA_ERR_DEVICE_CHECK without doing anything else, fa_last_error naming
  *   the check and the values; reading it clears the record. This is best effort: the
@@ -128,6 +128,8 @@
  *   context's stream first. A CPU context checks the same conditions on the host (its
  *   arrays are host memory) and fails the offending call itself with FA_ERR_BAD_SEQLENS
  *   (or its named error), writing nothing; its fa_device_error always returns FA_OK.
+ *   A captured graph holds the context's record (and its kernels): destroy the context
+ *   only after its graphs.
  *   HIP: a call that allocates its workspace drains the stream before freeing it (ROCm
  *   5.2 has no stream-ordered free): pass the workspace in for graph capture.
  *

@@ -482,6 +482,15 @@ TEST_CASE("the decode family takes paged K/V and packs that fit its tiles", "[di
         CHECK(sel.config->pack_gqa == fc.decode);
         CHECK(sel.config->tile_m == fc.tile_m);
     }
+    // A forced prefill tile serves a decode-sized problem from the prefill family; a paged
+    // one has no such fallback.
+    fa_problem_shape decode = make_shape(FA_DTYPE_BF16, 4, 32, 128, 1, 8192);
+    decode.heads_k = 8;
+    fa_tile_override prefill_tile = {128, 64, 2};
+    REQUIRE(select(row, reg, decode, &sel, &prefill_tile) == FA_OK);
+    CHECK(sel.config->pack_gqa == 0);
+    decode.paged = 1;
+    CHECK(select(row, reg, decode, &sel, &prefill_tile) == FA_ERR_BAD_TILE_OVERRIDE);
     // The CPU has no decode family: its loops page by themselves.
     std::vector<fa_kernel_config> cpu = compiled_registry(FA_BACKEND_CPU);
     fa_problem_shape paged = make_shape(FA_DTYPE_BF16, 4, 32, 128, 1, 8192);

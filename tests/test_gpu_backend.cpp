@@ -578,6 +578,27 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
                g_dev.checks[1].block_table_width == 9 && g_dev.checks[1].page_size == 16 &&
                g_dev.checks[1].num_pages == 40));
     }
+    SECTION("paged varlen: cu_seqlens_k gives lengths only, its end is not checked against rows")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        fa_problem p = varlen_problem();
+        static const int32_t table[2 * 9] = {};
+        p.block_table = table;
+        p.block_table_stride = 9;
+        p.block_table_width = 9;
+        p.page_size = 16;
+        p.num_pages = 40;
+        p.total_k = 2 * 9 * 16; // what api.c sets for a paged problem: the tables' capacity
+        fa_kernel_config decode = c;
+        decode.pack_gqa = 1;
+        const fa_selection sel = selection(decode, 1);
+        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
+        REQUIRE(g_dev.checks.size() == 2);
+        CHECK(g_dev.checks[0].cu_seqlens_k == p.cu_seqlens_k);
+        CHECK(g_dev.checks[0].rows_k == -1);
+        CHECK(g_dev.checks[0].rows_q == p.total_q);
+    }
     SECTION("the backward: check, preprocess, dK/dV, dQ; seq_ok after its buffers")
     {
         fake_context f;

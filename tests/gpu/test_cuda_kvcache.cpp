@@ -6,6 +6,8 @@
 // shared between sequences and partly filled.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -331,8 +333,12 @@ TEST_CASE("cuda graph: paged decode captured, replayed with new lengths and a ba
     g.replay(stream.s);
     CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
     CHECK(contains(fa_last_error(ctx.ctx), "block_table[0][0]"));
+    // Sequence 0 (the first half of out) stays poisoned, sequence 1 is as before.
+    const std::vector<unsigned char> after = download(d.out);
+    const size_t half = after.size() / 2;
     d.out.copy_back();
-    CHECK(!fa_oracle::all_elements_written(r.out)); // sequence 0 stays poisoned
+    CHECK(!fa_oracle::all_elements_written(r.out));
+    CHECK(std::equal(after.begin() + half, after.end(), moved.begin() + half));
 }
 
 TEST_CASE("cuda graph: fa_fwd_kvcache (paged, rotary) captured and replayed", "[gpu][kvcache][paged][graph][decode]")
@@ -371,9 +377,26 @@ TEST_CASE("cuda graph: fa_fwd_kvcache (paged, rotary) captured and replayed", "[
     check_append(c, r);
     check_attention(c, r);
 
-    // A length past the cache: the replay appends nothing for that entry and says so.
+    // A length past the cache: the replay appends nothing for that entry and says so. The
+    // other entries append the same rows at the same slots again, so the caches are
+    // byte-equal to after the first replay; entry 1 gets no output rows.
+    const std::vector<unsigned char> k_after = download(*d.k_cache), v_after = download(*d.v_cache);
     upload(*d.seqlens, std::vector<int32_t>{14, 198, 0});
+    reset(*d.out);
     g.replay(stream.s);
     CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
     CHECK(contains(fa_last_error(ctx.ctx), "cache_seqlens[1] + the new keys = 201 > the cache's capacity"));
+    CHECK(same_bytes(download(*d.k_cache), k_after));
+    CHECK(same_bytes(download(*d.v_cache), v_after));
+    d.out->copy_back();
+    bool entry1_poisoned = true;
+    for (int64_t t = 0; t < c.s_q; ++t)
+        for (int h = 0; h < c.heads; ++h)
+            for (int e = 0; e < c.dim; ++e) {
+                const int64_t at[4] = {1, t, h, e};
+                entry1_poisoned = entry1_poisoned && std::isnan(fa_oracle::element(r.out.view, at));
+            }
+    CHECK(entry1_poisoned);
+    const int64_t first[4] = {0, 0, 0, 0};
+    CHECK(!std::isnan(fa_oracle::element(r.out.view, first))); // entry 0 is written
 }

@@ -69,7 +69,7 @@ fa_seq_check_args fa_make_check_args(const fa_problem *p, int call, int *seq_ok,
         a.cu_seqlens_q = p->cu_seqlens_q;
         a.cu_seqlens_k = p->cu_seqlens_k;
         a.rows_q = p->total_q;
-        a.rows_k = p->total_k;
+        a.rows_k = p->block_table ? -1 : p->total_k; /* paged: cu_seqlens_k gives lengths only */
         a.max_seqlen_q = (int)p->seqlen_q;
         a.max_seqlen_k = (int)p->seqlen_k;
     }
@@ -235,6 +235,12 @@ static fa_status fa_fwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
 {
     const long long cap = fa_max_workspace_floats();
     fa_status st;
+    /* The decode family numbers a sequence's packed rows G * s_q in int (attn_fwd.h). */
+    if (sel->config->pack_gqa && (long long)(p->heads / p->heads_k) * p->seqlen_q > INT32_MAX)
+        return fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                       "the %s backend's decode kernels number %d query heads x %lld positions per KV "
+                       "head in 32 bits; this call has more",
+                       backend, p->heads / p->heads_k, (long long)p->seqlen_q);
     if (sel->num_splits > 1) {
         long long rows = fa_product_within(fa_product_within(sel->num_splits, p->total_q, cap), p->heads, cap);
         if (fa_product_within(rows, p->head_dim, cap) < 0)

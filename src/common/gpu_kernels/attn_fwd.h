@@ -107,7 +107,7 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
     /* Heavy (late, causal) query tiles first: they start while the light ones fill in. */
     s.m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_INST_M;
 #if FA_INST_PACK_GQA
-    /* The host keeps G * s_q below 2^31 (dispatch.c). */
+    /* The host keeps G * s_q below 2^31 (gpu_args.c, fa_fwd_limits). */
     s.rows_valid = min(FA_INST_M, s.seqlen_q * s.group - s.m0);
     const int first_pos = s.m0 / s.group, last_pos = (s.m0 + s.rows_valid - 1) / s.group;
 #else

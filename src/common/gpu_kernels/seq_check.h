@@ -33,8 +33,9 @@ FA_DEVICE void fa_check_report(const fa_seq_check_args *a, int check, int batch,
 }
 
 /* The whole-array checks of one cu_seqlens array (this thread's entries of it): starts
- * at 0, never decreases, ends at the operand's rows. `first` is its FA_CHECK_CU_*_START;
- * ORDER and END follow it. 1 when this thread found a violation. */
+ * at 0, never decreases, ends at the operand's rows (rows < 0: the array gives lengths
+ * only, paged K/V, and may end anywhere). `first` is its FA_CHECK_CU_*_START; ORDER and
+ * END follow it. 1 when this thread found a violation. */
 FA_DEVICE int fa_check_cu(const fa_seq_check_args *a, const int *cu, long long rows, int first)
 {
     int bad = 0;
@@ -47,7 +48,7 @@ FA_DEVICE int fa_check_cu(const fa_seq_check_args *a, const int *cu, long long r
         } else if (here < prev) {
             fa_check_report(a, first + 1, j - 1, j, here, prev);
             bad = 1;
-        } else if (j == a->batch && here != rows) {
+        } else if (j == a->batch && rows >= 0 && here != rows) {
             fa_check_report(a, first + 2, -1, j, here, rows);
             bad = 1;
         }
@@ -143,7 +144,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_PAGE_THREADS)
     const int i = blockIdx.x;
     const int fine = args.seq_ok[i];
     int bad = 0;
-    if (fine) {
+    /* page_size 0 is a contiguous cache of no rows read as pages (cache_batch_idx): no
+     * entry covers a key. */
+    if (fine && args.page_size > 0) {
         const long long pages = (fa_check_keys(&args, i) + args.page_size - 1) / args.page_size;
         const int *row = args.block_table + i * args.block_table_stride;
         for (long long j = threadIdx.x; j < pages; j += blockDim.x) {

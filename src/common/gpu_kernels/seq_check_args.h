@@ -64,8 +64,9 @@ typedef struct fa_seq_check_args {
     int batch;                        /* sequences of the call                          */
     int call;                         /* enum fa_check_call, for the report             */
     /* Varlen (both NULL when not): batch + 1 entries each, from 0, non-decreasing, up to
-     * exactly rows_q / rows_k, every length within max_seqlen_q / max_seqlen_k (the
-     * launch's grids cover those). */
+     * exactly rows_q / rows_k (rows_k -1: paged K/V, whose cu_seqlens_k gives lengths
+     * only), every length within max_seqlen_q / max_seqlen_k (the launch's grids cover
+     * those). */
     const int *cu_seqlens_q, *cu_seqlens_k;
     long long rows_q, rows_k;
     int max_seqlen_q, max_seqlen_k;

@@ -8,7 +8,9 @@
  *    dec_instances.txt) serves paged K/V always, and every problem whose packed rows
  *    G * s_q (G = heads / heads_k) are at most FA_DECODE_PACKED_ROWS: one packed tile then
  *    reads each K/V tile once per KV head, where a prefill tile reads it once per query
- *    head and leaves most of its rows empty. Other forwards take the prefill family.
+ *    head and leaves most of its rows empty. Other forwards take the prefill family, and
+ *    so does a decode-sized one that no decode config fits (device limits, or a forced
+ *    prefill tile); paged K/V has no fallback.
  *  Filters, in order (the first one that removes every config names the failure):
  *    vendor and pass match the row / problem, and the config is of the family; dtype matches; instance head_dim >= the
  *    problem's; compiled into this build; fits the row: wave size the instance was written
@@ -456,6 +458,11 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     if (count < 0) count = 0;
     family = *shape;
     family.pack_gqa = decode_family(row, registry, count, shape);
+    /* A decode-sized problem no decode config fits (the device's limits, a forced prefill
+     * tile) takes the prefill family; paged K/V has no other. */
+    if (family.pack_gqa && !family.paged &&
+        smallest_head_dim(row, registry, count, &family, force) == INT_MAX)
+        family.pack_gqa = 0;
     shape = &family;
 
     head_dim = smallest_head_dim(row, registry, count, shape, force);
