@@ -38,6 +38,7 @@ fa_problem_shape make_shape(fa_dtype dtype, int batch, int heads, int head_dim,
     s.has_mask = 0;
     s.num_splits_request = 0;
     s.paged = 0;
+    s.page_size = 0;
     s.pack_gqa = 0;
     return s;
 }
@@ -481,6 +482,17 @@ TEST_CASE("the decode family takes paged K/V and packs that fit its tiles", "[di
         INFO(sel.reason);
         CHECK(sel.config->pack_gqa == fc.decode);
         CHECK(sel.config->tile_m == fc.tile_m);
+    }
+    // Paged: a key tile inside one page wins among the 16-row tiles (sm_90 has 16x64 and
+    // 16x128 at d128); pages of 16 fit none, so the longest tile stays.
+    for (int page : {16, 64, 128, 256}) {
+        fa_problem_shape paged_decode = make_shape(FA_DTYPE_BF16, 16, 32, 128, 1, 8192);
+        paged_decode.heads_k = 8;
+        paged_decode.paged = 1;
+        paged_decode.page_size = page;
+        REQUIRE(select(row, reg, paged_decode, &sel) == FA_OK);
+        INFO("page " << page << ": " << sel.reason);
+        CHECK(sel.config->tile_n == (page == 64 ? 64 : 128));
     }
     // A forced prefill tile serves a decode-sized problem from the prefill family; a paged
     // one has no such fallback.

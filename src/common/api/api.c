@@ -1013,6 +1013,7 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
     shape.has_mask = p->window.left >= 0 || p->window.right >= 0;
     shape.num_splits_request = p->num_splits_request;
     shape.paged = p->block_table != NULL;
+    shape.page_size = p->page_size;
     memset(sel, 0, sizeof *sel);
     registry = pass == FA_PASS_BWD ? fa_registry_bwd(ctx->backend, &count)
                                    : fa_registry(ctx->backend, &count);

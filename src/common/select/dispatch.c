@@ -32,7 +32,9 @@
  *       the model is uniform in the mask (a causal problem scales every config alike);
  *       The decode family is memory-bound: its pairs_per_block are the K/V rows a block
  *       reads (tile_m does not change the bytes);
- *    3. decode family: smaller tile_m (less padded compute), then larger tile_n (more
+ *    3. decode family: smaller tile_m (less padded compute), then, for paged K/V, key
+ *       tiles that lie inside one page (page_size a multiple of tile_n: one table read per
+ *       tile instead of one per 16 keys; a rule, not measured), then larger tile_n (more
  *       work per warp between barriers: measured, dec_instances.txt); prefill family:
  *       larger tile_m * tile_n (fewer K/V re-reads per query row, which the time model
  *       does not see: that is why step 2 treats near-equal estimates as equal);
@@ -293,13 +295,21 @@ static double lowest_cost(const fa_arch_row *row, const fa_kernel_config *reg, i
 }
 
 /* Steps 3 and 4 of the ranking between two candidates inside the cost tolerance. */
+/* 1 when a paged problem's every key tile of c lies inside one page: one table read per
+ * tile instead of one per 16 keys (attn_fwd.h, fa_load_kv_paged). */
+static int tile_in_page(const fa_kernel_config *c, const fa_problem_shape *shape)
+{
+    return shape->paged && shape->page_size > 0 && shape->page_size % c->tile_n == 0;
+}
+
 static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kernel_config *b,
-                    const estimate *eb)
+                    const estimate *eb, const fa_problem_shape *shape)
 {
     long long area_a = (long long)a->tile_m * a->tile_n, area_b = (long long)b->tile_m * b->tile_n;
     /* Decode, among near-equal byte counts: the fewest padded rows, then the longest key
      * tiles (more work per warp between barriers; measured, dec_instances.txt). */
     if (a->pack_gqa && a->tile_m != b->tile_m) return a->tile_m < b->tile_m;
+    if (a->pack_gqa && tile_in_page(a, shape) != tile_in_page(b, shape)) return tile_in_page(a, shape);
     if (a->pack_gqa && a->tile_n != b->tile_n) return a->tile_n > b->tile_n;
     if (area_a != area_b) return area_a > area_b;
     if (ea->cost != eb->cost) return ea->cost < eb->cost;
@@ -475,7 +485,7 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
         if (!eligible(row, c, shape, force) || c->head_dim != head_dim) continue;
         e = estimate_config(row, c, shape);
         if (e.cost * COST_TIE_DEN > floor_cost * COST_TIE_NUM) continue;
-        if (best && !outranks(c, &e, best, &best_e)) continue;
+        if (best && !outranks(c, &e, best, &best_e, shape)) continue;
         best = c;
         best_e = e;
     }

@@ -57,6 +57,7 @@ typedef struct fa_problem_shape {
     int has_mask;              /* causal or window */
     int num_splits_request;    /* params.num_splits */
     int paged;                 /* K/V through a block table */
+    int page_size;             /* keys per page when paged */
     int pack_gqa;              /* derived by fa_select_config: the family it chose */
 } fa_problem_shape;
 
