@@ -2,7 +2,9 @@
 # device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the four
 # compute-sanitizer tools over the GPU suite, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
-# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|all] [extra args for compare_sdpa.py]
+# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|all] [extra args for compare_sdpa.py]
+# decode: issue 12's decode table with paged rows, then d64, MQA and s_q 4 (compare_decode.py),
+# and memcheck over the decode, paged, kvcache, graph, device-check and combine tests.
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
@@ -58,4 +60,16 @@ if [[ $what == all || $what == bench ]]; then
   echo "== benchmark vs torch SDPA (FA2, cuDNN)"
   python3 bench/compare_sdpa.py --json "$OUT/bench.json" "$@" > "$OUT/bench.txt" 2>&1
   cat "$OUT/bench.txt"
+fi
+if [[ $what == all || $what == decode ]]; then
+  echo "== decode vs torch SDPA (FA2, cuDNN), paged rows P 16 and 256"
+  python3 bench/compare_decode.py --pages 16,256 --json "$OUT/decode.json" > "$OUT/decode.txt" 2>&1
+  python3 bench/compare_decode.py --dims 64 --rows 1x8192,16x8192,64x16384 >> "$OUT/decode.txt" 2>&1
+  python3 bench/compare_decode.py --kv-heads 1 --rows 1x8192,16x8192,64x16384 >> "$OUT/decode.txt" 2>&1
+  python3 bench/compare_decode.py --sq 4 --rows 1x8192,16x8192,64x16384 >> "$OUT/decode.txt" 2>&1
+  cat "$OUT/decode.txt"
+  echo "== memcheck over the issue-12 tests"
+  compute-sanitizer --tool memcheck --error-exitcode 9 .carry/flashattn_gpu_tests \
+    "[decode],[paged],[kvcache],[graph],[device_check],[combine]" > "$OUT/decode_memcheck.log" 2>&1
+  echo "memcheck rc=$?: $(grep -E 'ERROR SUMMARY|test cases' "$OUT/decode_memcheck.log" | tail -2 | tr '\n' ' ')"
 fi
