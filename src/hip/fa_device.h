@@ -17,6 +17,8 @@
  *    group_segment_fixed_size is the kernel's LDS (checked by the resource test).
  *  - No ldmatrix: A and Kᵀ fragments are 8/16-byte LDS reads (consecutive k); V
  *    fragments are gathered element by element (no transposing LDS read before gfx950).
+ * The instructions themselves (and the target selection) are named in fa_amd_isa.h; this
+ * file uses only those names.
  */
 #ifndef FA_DEVICE_HIP_H
 #define FA_DEVICE_HIP_H
@@ -24,42 +26,24 @@
 #include <hip/hip_runtime.h>
 #include <stdint.h>
 
+#include "fa_amd_isa.h"
 #include "fa_amd_layouts.h"
-
-/* The host pass parses the kernels but generates no device code: any primitive does. */
-#if !defined(__HIP_DEVICE_COMPILE__)
-#define FA_AMD_PRIM FA_AMD_MFMA16
-#elif defined(__gfx90a__) || defined(__gfx942__) || defined(__gfx950__)
-#define FA_AMD_PRIM FA_AMD_MFMA16
-#elif defined(__GFX11__)
-#define FA_AMD_PRIM FA_AMD_WMMA_GFX11
-#elif defined(__GFX12__)
-#define FA_AMD_PRIM FA_AMD_WMMA_GFX12
-#else
-#error "flashattn: no matrix primitive for this AMD target (CDNA2+, RDNA3, RDNA4 only)"
-#endif
 
 /* Compile-time per target (array sizes need them); fa_amd_layouts.h says the same at run
  * time and the layout test checks the two agree. */
+#define FA_WARP_SIZE FA_AMD_WAVE_SIZE
 #if FA_AMD_PRIM == FA_AMD_MFMA16
-#define FA_WARP_SIZE 64
 #define FA_FRAG_ELEMS 4
 #define FA_ACC_REGS 4
 #define FA_ACC_PAIR_STRIDE 1
 #elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11
-#define FA_WARP_SIZE 32
 #define FA_FRAG_ELEMS 16
 #define FA_ACC_REGS 8
 #define FA_ACC_PAIR_STRIDE 2
 #else
-#define FA_WARP_SIZE 32
 #define FA_FRAG_ELEMS 8
 #define FA_ACC_REGS 8
 #define FA_ACC_PAIR_STRIDE 1
-#endif
-#if defined(__HIP_DEVICE_COMPILE__) && defined(__AMDGCN_WAVEFRONT_SIZE) && \
-    __AMDGCN_WAVEFRONT_SIZE != FA_WARP_SIZE
-#error "flashattn: build AMD targets in their native wave size (wave64 CDNA, wave32 RDNA)"
 #endif
 
 #define FA_MMA_M 16
@@ -76,20 +60,13 @@ FA_DEVICE int fa_acc_row(int lane, int reg) { return (void)reg, fa_amd_acc_row(l
 FA_DEVICE int fa_acc_col(int lane, int reg) { return fa_amd_acc_col(FA_AMD_PRIM, lane, reg); }
 FA_DEVICE int fa_row_leader(int lane) { return lane < 16; }
 
-/* Wave-uniform "does any lane say yes"; ballots are 64-bit on wave64. */
-FA_DEVICE int fa_warp_any(int predicate)
-{
-#if FA_WARP_SIZE == 64
-    return __builtin_amdgcn_ballot_w64(predicate != 0) != 0;
-#else
-    return __builtin_amdgcn_ballot_w32(predicate != 0) != 0;
-#endif
-}
+/* Wave-uniform "does any lane say yes". */
+FA_DEVICE int fa_warp_any(int predicate) { return fa_isa_ballot(predicate != 0) != 0; }
 
 /* x of lane (this lane ^ mask): ds_bpermute takes a byte address of the source lane. */
 FA_DEVICE float fa_lane_xor(float x, int mask)
 {
-    return __int_as_float(__builtin_amdgcn_ds_bpermute((fa_lane() ^ mask) << 2, __float_as_int(x)));
+    return __int_as_float(fa_isa_bpermute((fa_lane() ^ mask) << 2, __float_as_int(x)));
 }
 
 /* Lanes l, l ^ 16 (and l ^ 32, l ^ 48 on wave64) hold one accumulator row. */
@@ -110,15 +87,7 @@ FA_DEVICE float fa_row_sum(float x)
     return x;
 }
 
-/* v_exp_f32 (one instruction, exp2(-inf) = 0) where the compiler names it. */
-FA_DEVICE float fa_exp2(float x)
-{
-#if __has_builtin(__builtin_amdgcn_exp2f)
-    return __builtin_amdgcn_exp2f(x);
-#else
-    return exp2f(x);
-#endif
-}
+FA_DEVICE float fa_exp2(float x) { return fa_isa_exp2(x); }
 FA_DEVICE float fa_tanh(float x) { return tanhf(x); }
 FA_DEVICE float fa_log(float x) { return __logf(x); }
 
@@ -220,16 +189,13 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
  * VGPRs (gfx1100: 560 bytes of scratch). dispatch.c's HIP configs say the same. */
 #define FA_BWD_ATOMIC_DQ (FA_WARP_SIZE == 64)
 
-/* *dst += x, and dst[r] += acc[r] for one lane's accumulator registers, in global memory.
- * unsafeAtomicAdd: plain atomicAdd on float compiles to a compare-and-swap loop
- * on gfx90a (global_atomic_cmpswap, checked in the code object); the hardware fp32 add
- * is exact for the coarse-grained hipMalloc memory the workspace lives in. */
-FA_DEVICE void fa_atomic_add(float *dst, float x) { unsafeAtomicAdd(dst, x); }
+/* *dst += x, and dst[r] += acc[r] for one lane's accumulator registers, in global memory. */
+FA_DEVICE void fa_atomic_add(float *dst, float x) { fa_isa_global_atomic_add_f32(dst, x); }
 FA_DEVICE void fa_atomic_add_acc(float *dst, const float acc[FA_ACC_REGS])
 {
 #pragma unroll
     for (int r = 0; r < FA_ACC_REGS; ++r)
-        unsafeAtomicAdd(dst + r, acc[r]);
+        fa_isa_global_atomic_add_f32(dst + r, acc[r]);
 }
 
 /* fp32 -> fp16 (round to nearest even: the conversion instruction's default). */
@@ -275,7 +241,7 @@ typedef _Float16 fa_mma_elem;
 
 /* The kernel's LDS as a static allocation of the size the kernel states (its layout's
  * *_SMEM_BYTES in src/common/gpu_kernels/smem_bytes.h): see the header. */
-#define FA_DYNAMIC_SMEM(name, bytes) __shared__ __attribute__((aligned(16))) unsigned char name[bytes]
+#define FA_DYNAMIC_SMEM(name, bytes) FA_AMD_LDS_ARRAY(name, bytes)
 
 typedef fa_mma_elem fa_frag_vec __attribute__((ext_vector_type(FA_FRAG_ELEMS)));
 typedef float fa_acc_vec __attribute__((ext_vector_type(FA_ACC_REGS)));
@@ -287,26 +253,25 @@ FA_DEVICE fa_frag_vec fa_as_frag(const uint32_t regs[FA_A_REGS])
     return v;
 }
 
-/* c += a * b on one 16x16x16 tile, issued as cᵀ += bᵀ·aᵀ (fa_amd_layouts.h). Builtins:
- * clang's BuiltinsAMDGPU.def (mfma_f32_16x16x16f16 / _16x16x16bf16_1k: "mai-insts";
- * wmma_*_w32: gfx11 "wmma-256b-insts"; wmma_*_w32_gfx12: gfx12 "wmma-128b-insts"). */
+/* c += a * b on one 16x16x16 tile, issued as cᵀ += bᵀ·aᵀ (fa_amd_layouts.h): b is the
+ * instruction's first source. */
 FA_DEVICE void fa_mma(float c[FA_ACC_REGS], const uint32_t a[FA_A_REGS], const uint32_t b[FA_B_REGS])
 {
-#if defined(__HIP_DEVICE_COMPILE__)
+#if FA_AMD_DEVICE_PASS
     fa_acc_vec acc;
     __builtin_memcpy(&acc, c, sizeof acc);
 #if FA_AMD_PRIM == FA_AMD_MFMA16 && defined(FA_INST_BF16)
-    acc = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(fa_as_frag(b), fa_as_frag(a), acc, 0, 0, 0);
+    acc = fa_isa_mfma16_bf16(fa_as_frag(b), fa_as_frag(a), acc);
 #elif FA_AMD_PRIM == FA_AMD_MFMA16
-    acc = __builtin_amdgcn_mfma_f32_16x16x16f16(fa_as_frag(b), fa_as_frag(a), acc, 0, 0, 0);
+    acc = fa_isa_mfma16_f16(fa_as_frag(b), fa_as_frag(a), acc);
 #elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11 && defined(FA_INST_BF16)
-    acc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32(fa_as_frag(b), fa_as_frag(a), acc);
+    acc = fa_isa_wmma11_bf16(fa_as_frag(b), fa_as_frag(a), acc);
 #elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11
-    acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(fa_as_frag(b), fa_as_frag(a), acc);
+    acc = fa_isa_wmma11_f16(fa_as_frag(b), fa_as_frag(a), acc);
 #elif defined(FA_INST_BF16)
-    acc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(fa_as_frag(b), fa_as_frag(a), acc);
+    acc = fa_isa_wmma12_bf16(fa_as_frag(b), fa_as_frag(a), acc);
 #else
-    acc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(fa_as_frag(b), fa_as_frag(a), acc);
+    acc = fa_isa_wmma12_f16(fa_as_frag(b), fa_as_frag(a), acc);
 #endif
     __builtin_memcpy(c, &acc, sizeof acc);
 #else
