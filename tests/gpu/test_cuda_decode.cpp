@@ -1,15 +1,18 @@
 // test_cuda_decode.cpp - the CUDA decode family (dec_instances.txt: packed GQA tiles,
 // split-KV by makespan) against the fp64 oracle: every GQA ratio from 1 to 32 and MQA,
 // s_q from 1 to 16 with bottom-right causal, head dims off the instances, windows,
-// softcap, per-head ALiBi, seqused_k, varlen, forced splits, and the plan that names it.
+// softcap, per-head ALiBi, seqused_k, varlen, forced splits, every compiled decode tile
+// (forced), and the plan that names it.
 // Sizes are not tile multiples. Exits with code 4 (ctest: skipped) without a CUDA device.
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "forward_check.hpp"
 #include "gpu_case.hpp"
+#include "select/registry.h"
 
 namespace {
 
@@ -111,4 +114,32 @@ TEST_CASE("cuda plan: decode shapes take the decode family, prefill shapes the p
     CHECK(plan_kernel(decode_case(32, 8, 1, 8192, 128)).rfind("fa_cuda_dec_d128_bf16_16x128x", 0) == 0);
     CHECK(plan_kernel(decode_case(32, 1, 1, 8192, 128)).rfind("fa_cuda_dec_d128_bf16_64x64x", 0) == 0);
     CHECK(plan_kernel(decode_case(32, 8, 128, 8192, 128)).rfind("fa_cuda_fwd_", 0) == 0);
+}
+
+TEST_CASE("cuda decode: every compiled decode tile, forced, against the oracle", "[cuda][decode]")
+{
+    // The ranking picks one tile per head dim on this device; forcing each one
+    // (FLASHATTN_FORCE_TILE) runs the others too: key-splitting warps of 2 and 4, 16- and
+    // 64-row tiles, every head dim, both dtypes.
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry(FA_BACKEND_CUDA, &count);
+    uint64_t seed = 2400;
+    int ran = 0;
+    for (int i = 0; i < count; ++i) {
+        const fa_kernel_config &c = reg[i];
+        if (!c.pack_gqa || !c.compiled)
+            continue;
+        const std::string tile =
+            std::to_string(c.tile_m) + "x" + std::to_string(c.tile_n) + ":" + std::to_string(c.stages);
+        Case dc = decode_case(8, 2, 3, 777, c.head_dim);
+        dc.dtype = c.dtype;
+        dc.causal = true;
+        REQUIRE(setenv("FLASHATTN_FORCE_TILE", tile.c_str(), 1) == 0);
+        INFO(c.name << " forced as " << tile);
+        CHECK(plan_kernel(dc) == c.name);
+        check_case(dc, seed++);
+        unsetenv("FLASHATTN_FORCE_TILE");
+        ++ran;
+    }
+    CHECK(ran >= 20);
 }
