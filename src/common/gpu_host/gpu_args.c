@@ -6,8 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The kernels' view of an operand's strides (attn_args.h). */
-static fa_operand_layout fa_layout_of(fa_strides st)
+fa_operand_layout fa_layout_of(fa_strides st)
 {
     fa_operand_layout at;
     at.batch = st.batch;

@@ -18,6 +18,8 @@ extern "C" {
 
 /* bytes rounded up to a multiple of 256 (workspace sub-buffers start aligned). */
 size_t fa_align256(size_t bytes);
+/* The kernels' view of an operand's strides (attn_args.h). */
+fa_operand_layout fa_layout_of(fa_strides st);
 
 /* Bytes of fp32 partial outputs and LSEs for `splits` KV splits (0 when splits <= 1). */
 size_t fa_split_bytes(const fa_problem *p, int splits);

@@ -7,16 +7,6 @@
 
 #include <string.h>
 
-/* The kernels' view of an operand's strides (attn_args.h). */
-static fa_operand_layout layout_of(fa_strides st)
-{
-    fa_operand_layout at;
-    at.batch = st.batch;
-    at.row = st.row;
-    at.head = st.head;
-    return at;
-}
-
 static size_t seqused_bytes(const fa_kvcache_problem *p)
 {
     return fa_align256((size_t)p->attn.batch * sizeof(int));
@@ -86,12 +76,12 @@ fa_append_args fa_make_append_args(const fa_kvcache_problem *p, void *workspace,
     a.q = at->q;
     a.q_rot = p->rotary_cos ? (char *)workspace + seqused_bytes(p) : NULL;
     a.rotary_cos = p->rotary_cos; a.rotary_sin = p->rotary_sin;
-    a.k_new_layout = layout_of(p->k_new_stride);
-    a.v_new_layout = layout_of(p->v_new_stride);
-    a.k_cache_layout = layout_of(at->k_stride);
-    a.v_cache_layout = layout_of(at->v_stride);
-    a.q_layout = layout_of(at->q_stride);
-    a.q_rot_layout = layout_of(q_rot_strides(at));
+    a.k_new_layout = fa_layout_of(p->k_new_stride);
+    a.v_new_layout = fa_layout_of(p->v_new_stride);
+    a.k_cache_layout = fa_layout_of(at->k_stride);
+    a.v_cache_layout = fa_layout_of(at->v_stride);
+    a.q_layout = fa_layout_of(at->q_stride);
+    a.q_rot_layout = fa_layout_of(q_rot_strides(at));
     a.cache_seqlens = p->cache_seqlens;
     a.block_table = at->block_table;
     a.seq_ok = seq_ok;
