@@ -87,11 +87,9 @@ fa_append_args fa_make_append_args(const fa_kvcache_problem *p, void *workspace,
     a.seq_ok = seq_ok;
     a.seqused = (int *)workspace;
     a.block_table_stride = at->block_table_stride;
-    a.capacity = p->capacity;
     a.batch = at->batch; a.heads = at->heads; a.heads_k = at->heads_k; a.head_dim = at->head_dim;
     a.seqlen_q = (int)at->seqlen_q; a.seqlen_new = (int)p->seqlen_new;
     a.page_size = at->page_size;
-    a.num_pages = (int)at->num_pages;
     a.rotary_dim = p->rotary_dim; a.rotary_interleaved = p->rotary_interleaved;
     a.bf16 = at->dtype == FA_DTYPE_BF16;
     return a;

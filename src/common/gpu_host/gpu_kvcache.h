@@ -17,11 +17,10 @@ extern "C" {
 
 /* The workspace of a kvcache call, in order, each part 256-byte aligned: seqused int32
  * [b] (n_b + s_new, the attention's seqused_k), the rotated q [b, s_q, h, d] in q's dtype
- * (rotary only), then the forward's split-KV partials (fa_split_bytes). */
+ * (rotary only), the forward's split-KV partials (fa_split_bytes), then seq_ok int32
+ * [b] (fa_kvcache_seq_ok). */
 size_t fa_kvcache_workspace_bytes(const fa_kvcache_problem *p, const fa_selection *sel);
 
-/* The append kernel's arguments over that workspace; seq_ok NULL (every entry fine)
- * until the device check supplies its array. */
 /* seq_ok in the call's workspace (the device check writes it, the append and the
  * attention read it). */
 int *fa_kvcache_seq_ok(const fa_kvcache_problem *p, const fa_selection *sel, void *workspace);
@@ -29,6 +28,8 @@ int *fa_kvcache_seq_ok(const fa_kvcache_problem *p, const fa_selection *sel, voi
  * capacity, and >= s_q with rotary), cache_batch_idx, and the paged table. */
 fa_seq_check_args fa_make_kvcache_check_args(const fa_kvcache_problem *p, int *seq_ok,
                                              fa_device_status *status);
+/* The append kernel's arguments over that workspace; seq_ok the device check's (the
+ * kernel trusts it for every device-data rule). */
 fa_append_args fa_make_append_args(const fa_kvcache_problem *p, void *workspace, const int *seq_ok);
 
 /* Rows x (1, batch) pairs: x covers the new rows and, with rotary, the q rows (at least

@@ -26,13 +26,13 @@ typedef struct fa_append_args {
      * block_table[b * block_table_stride + r / page_size] (cache_batch_idx: a [b, 1]
      * table of cache rows, page_size the cache's s_max). */
     const int *block_table;
-    const int *seq_ok;              /* [b] from the device check; NULL: every entry fine  */
+    const int *seq_ok;              /* [b] from the device check, which runs first and    */
+                                    /* holds every device-data rule: 0 = leave entry b   */
     int *seqused;                   /* out [b]: n_b + s_new, 0 for an entry not appended  */
     long long block_table_stride;
-    long long capacity;             /* keys a cache row holds                             */
     int batch, heads, heads_k, head_dim;
     int seqlen_q, seqlen_new;
-    int page_size, num_pages;       /* num_pages: pages, or cache rows (b_cache)          */
+    int page_size;
     int rotary_dim, rotary_interleaved;
     int bf16;                       /* element type: one kernel serves both               */
 } fa_append_args;

@@ -6,11 +6,11 @@
  * attention; and writes seqused[b] = n_b + s_new, the attention's per-entry keys.
  * Block (x, pair): row x of entry b (the (1, batch) pairs of launch_grid.h), its threads
  * over (head, 8-element chunk); x spans max(s_new, s_q when rotating q). The element type
- * is a run-time flag. An entry that breaks a device-data rule (negative length, past the
- * capacity, a q position below 0, or seq_ok[b] 0) writes no cache row and gets seqused 0 (its q copy is unrotated); a row whose page
- * lies outside the pool is skipped: nothing outside the cache is ever written. The
- * report of such entries comes from the device check (seq_ok). Included once by the
- * vendor's shared-kernels translation unit.
+ * is a run-time flag. The device check (seq_check.h) runs first and holds every
+ * device-data rule (lengths, capacity, q positions, cache rows, page ids): an entry it
+ * marks bad in seq_ok writes no cache row and gets seqused 0 (its q copy is unrotated),
+ * so nothing outside the cache is ever written. Included once by the vendor's
+ * shared-kernels translation unit.
  */
 #ifndef FA_KV_APPEND_H
 #define FA_KV_APPEND_H
@@ -24,28 +24,14 @@ FA_DEVICE float fa_load_half(const unsigned short *p, int bf16)
     return bf16 ? fa_unpack2_bf16(*p).x : fa_unpack2_f16(*p).x;
 }
 
-/* Whether entry b (n keys cached) may be appended and attended. Page ids (and the cache
- * rows of cache_batch_idx) are guarded row by row where they are read (fa_cache_row). */
-FA_DEVICE int fa_append_entry_ok(const fa_append_args *a, int b, long long n)
-{
-    const long long keys = n + a->seqlen_new;
-    if (a->seq_ok && !a->seq_ok[b])
-        return 0;
-    if (n < 0 || keys > a->capacity)
-        return 0;
-    return !(a->q_rot && keys < a->seqlen_q);
-}
-
-/* Element offset of key `key` of entry b, head h, in a cache laid out as `layout`; -1
- * when its page lies outside the pool. */
+/* Element offset of key `key` of entry b, head h, in a cache laid out as `layout` (the
+ * entry's page ids were checked by the device check). */
 FA_DEVICE long long fa_cache_row(const fa_append_args *a, const fa_operand_layout *layout, int b,
                                  long long key, int h)
 {
     if (!a->block_table)
         return fa_row_at(layout, b, key, h);
     const int page = a->block_table[(long long)b * a->block_table_stride + key / a->page_size];
-    if (page < 0 || page >= a->num_pages)
-        return -1;
     return fa_row_at(layout, page, key % a->page_size, h);
 }
 
@@ -100,8 +86,6 @@ FA_DEVICE void fa_append_row(const fa_append_args *a, int b, int j, long long ke
         const int h = i / chunks, c = i % chunks;
         const long long k_at = fa_cache_row(a, &a->k_cache_layout, b, key, h);
         const long long v_at = fa_cache_row(a, &a->v_cache_layout, b, key, h);
-        if (k_at < 0)
-            return; /* a page outside the pool: the whole row's, for every head */
         fa_rotate_chunk(a, (unsigned short *)a->k_cache + k_at,
                         (const unsigned short *)a->k_new + fa_row_at(&a->k_new_layout, b, j, h), c, key,
                         a->rotary_cos != 0);
@@ -129,7 +113,7 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, kv_append)(fa_append_args arg
         return;
     const int b = (int)batch_u, row = blockIdx.x;
     const long long n = args.cache_seqlens[b];
-    const int ok = fa_append_entry_ok(&args, b, n);
+    const int ok = args.seq_ok[b];
     if (row == 0 && threadIdx.x == 0)
         args.seqused[b] = ok ? (int)(n + args.seqlen_new) : 0;
     if (ok && row < args.seqlen_new)
