@@ -134,6 +134,11 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
 }
 
 #if FA_INST_PACK_GQA
+/* Packed row r of a span (counted from the sequence's first packed row): query position
+ * r / G of query head kv * G + r % G. */
+FA_DEVICE int fa_packed_position(const fa_block_span *s, int r) { return r / s->group; }
+FA_DEVICE int fa_packed_head(const fa_block_span *s, int r) { return s->head * s->group + r % s->group; }
+
 /* The packed Q tile: row r of the tile is position (m0 + r) / G of query head
  * kv * G + (m0 + r) % G, a gather (each row has its own address; with BSHD the G heads
  * of a position are adjacent). Rows past the sequence and columns past the head dim are
@@ -156,8 +161,8 @@ FA_DEVICE void fa_load_q_packed(fa_elem *smem, const fa_fwd_args *args, const fa
             int valid = col_valid && row < s->rows_valid;
             const fa_elem *src = q;
             if (valid)
-                src = q + fa_row_at(&args->q_layout, s->batch, s->q_row0 + packed / s->group,
-                                    s->head * s->group + packed % s->group) + chunk * 8;
+                src = q + fa_row_at(&args->q_layout, s->batch, s->q_row0 + fa_packed_position(s, packed),
+                                    fa_packed_head(s, packed)) + chunk * 8;
             fa_async_copy16(smem + fa_smem_offset(row, chunk), src, valid);
         }
     }
@@ -264,7 +269,7 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
 #pragma unroll
             for (int g = 0; g < FA_ACC_ROWS; ++g) {
                 int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, g * FA_ACC_COLS);
-                int pos = row / s->group, head = s->head * s->group + row % s->group;
+                int pos = fa_packed_position(s, row), head = fa_packed_head(s, row);
                 float slope = args->alibi_slopes[s->batch * args->alibi_batch + head] * FA_LOG2E;
                 const int diag0 = (pos - n0) + (s->seqlen_k - s->seqlen_q);
 #pragma unroll
@@ -302,7 +307,7 @@ FA_DEVICE float fa_prepare_logits(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const 
             for (int g = 0; g < FA_ACC_ROWS; ++g) {
                 int row = s->m0 + warp_row0 + mf * FA_MMA_M + fa_acc_row(lane, g * FA_ACC_COLS);
 #if FA_INST_PACK_GQA
-                row /= s->group; /* the row's query position */
+                row = fa_packed_position(s, row);
 #endif
                 int lo = (int)fa_first_visible_key(row, s->seqlen_q, s->seqlen_k, w) - n0;
                 int hi = (int)fa_end_visible_key(row, s->seqlen_q, s->seqlen_k, w) - n0;
@@ -463,8 +468,8 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
 #if FA_INST_PACK_GQA
             if (row >= s->m0 + s->rows_valid)
                 continue;
-            const int head = s->head * s->group + row % s->group;
-            row /= s->group;
+            const int head = fa_packed_head(s, row);
+            row = fa_packed_position(s, row);
 #else
             if (row >= s->seqlen_q)
                 continue;
