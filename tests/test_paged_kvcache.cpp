@@ -354,6 +354,19 @@ TEST_CASE("cpu kvcache: cache rows and pages outside the cache", "[cpu][kvcache]
 
 TEST_CASE("cpu kvcache: what fa_fwd_kvcache does not take", "[cpu][kvcache][errors]")
 {
+    {
+        // cache_batch_idx reads each cache row as one page, rounded up to whole key tiles:
+        // rows too long for that are refused (views only; no element is read).
+        KvErrors g;
+        g.c.cache_rows = 3;
+        g.c.cache_batch_idx = {2, 0, 1};
+        prepare(g.c, g.r);
+        for (HostTensor *t : {&g.r.k_cache, &g.r.v_cache}) {
+            t->view.shape[1] = 2147483500;
+            t->view.stride[0] = t->view.shape[1] * t->view.stride[1];
+        }
+        CHECK(g.call("cache_batch_idx with cache rows of 2147483500 keys") == FA_ERR_UNSUPPORTED);
+    }
     KvErrors e;
     std::vector<int32_t> cu = {0, 5, 10, 15};
     e.r.params.cu_seqlens_q = cu.data();

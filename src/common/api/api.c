@@ -1258,6 +1258,16 @@ static fa_status check_rotary(fa_context *ctx, const fa_kvcache_params *kv, int6
     return FA_OK;
 }
 
+/* The page size of a one-page table over cache rows of s_max keys: s_max rounded up to
+ * whole key tiles (the GPU kernels read pages as multiples of 16 keys, and a tile that
+ * lies in one page as one copy); the keys past s_max are never read (capacity stays
+ * s_max). Saturates below INT_MAX; fa_gpu_check_kvcache refuses a row longer than that. */
+static int one_page_size(int64_t s_max)
+{
+    const int64_t tiles = (s_max + FA_ONE_PAGE_GRANULE - 1) / FA_ONE_PAGE_GRANULE * FA_ONE_PAGE_GRANULE;
+    return (int)(tiles < FA_ONE_PAGE_MAX ? tiles : FA_ONE_PAGE_MAX);
+}
+
 /* The cache as the attention reads it: a paged cache through the caller's table; a
  * contiguous one read through cache_batch_idx as a pool of b_cache one-page rows (the
  * paged kernels then serve both); otherwise row i for entry i, seqlen_k the capacity. */
@@ -1275,7 +1285,7 @@ static void fill_cache_view(const fa_kvcache_params *kv, const call_dims *d,
     a->block_table = kv->cache_batch_idx;
     a->block_table_stride = 1;
     a->block_table_width = 1;
-    a->page_size = (int)d->k.seqlen;
+    a->page_size = one_page_size(d->k.seqlen);
     a->num_pages = d->k.batch;
 }
 
@@ -1296,6 +1306,10 @@ static fa_status check_cache(fa_context *ctx, const kvcache_tensors *t,
     if (st == FA_OK && kv->cache_seqlens == NULL && d->q.batch > 0)
         st = fa_fail(ctx, FA_ERR_NULL_POINTER, "kv.cache_seqlens is NULL");
     kp->capacity = params->block_table != NULL ? table_row_keys(params) : d->k.seqlen;
+    if (st == FA_OK && kv->cache_batch_idx != NULL && d->k.seqlen > FA_ONE_PAGE_MAX)
+        st = fa_fail(ctx, FA_ERR_UNSUPPORTED,
+                     "cache_batch_idx with cache rows of %lld keys: at most %d keys a row are supported",
+                     (long long)d->k.seqlen, FA_ONE_PAGE_MAX);
     return st;
 }
 

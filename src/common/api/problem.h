@@ -78,8 +78,11 @@ typedef struct fa_problem {
  * feeds. attn is the forward over the cache as fa_fwd would take it: q as given, k/v the
  * cache, seqlen_k the capacity, seqused_k NULL (each backend supplies n_i + s_new from
  * its own memory), and the paging fields set for a paged cache, or, for cache_batch_idx,
- * the contiguous cache read as a pool of b_cache pages of s_max keys with
- * cache_batch_idx as a [b, 1] block table (page_size s_max: any size, one page a row). */
+ * the contiguous cache read as a pool of b_cache one-page rows with cache_batch_idx as a
+ * [b, 1] block table (page_size s_max rounded up to FA_ONE_PAGE_GRANULE keys, at most
+ * FA_ONE_PAGE_MAX: the kernels read pages as whole 16-key groups; capacity stays s_max). */
+#define FA_ONE_PAGE_GRANULE 256 /* the longest key tile of any instance */
+#define FA_ONE_PAGE_MAX (INT32_MAX / FA_ONE_PAGE_GRANULE * FA_ONE_PAGE_GRANULE)
 typedef struct fa_kvcache_problem {
     fa_problem attn;
     const void *k_new, *v_new;          /* NULL: no append                                */

@@ -22,7 +22,8 @@
  * head; blocks are then (kv head, batch * splits + split) pairs. Masks and ALiBi work on
  * the row's position and head. It also reads paged K/V (args.block_table): logical key
  * j of a sequence is row j % page_size of page block_table[batch][j / page_size] of the
- * k and v pools, whose batch stride is the stride between pages.
+ * k and v pools, whose batch stride is the stride between pages; page_size is a multiple
+ * of 16 (the API's rule; the host's own one-page tables round up to whole key tiles).
  */
 #ifdef FA_ATTN_FWD_INCLUDED
 #error "attn_fwd.h instantiates one kernel per translation unit"
@@ -168,68 +169,106 @@ FA_DEVICE void fa_load_q_packed(fa_elem *smem, const fa_fwd_args *args, const fa
     }
 }
 
-/* Does row i * step of a thread's rows start a new 16-row group for it? Pages are
- * multiples of 16 keys and tiles start at multiples of 16, so a 16-row group never
- * straddles a page: with step < 16 dividing 16, a thread needs one table lookup per
- * group and steps by the row stride in between. Other steps look up every row. */
-#define FA_PAGE_LOOKUP_AT(i, step) ((step) >= 16 || 16 % (step) != 0 || ((i) * (step)) % 16 == 0)
+/* A thread's rows of a K/V tile are row0 + i * FA_KV_ROW_STEP. Page sizes are multiples
+ * of 16 and tiles start at multiples of 16, so a 16-key group never straddles a page: a
+ * thread reads the table at the rows that start a group of its rows (every row when the
+ * step does not divide 16) and steps within the page in between. */
+#define FA_KV_ROW_STEP (FA_THREADS / FA_CHUNKS)
+#define FA_KV_ROW_ITERS ((FA_INST_N + FA_KV_ROW_STEP - 1) / FA_KV_ROW_STEP)
+#define FA_STARTS_GROUP(i) \
+    (FA_KV_ROW_STEP >= 16 || 16 % FA_KV_ROW_STEP != 0 || ((i) * FA_KV_ROW_STEP) % 16 == 0)
 
-/* One K or V tile (keys n0 .. n0 + tile_n - 1 of the sequence, rows_valid of them
- * inside it) from a page pool: `pool` is the operand's data at this KV head, `table` the
- * sequence's row of the block table. A tile inside one page (page_size a multiple of
- * tile_n) is one lookup and fa_load_tile's copy; otherwise each row finds its page. Only
- * the pages of keys inside the sequence are looked up. */
-FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_operand_layout *layout,
-                                const int *table, int page_size, int n0, int rows_valid, int head_dim)
+/* The pages one thread's rows of a K/V tile lie in, read from the block table a tile
+ * ahead of the copies that use them: a table entry is a load whose value the copy
+ * address needs, and waited for at the copy it would stall the issuing warp (and its
+ * share of the tile's math) once per tile. K and V of a tile share them. Entry i is the
+ * page of row i (read where FA_STARTS_GROUP(i)); a tile inside one page uses entry 0. */
+typedef struct {
+    int page[FA_KV_ROW_ITERS];
+} fa_tile_pages;
+
+/* Moves a key's place in the pages (`index` into the table row, `in_page` the row within
+ * the page) `keys` keys on, without a division: this runs for every row of every tile. */
+FA_DEVICE void fa_page_advance(int *index, int *in_page, int keys, int page_size)
+{
+    *in_page += keys;
+    while (*in_page >= page_size) {
+        *in_page -= page_size;
+        ++*index;
+    }
+}
+
+FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, int page_size, int n0, int rows_valid)
 {
     if (page_size % FA_INST_N == 0) {
-        const long long page = table[n0 / page_size];
-        fa_load_tile(smem, pool + page * layout->batch + (long long)(n0 % page_size) * layout->row,
+        pages->page[0] = table[n0 / page_size];
+        return;
+    }
+    const int row0 = threadIdx.x / FA_CHUNKS;
+    int index = (n0 + row0) / page_size, in_page = (n0 + row0) % page_size;
+#pragma unroll
+    for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
+        if (i > 0)
+            fa_page_advance(&index, &in_page, FA_KV_ROW_STEP, page_size);
+        if (FA_STARTS_GROUP(i) && row0 + i * FA_KV_ROW_STEP < rows_valid)
+            pages->page[i] = table[index];
+    }
+}
+
+/* One K or V tile (keys n0 .. n0 + tile_n - 1 of the sequence, rows_valid of them
+ * inside it) from a page pool: `pool` is the operand's data at this KV head, `pages` the
+ * tile's pages (fa_fetch_tile_pages). A tile inside one page is fa_load_tile's copy;
+ * otherwise each row's address is its group's page and its row in that page. Only the
+ * pages of keys inside the sequence are read. */
+FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_operand_layout *layout,
+                                const fa_tile_pages *pages, int page_size, int n0, int rows_valid, int head_dim)
+{
+    if (page_size % FA_INST_N == 0) {
+        fa_load_tile(smem, pool + (long long)pages->page[0] * layout->batch + (long long)(n0 % page_size) * layout->row,
                      layout->row, rows_valid, head_dim, FA_INST_N);
         return;
     }
-    const int step = FA_THREADS / FA_CHUNKS;
     const int row0 = threadIdx.x / FA_CHUNKS;
     const int chunk = threadIdx.x % FA_CHUNKS;
-    const fa_elem *src = pool + chunk * 8;
     const int col_valid = chunk * 8 < head_dim;
-    /* Internal callers also page with sizes that are not multiples of 16 (a contiguous
-     * cache selected per sequence is one page of s_max rows). */
-    const int groups_in_page = page_size % 16 == 0;
-    long long offset = 0;
-    if (threadIdx.x >= step * FA_CHUNKS)
+    if (threadIdx.x >= FA_KV_ROW_STEP * FA_CHUNKS)
         return;
+    int index = 0, in_page = (n0 + row0) % page_size;
+    long long page = 0;
 #pragma unroll
-    for (int i = 0; i < (FA_INST_N + step - 1) / step; ++i) {
-        int row = row0 + i * step;
-        if (FA_INST_N % step == 0 || row < FA_INST_N) {
-            if (FA_PAGE_LOOKUP_AT(i, step) || !groups_in_page) {
-                if (row < rows_valid) {
-                    int key = n0 + row;
-                    offset = (long long)table[key / page_size] * layout->batch +
-                             (long long)(key % page_size) * layout->row;
-                }
-            } else {
-                offset += step * layout->row;
-            }
+    for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
+        int row = row0 + i * FA_KV_ROW_STEP;
+        if (i > 0)
+            fa_page_advance(&index, &in_page, FA_KV_ROW_STEP, page_size);
+        if (FA_INST_N % FA_KV_ROW_STEP == 0 || row < FA_INST_N) {
             int valid = col_valid && row < rows_valid;
-            fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src + offset : pool, valid);
+            if (FA_STARTS_GROUP(i) && valid)
+                page = pages->page[i];
+            const fa_elem *src = pool + page * layout->batch + (long long)in_page * layout->row + chunk * 8;
+            fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : pool, valid);
         }
     }
 }
-#undef FA_PAGE_LOOKUP_AT
+#undef FA_STARTS_GROUP
 
 /* A K or V tile of the packed kernel: contiguous (`base` at the sequence's first key) or
- * paged (`base` at the pool's KV head). */
+ * paged (`base` at the pool's KV head, `pages` from fa_fetch_tile_pages). */
 FA_DEVICE void fa_load_kv(fa_elem *smem, const fa_elem *base, const fa_operand_layout *layout,
-                          const fa_fwd_args *args, const fa_block_span *s, int n0)
+                          const fa_fwd_args *args, const fa_block_span *s, const fa_tile_pages *pages, int n0)
 {
     if (args->block_table)
-        fa_load_kv_paged(smem, base, layout, args->block_table + s->batch * args->block_table_stride,
-                         args->page_size, n0, s->seqlen_k - n0, args->head_dim);
+        fa_load_kv_paged(smem, base, layout, pages, args->page_size, n0, s->seqlen_k - n0, args->head_dim);
     else
         fa_load_tile(smem, base + (long long)n0 * layout->row, layout->row, s->seqlen_k - n0,
                      args->head_dim, FA_INST_N);
+}
+
+/* The pages of tile n0 for fa_load_kv (nothing when K/V is not paged). */
+FA_DEVICE void fa_fetch_pages(fa_tile_pages *pages, const fa_fwd_args *args, const fa_block_span *s, int n0)
+{
+    if (args->block_table)
+        fa_fetch_tile_pages(pages, args->block_table + s->batch * args->block_table_stride, args->page_size, n0,
+                            s->seqlen_k - n0);
 }
 #endif
 
@@ -613,11 +652,20 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
      * diagonal (the masked ones) come first. */
 #define FA_TILE_N0(t) ((s.tile_hi - 1 - (t)) * FA_INST_N)
 #if FA_INST_PACK_GQA
-#define FA_LOAD_K(t) \
-    fa_load_kv(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, &args, &s, FA_TILE_N0(t))
-#define FA_LOAD_V(t) \
-    fa_load_kv(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, &args, &s, FA_TILE_N0(t))
+    /* With K and V in one group the pages of tile t are read while tile t-1 is copied
+     * (FA_FETCH_PAGES), else right before each copy. */
+    fa_tile_pages pages;
+#define FA_FETCH_PAGES(t) fa_fetch_pages(&pages, &args, &s, FA_TILE_N0(t))
+#define FA_LOAD_KV_TILE(buf, base, layout, t)                          \
+    do {                                                               \
+        if (!FA_JOINT_KV_TILES)                                        \
+            FA_FETCH_PAGES(t);                                         \
+        fa_load_kv(buf, base, layout, &args, &s, &pages, FA_TILE_N0(t)); \
+    } while (0)
+#define FA_LOAD_K(t) FA_LOAD_KV_TILE(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, t)
+#define FA_LOAD_V(t) FA_LOAD_KV_TILE(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, t)
 #else
+#define FA_FETCH_PAGES(t) ((void)0)
 #define FA_LOAD_K(t)                                                                  \
     fa_load_tile(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,              \
                  k + (long long)FA_TILE_N0(t) * args.k_layout.row, args.k_layout.row, \
@@ -672,17 +720,22 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #pragma unroll
     for (int t = 0; t < FA_INST_STAGES - 1; ++t) {
         if (t < n_tiles) {
+            FA_FETCH_PAGES(t);
             FA_LOAD_K(t);
             FA_LOAD_V(t);
         }
         fa_async_commit();
     }
+    if (FA_INST_STAGES - 1 < n_tiles)
+        FA_FETCH_PAGES(FA_INST_STAGES - 1);
     for (int t = 0; t < n_tiles; ++t) {
         fa_async_wait(FA_INST_STAGES - 2);
         fa_barrier();
         if (t + FA_INST_STAGES - 1 < n_tiles) {
             FA_LOAD_K(t + FA_INST_STAGES - 1);
             FA_LOAD_V(t + FA_INST_STAGES - 1);
+            if (t + FA_INST_STAGES < n_tiles)
+                FA_FETCH_PAGES(t + FA_INST_STAGES);
         }
         fa_async_commit();
         FA_SOFTMAX_STEP(t);
@@ -727,6 +780,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #undef FA_TILE_N0
 #undef FA_LOAD_K
 #undef FA_LOAD_V
+#undef FA_LOAD_KV_TILE
+#undef FA_FETCH_PAGES
     fa_async_wait(0); /* with no key tile, the Q copy is still in flight */
 #if FA_KEY_WARPS > 1
     fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum);
