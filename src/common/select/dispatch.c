@@ -34,7 +34,9 @@
  *       reads (tile_m does not change the bytes);
  *    3. decode family: smaller tile_m (less padded compute), then, for paged K/V, key
  *       tiles that lie inside one page (page_size a multiple of tile_n: one table read per
- *       tile instead of one per 16 keys; a rule, not measured), then larger tile_n (more
+ *       tile instead of one per 16 keys), and when none does, more resident threads per SM
+ *       (scattered short pages want more loads in flight; measured, bench/NOTES.md dec3),
+ *       then larger tile_n (more
  *       work per warp between barriers: measured, dec_instances.txt); prefill family:
  *       larger tile_m * tile_n (fewer K/V re-reads per query row, which the time model
  *       does not see: that is why step 2 treats near-equal estimates as equal);
@@ -310,6 +312,11 @@ static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kern
      * tiles (more work per warp between barriers; measured, dec_instances.txt). */
     if (a->pack_gqa && a->tile_m != b->tile_m) return a->tile_m < b->tile_m;
     if (a->pack_gqa && tile_in_page(a, shape) != tile_in_page(b, shape)) return tile_in_page(a, shape);
+    /* Pages shorter than both tiles: the more threads resident per SM, the better the
+     * scattered page reads are hidden (measured, bench/NOTES.md dec3: 16 keys a page). */
+    if (a->pack_gqa && shape->paged && !tile_in_page(a, shape) &&
+        (long long)ea->blocks_per_sm * a->threads != (long long)eb->blocks_per_sm * b->threads)
+        return (long long)ea->blocks_per_sm * a->threads > (long long)eb->blocks_per_sm * b->threads;
     if (a->pack_gqa && a->tile_n != b->tile_n) return a->tile_n > b->tile_n;
     if (area_a != area_b) return area_a > area_b;
     if (ea->cost != eb->cost) return ea->cost < eb->cost;
