@@ -115,7 +115,7 @@ def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=()):
     return row
 
 
-def paged_call(qb, kb, vb, out, causal, page):
+def paged_call(qb, kb, vb, out, causal, page, num_splits=0):
     """flashattn over kb/vb laid out as a paged cache of `page` keys per page, pages in a
     random order; the call, and the tensors it reads."""
     b, s_k, h_k, d = kb.shape
@@ -133,7 +133,7 @@ def paged_call(qb, kb, vb, out, causal, page):
     used = torch.full((b,), s_k, device="cuda", dtype=torch.int32)
     lib = flashattn.library()
     ctx = flashattn._context(qb.device)
-    params, _ = flashattn._params(qb, causal, None, (-1, -1), 0.0, None)
+    params, _ = flashattn._params(qb, causal, None, (-1, -1), 0.0, None, num_splits)
     params.block_table = table.data_ptr()
     params.block_table_batch_stride = width
     params.page_block_size = page

@@ -8,6 +8,7 @@
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
+[[ -f .carry/carry.tgz ]] && tar -xzf .carry/carry.tgz -C .carry && rm .carry/carry.tgz
 export FLASHATTN_LIBRARY=$PWD/.carry/libflashattn.so PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 if [[ $what == all || $what == tests ]]; then
