@@ -37,6 +37,7 @@ struct event {
     fa_grid grid = {0, 0, 0};
     unsigned threads = 0;
     size_t bytes = 0;             // alloc size, launch's dynamic shared memory
+    int overlap = 0;              // launch: may overlap the previous kernel of the stream
 };
 
 // The recording runtime's state: what happened, and what it is told to do.
@@ -141,10 +142,12 @@ int fake_prepare(const void *kernel, int smem_bytes)
     return 0;
 }
 
-int fake_launch(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes, void *stream)
+int fake_launch(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes, void *stream,
+                int overlap)
 {
     (void)stream;
     event e{"launch"};
+    e.overlap = overlap;
     e.kernel = kernel;
     e.grid = grid;
     e.threads = threads;
@@ -322,6 +325,9 @@ TEST_CASE("gpu backend: split-KV allocates its partials, combines, then releases
     CHECK(ops() == strings{"set_device", "alloc", "prepare", "launch", "launch", "release"});
     CHECK(g_dev.events[1].bytes == fa_split_bytes(&p, 3));
     CHECK(launched() == std::vector<const void *>{k_fwd_kernel, k_combine});
+    // The forward is the call's first kernel; the combine may overlap its end.
+    CHECK(nth_launch(0).overlap == 0);
+    CHECK(nth_launch(1).overlap == 1);
     const event &combine = nth_launch(1);
     const fa_fwd_args fwd = fa_make_args(&p, 3, g_dev.memory);
     const fa_combine_args combine_args = fa_make_split_combine_args(&p, &fwd);
@@ -516,6 +522,7 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         const fa_selection sel = selection(c, 1);
         REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
         CHECK(launched() == std::vector<const void *>{k_fwd_kernel});
+        CHECK(nth_launch(0).overlap == 0); // a call's first kernel is a plain launch
         CHECK(fa_seq_ok_bytes(&p) == 0);
     }
     SECTION("varlen split-KV: the check, the forward, the combine; seq_ok after the partials")
@@ -526,6 +533,7 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         const fa_selection sel = selection(c, 3);
         REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
         CHECK(launched() == std::vector<const void *>{k_seq_check, k_fwd_kernel, k_combine});
+        CHECK((nth_launch(0).overlap == 0 && nth_launch(1).overlap == 1 && nth_launch(2).overlap == 1));
         CHECK(same_grid(nth_launch(0).grid, fa_grid{1, 1, 1}));
         CHECK(nth_launch(0).threads == FA_CHECK_THREADS);
         REQUIRE(g_dev.checks.size() == 1);
@@ -750,6 +758,7 @@ TEST_CASE("gpu backend: kvcache runs the device check, the append, then the forw
     REQUIRE(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &sel, nullptr, 0) == FA_OK);
     CHECK(ops() == strings{"set_device", "alloc", "launch", "launch", "prepare", "launch", "release"});
     CHECK(launched() == std::vector<const void *>{k_seq_check, k_append, k_fwd_kernel});
+    CHECK((nth_launch(0).overlap == 0 && nth_launch(1).overlap == 1 && nth_launch(2).overlap == 1));
     const event &append = nth_launch(1);
     CHECK(same_grid(append.grid, fa_append_grid(&kp)));
     CHECK(append.grid.x == 300); // the rotated q rows outnumber the new ones

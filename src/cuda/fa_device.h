@@ -89,6 +89,24 @@ FA_DEVICE void fa_async_copy4(void *smem_dst, const void *gmem_src, int src_vali
                  "l"(gmem_src), "r"(src_valid ? 4 : 0));
 }
 FA_DEVICE void fa_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+
+/* Programmatic dependent launch (PTX ISA, griddepcontrol; sm_90+): a kernel that the host
+ * launched to overlap the previous kernel of its stream (the runtime table's launch with
+ * `overlap`) waits in fa_wait_prior_grid until that kernel has finished and its writes
+ * are visible (for a plain launch it returns at once); fa_allow_next_grid lets the next
+ * kernel's blocks be scheduled before this one ends. */
+FA_DEVICE void fa_wait_prior_grid(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+FA_DEVICE void fa_allow_next_grid(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 /* Wait until at most n committed groups are pending (n is a compile-time constant). */
 #define fa_async_wait(n) asm volatile("cp.async.wait_group %0;\n" ::"n"(n))
 

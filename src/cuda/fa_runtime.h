@@ -52,6 +52,26 @@ static cudaError_t fa_rt_host_alloc_mapped(void **host, size_t bytes)
 
 static cudaError_t fa_rt_host_free(void *host) { return cudaFreeHost(host); }
 
+/* A launch with programmatic stream serialization (CUDA programming guide, programmatic
+ * dependent launch; captured into graphs as a programmatic edge): the kernel's blocks may
+ * start once every block of the previous kernel has called griddepcontrol.launch_dependents
+ * or exited, and its fa_wait_prior_grid waits for that kernel's end. */
+static cudaError_t fa_rt_launch_overlapping(const void *kernel, dim3 grid, dim3 block, void **args, size_t smem,
+                                            cudaStream_t stream)
+{
+    cudaLaunchAttribute overlap;
+    overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    overlap.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = &overlap;
+    config.numAttrs = 1;
+    return cudaLaunchKernelExC(&config, kernel, args);
+}
+
 static int fa_rt_prepare_kernel(const void *kernel, int smem_bytes)
 {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);

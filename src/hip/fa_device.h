@@ -111,6 +111,11 @@ FA_DEVICE void fa_async_copy4(void *smem_dst, const void *gmem_src, int src_vali
     *(uint32_t *)smem_dst = v;
 }
 FA_DEVICE void fa_async_commit(void) {}
+
+/* HIP has no programmatic dependent launch: kernels of a stream run one after another,
+ * so there is nothing to wait for or to release early. */
+FA_DEVICE void fa_wait_prior_grid(void) {}
+FA_DEVICE void fa_allow_next_grid(void) {}
 #define fa_async_wait(n) ((void)(n))
 
 /* FA_FRAG_PIECE consecutive 16-bit elements from LDS into packed registers. */

@@ -33,6 +33,13 @@
 #define fa_rt_prepare_kernel NULL
 typedef hipDeviceProp_t fa_rt_device_prop;
 
+/* HIP has no programmatic dependent launch: an overlapping launch is a plain one. */
+static hipError_t fa_rt_launch_overlapping(const void *kernel, dim3 grid, dim3 block, void **args, size_t smem,
+                                           hipStream_t stream)
+{
+    return hipLaunchKernel(kernel, grid, block, args, smem, stream);
+}
+
 /* The gfx name without its target features ("gfx90a:sramecc+:xnack-" is gfx90a); every
  * AMD target the arch table lists has matrix cores (MFMA or WMMA). */
 static void fa_rt_vendor_props(const hipDeviceProp_t *prop, fa_gpu_properties *out)

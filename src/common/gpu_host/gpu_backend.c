@@ -244,9 +244,10 @@ static void mark_prepared(gpu_state *state, const void *const *kernel)
 /* One kernel on one grid: a grid without blocks (an empty side of an empty problem)
  * launches nothing, since CUDA and HIP refuse a zero grid dimension. A kernel with
  * dynamic shared memory has its limit raised once per context first. `stage` names the
- * step in a failure's message. */
-static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid, unsigned threads,
-                        void **args, int smem_bytes, const char *stage)
+ * step in a failure's message. overlap 1 (launch_next): the kernel follows another of
+ * the same call and may be scheduled while that one finishes (gpu_runtime.h). */
+static fa_status launch_kernel(fa_context *ctx, const void *const *kernel, fa_grid grid, unsigned threads,
+                               void **args, int smem_bytes, const char *stage, int overlap)
 {
     gpu_state *state = state_of(ctx);
     const fa_gpu_runtime *rt = state->rt;
@@ -263,7 +264,19 @@ static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid
         mark_prepared(state, kernel);
     }
     snprintf(what, sizeof what, "launching the %s", stage);
-    return runtime_status(ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream), what);
+    return runtime_status(ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream, overlap), what);
+}
+
+static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid, unsigned threads,
+                        void **args, int smem_bytes, const char *stage)
+{
+    return launch_kernel(ctx, kernel, grid, threads, args, smem_bytes, stage, 0);
+}
+
+static fa_status launch_next(fa_context *ctx, const void *const *kernel, fa_grid grid, unsigned threads,
+                             void **args, int smem_bytes, const char *stage)
+{
+    return launch_kernel(ctx, kernel, grid, threads, args, smem_bytes, stage, 1);
 }
 
 /* What every pass does before its launches, once its checks passed (st == FA_OK): select
@@ -306,7 +319,7 @@ static fa_status launch_check(fa_context *ctx, fa_seq_check_args *args)
     fa_status st = launch(ctx, rt->seq_check, fa_seq_check_grid(), FA_CHECK_THREADS, kernel_args, 0,
                           "device check of the indices");
     if (st == FA_OK && args->block_table != NULL)
-        st = launch(ctx, rt->seq_check_pages, fa_seq_check_pages_grid(args->batch), FA_CHECK_PAGE_THREADS,
+        st = launch_next(ctx, rt->seq_check_pages, fa_seq_check_pages_grid(args->batch), FA_CHECK_PAGE_THREADS,
                     kernel_args, 0, "device check of the block_table");
     return st;
 }
@@ -321,20 +334,21 @@ static fa_status check_indices(fa_context *ctx, const fa_problem *p, int call, c
     return launch_check(ctx, &args);
 }
 
-/* The forward kernel, then the split-KV combine when the keys were split. */
+/* The forward kernel (after another kernel of the call when `follows`), then the split-KV
+ * combine when the keys were split. */
 static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
-                            fa_fwd_args *args)
+                            fa_fwd_args *args, int follows)
 {
     const fa_kernel_config *cfg = sel->config;
     gpu_state *state = state_of(ctx);
     void *kernel_args[] = {args};
-    fa_status st = launch(ctx, cfg->kernels[0], fa_fwd_grid(p, sel), (unsigned)cfg->threads, kernel_args,
-                          cfg->smem_bytes, "forward kernel");
+    fa_status st = launch_kernel(ctx, cfg->kernels[0], fa_fwd_grid(p, sel), (unsigned)cfg->threads, kernel_args,
+                                 cfg->smem_bytes, "forward kernel", follows);
     if (st != FA_OK || sel->num_splits <= 1)
         return st;
     fa_combine_args combine = fa_make_split_combine_args(p, args);
     void *combine_args[] = {&combine};
-    return launch(ctx, state->rt->combine, fa_combine_grid(&combine), FA_COMBINE_THREADS, combine_args, 0,
+    return launch_next(ctx, state->rt->combine, fa_combine_grid(&combine), FA_COMBINE_THREADS, combine_args, 0,
                   "split-KV combine");
 }
 
@@ -386,7 +400,7 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
         fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
         st = check_indices(ctx, p, FA_CHECK_CALL_FWD, args.seq_ok);
         if (st == FA_OK)
-            st = launch_fwd(ctx, sel, p, &args);
+            st = launch_fwd(ctx, sel, p, &args, fa_has_device_indices(p));
     }
     release_workspace(ctx, owned);
     return st;
@@ -425,12 +439,12 @@ static fa_status gpu_fwd_kvcache(fa_context *ctx, const fa_kvcache_problem *p, c
         void *append_args[] = {&append};
         st = launch_check(ctx, &check);
         if (st == FA_OK)
-            st = launch(ctx, state->rt->kv_append, fa_append_grid(p), FA_APPEND_THREADS, append_args, 0,
-                        "kvcache append");
+            st = launch_next(ctx, state->rt->kv_append, fa_append_grid(p), FA_APPEND_THREADS, append_args, 0,
+                             "kvcache append");
         if (st == FA_OK && p->attn.total_q > 0) {
             fa_problem attn = fa_kvcache_attention(p, &append);
             fa_fwd_args args = fa_make_args(&attn, sel->num_splits, fa_kvcache_split_workspace(p, workspace));
-            st = launch_fwd(ctx, sel, &attn, &args);
+            st = launch_fwd(ctx, sel, &attn, &args, 1);
         }
     }
     release_workspace(ctx, owned);

@@ -55,8 +55,11 @@ typedef struct fa_gpu_runtime {
      * first launch; launches then pass the kernel's shared memory as dynamic bytes. NULL:
      * the kernels size it statically, and launches pass none. */
     int (*prepare_kernel)(const void *kernel, int smem_bytes);
+    /* overlap 1: the kernel may be scheduled while the stream's previous kernel finishes
+     * (it waits in fa_wait_prior_grid before reading what that kernel wrote); a runtime
+     * without such launches runs it after, as for 0. */
     int (*launch)(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes,
-                  void *stream);
+                  void *stream, int overlap);
     const char *(*error_text)(int error);
 
     /* Launch handles of the kernels every instance shares (the vendor's generated

@@ -63,8 +63,11 @@ static int rt_stream_capturing(void *stream, int *active)
 }
 
 static int rt_launch(const void *kernel, fa_grid grid, unsigned threads, void **args, size_t smem_bytes,
-                     void *stream)
+                     void *stream, int overlap)
 {
+    if (overlap)
+        return fa_rt_launch_overlapping(kernel, dim3(grid.x, grid.y, grid.z), dim3(threads), args, smem_bytes,
+                                        as_stream(stream));
     return FA_RT(LaunchKernel)(kernel, dim3(grid.x, grid.y, grid.z), dim3(threads), args, smem_bytes,
                                as_stream(stream));
 }

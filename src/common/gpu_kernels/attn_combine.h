@@ -197,6 +197,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
 {
     FA_SHARED fa_combine_smem sm;
     unsigned zero, batch_u;
+    fa_wait_prior_grid(); /* the split-KV forward before it wrote the partials */
     fa_block_pair(1, args.batch, &zero, &batch_u);
     if (batch_u == (unsigned)args.batch) /* past the last batch entry */
         return;

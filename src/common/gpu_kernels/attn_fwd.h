@@ -626,6 +626,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     fa_elem *smem_k = smem_q + FA_INST_M * FA_PITCH;
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_INST_N * FA_PITCH;
 
+    fa_wait_prior_grid(); /* the device check or the append before this kernel wrote seq_ok, the cache */
     const fa_block_span s = fa_find_span(&args);
     if (s.rows_valid <= 0 || s.batch == args.batch || fa_sequence_bad(&args, s.batch))
         return;
@@ -783,6 +784,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #undef FA_LOAD_KV_TILE
 #undef FA_FETCH_PAGES
     fa_async_wait(0); /* with no key tile, the Q copy is still in flight */
+    fa_allow_next_grid(); /* the combine may be scheduled; it waits for this grid's end */
 #if FA_KEY_WARPS > 1
     fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum);
     if (warp_key0 != 0)

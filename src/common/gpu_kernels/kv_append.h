@@ -108,6 +108,8 @@ FA_DEVICE void fa_rotate_q_row(const fa_append_args *a, int b, int t, long long 
 extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, kv_append)(fa_append_args args)
 {
     unsigned unused, batch_u;
+    fa_wait_prior_grid(); /* the device check before it wrote seq_ok */
+    fa_allow_next_grid();
     fa_block_pair(1, args.batch, &unused, &batch_u);
     if (batch_u == (unsigned)args.batch) /* past the last pair */
         return;

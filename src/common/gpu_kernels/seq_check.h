@@ -127,6 +127,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_THREADS)
     FA_CAT(FA_KERNEL_PREFIX, seq_check)(fa_seq_check_args args)
 {
     int bad = 0;
+    fa_allow_next_grid(); /* what comes next waits for this grid's end anyway */
     if (args.cu_seqlens_q) {
         bad = fa_check_cu(&args, args.cu_seqlens_q, args.rows_q, FA_CHECK_CU_Q_START);
         bad |= fa_check_cu(&args, args.cu_seqlens_k, args.rows_k, FA_CHECK_CU_K_START);
@@ -142,6 +143,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_PAGE_THREADS)
     FA_CAT(FA_KERNEL_PREFIX, seq_check_pages)(fa_seq_check_args args)
 {
     const int i = blockIdx.x;
+    fa_wait_prior_grid(); /* fa_seq_check before it wrote seq_ok */
+    fa_allow_next_grid();
     const int fine = args.seq_ok[i];
     int bad = 0;
     /* page_size 0 is a contiguous cache of no rows read as pages (cache_batch_idx): no
