@@ -180,7 +180,12 @@ TEST_CASE("more shared memory never gives a smaller tile", "[dispatch]")
                     INFO("d" << d << " s_q " << s.s_q << ": " << big.name << " " << a.reason
                              << " | " << small.name << " " << b.reason);
                     CHECK(a.config->pack_gqa == b.config->pack_gqa);
-                    CHECK(a.config->tile_m * a.config->tile_n >= b.config->tile_m * b.config->tile_n);
+                    // Decode calls too small for the bandwidth take the tile with the most
+                    // resident threads, which may be a smaller one: then never a smaller
+                    // tile with fewer resident threads too.
+                    const bool larger = a.config->tile_m * a.config->tile_n >= b.config->tile_m * b.config->tile_n;
+                    const bool more_threads = a.blocks_per_sm * a.config->threads >= b.blocks_per_sm * b.config->threads;
+                    CHECK((larger || (a.config->pack_gqa && more_threads)));
                 }
 }
 
@@ -447,9 +452,16 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
     CHECK(contains(sel.reason, "padded to 96"));
 
+    // 4 x 8 x 4096 K/V rows are ~1000 per SM, latency-bound: the 16-row tile with the most
+    // resident threads; 64 x 8 x 4096 are past DECODE_LATENCY_ROWS: the longest key tile.
     fa_problem_shape decode = make_shape(FA_DTYPE_BF16, 4, 32, 128, 1, 4096);
     decode.heads_k = 8;
     REQUIRE(select(fa_arch_find("sm_90"), reg, decode, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(contains(sel.reason, "d128 bf16 16x64x2"));
+    fa_problem_shape big_decode = decode;
+    big_decode.batch = 64;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, big_decode, &sel) == FA_OK);
     INFO(sel.reason);
     CHECK(contains(sel.reason, "d128 bf16 16x128x2"));
     CHECK(contains(sel.reason, "decode family: 4 packed rows (4 query heads x 1 positions)"));

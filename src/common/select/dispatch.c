@@ -34,9 +34,10 @@
  *       reads (tile_m does not change the bytes);
  *    3. decode family: smaller tile_m (less padded compute), then, for paged K/V, key
  *       tiles that lie inside one page (page_size a multiple of tile_n: one table read per
- *       tile instead of one per 16 keys), and when none does, more resident threads per SM
- *       (scattered short pages want more loads in flight; measured, bench/NOTES.md dec3),
- *       then larger tile_n (more
+ *       tile instead of one per 16 keys); when none does, or the call reads fewer than
+ *       DECODE_LATENCY_ROWS K/V rows per SM, more resident threads per SM (latency wants
+ *       more loads and warps in flight; measured, bench/NOTES.md dec3); then larger
+ *       tile_n (more
  *       work per warp between barriers: measured, dec_instances.txt); prefill family:
  *       larger tile_m * tile_n (fewer K/V re-reads per query row, which the time model
  *       does not see: that is why step 2 treats near-equal estimates as equal);
@@ -66,6 +67,10 @@
 #define FA_DECODE_PACKED_ROWS 64 /* dec_instances.txt's largest tile */
 #define DECODE_SPLIT_OVERHEAD 2
 #define DECODE_COMBINE_COST 3 /* the combine launch, in tiles of one block's time */
+/* K/V rows per SM (the decode cost) below which a decode call is latency-bound: more
+ * resident threads then beat longer tiles (measured, bench/NOTES.md dec3: 512 and 2048
+ * rows per SM ran faster on 16x64's three blocks per SM, 8192 on 16x128's one). */
+#define DECODE_LATENCY_ROWS 4096
 #define DECODE_TIE_NUM 33 /* makespans within 33/32 of the best count as equal */
 #define DECODE_TIE_DEN 32
 #define SPLIT_FILL_NUM 4 /* split only below 4/5 = 80% of one wave */
@@ -312,9 +317,10 @@ static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kern
      * tiles (more work per warp between barriers; measured, dec_instances.txt). */
     if (a->pack_gqa && a->tile_m != b->tile_m) return a->tile_m < b->tile_m;
     if (a->pack_gqa && tile_in_page(a, shape) != tile_in_page(b, shape)) return tile_in_page(a, shape);
-    /* Pages shorter than both tiles: the more threads resident per SM, the better the
-     * scattered page reads are hidden (measured, bench/NOTES.md dec3: 16 keys a page). */
-    if (a->pack_gqa && shape->paged && !tile_in_page(a, shape) &&
+    /* Pages shorter than both tiles, or a call too small to reach the bandwidth: the more
+     * threads resident per SM, the better the latency (of scattered page reads, or of
+     * each block's fixed steps) is hidden (measured, bench/NOTES.md dec3). */
+    if (a->pack_gqa && ((shape->paged && !tile_in_page(a, shape)) || (ea->cost < DECODE_LATENCY_ROWS && eb->cost < DECODE_LATENCY_ROWS)) &&
         (long long)ea->blocks_per_sm * a->threads != (long long)eb->blocks_per_sm * b->threads)
         return (long long)ea->blocks_per_sm * a->threads > (long long)eb->blocks_per_sm * b->threads;
     if (a->pack_gqa && a->tile_n != b->tile_n) return a->tile_n > b->tile_n;
