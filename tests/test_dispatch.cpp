@@ -480,7 +480,7 @@ TEST_CASE("the decode family takes paged K/V and packs that fit its tiles", "[di
         {32, 8, 1, 0, 1, 16},     // G 4 x 1 position: a 16-row tile
         {32, 8, 4, 0, 1, 16},     // speculative s_q 4: 16 rows
         {32, 8, 16, 0, 1, 64},    // 64 packed rows: the 64-row tile
-        {32, 1, 1, 0, 1, 64},     // MQA: 32 packed rows
+        {32, 1, 1, 0, 1, 32},     // MQA: 32 packed rows, the 32-row tile
         {32, 32, 1, 0, 1, 16},    // MHA decode
         {32, 8, 17, 0, 0, 128},   // 68 packed rows: prefill
         {32, 8, 4096, 1, 1, 64},  // paged prefill: decode family at any size

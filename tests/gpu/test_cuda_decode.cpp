@@ -112,7 +112,7 @@ TEST_CASE("cuda decode: seqused_k, varlen with empty sequences, forced splits", 
 TEST_CASE("cuda plan: decode shapes take the decode family, prefill shapes the prefill one", "[cuda][decode]")
 {
     CHECK(plan_kernel(decode_case(32, 8, 1, 8192, 128)).rfind("fa_cuda_dec_d128_bf16_16x", 0) == 0);
-    CHECK(plan_kernel(decode_case(32, 1, 1, 8192, 128)).rfind("fa_cuda_dec_d128_bf16_64x64x", 0) == 0);
+    CHECK(plan_kernel(decode_case(32, 1, 1, 8192, 128)).rfind("fa_cuda_dec_d128_bf16_32x", 0) == 0);
     CHECK(plan_kernel(decode_case(32, 8, 128, 8192, 128)).rfind("fa_cuda_fwd_", 0) == 0);
 }
 
