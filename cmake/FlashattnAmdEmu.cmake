@@ -34,4 +34,12 @@ foreach(target 942 1100 1201)
   target_link_libraries(${exe} PRIVATE fa_amd_emu Catch2::Catch2)
   set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
   catch_discover_tests(${exe} TEST_PREFIX amd_emu_isa_gfx${target}_)
+  # src/hip/fa_device.h over the emulated thin names, as step 3's units will compile it:
+  # fa_device.h's quoted "fa_amd_isa.h" finds src/hip's own copy, which the forced
+  # include of the emulated one (same include guard) must turn into a no-op.
+  add_test(NAME amd_emu_isa_gfx${target}_fa_device_h_compiles
+           COMMAND ${CMAKE_CXX_COMPILER} -x c++ -std=c++17 -fsyntax-only -Werror -Wno-psabi
+                   -DFA_EMU_TARGET=${target} -include fa_amd_isa.h -I${PROJECT_SOURCE_DIR}/src/emu
+                   -I${PROJECT_SOURCE_DIR}/src/emu/include -I${PROJECT_SOURCE_DIR}/src/hip
+                   -I${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/src/hip/fa_device.h)
 endforeach()

@@ -12,6 +12,7 @@
  */
 #include "fa_emu_isa.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "fa_emu.h"
@@ -93,7 +94,10 @@ static void mma_exec(const struct mma_shape *s, int wave_size, const void *const
     }
     if (s->replicated && !copies_agree(s, in))
         return;
+    /* NaN first: an element no lane holds (a hole in a layout) poisons its sums. */
     double a[16][16], b[16][16], c[16][16];
+    for (int i = 0; i < 16 * 16; ++i)
+        a[i / 16][i % 16] = b[i / 16][i % 16] = c[i / 16][i % 16] = NAN;
     for (int l = 0; l < wave_size; ++l) {
         for (int e = 0; e < s->elems; ++e) {
             a[l % 16][s->k_of(l, e)] = elem_value(in[l]->a[e], s->bf16);

@@ -29,6 +29,17 @@
 static inline void __syncthreads(void) { (void)fa_emu_barrier(0, 0); }
 static inline int __syncthreads_or(int predicate) { return fa_emu_barrier(1, predicate); }
 
+/* One host thread runs every lane and every store is visible at once (research note
+ * 2.4): a compare-and-swap needs no atomics and a fence does nothing. */
+static inline int atomicCAS(int *p, int compare, int value)
+{
+    const int old = *p;
+    if (old == compare)
+        *p = value;
+    return old;
+}
+static inline void __threadfence_system(void) {}
+
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
 
