@@ -20,7 +20,7 @@ target_include_directories(fa_amd_emu PUBLIC ${PROJECT_SOURCE_DIR}/src/emu)
 # with these same flags, so caller and callee agree.
 target_compile_options(fa_amd_emu PUBLIC -O1 -g -fno-omit-frame-pointer ${FA_EMU_SAN} -Wall -Wextra -Wno-psabi)
 target_link_options(fa_amd_emu PUBLIC ${FA_EMU_SAN})
-set_target_properties(fa_amd_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+set_target_properties(fa_amd_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 
 # src/emu ahead of src/hip: the emulated fa_amd_isa.h, then the layouts' constants.
 foreach(target 942 1100 1201)
@@ -32,7 +32,7 @@ foreach(target 942 1100 1201)
   target_compile_definitions(${exe} PRIVATE FA_EMU_TARGET=${target}
                              FA_EMU_CALC_DIR="${PROJECT_SOURCE_DIR}/tests/emu/calc")
   target_link_libraries(${exe} PRIVATE fa_amd_emu Catch2::Catch2)
-  set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   catch_discover_tests(${exe} TEST_PREFIX amd_emu_isa_gfx${target}_)
   # src/hip/fa_device.h over the emulated thin names, as step 3's units will compile it:
   # fa_device.h's quoted "fa_amd_isa.h" finds src/hip's own copy, which the forced
