@@ -17,7 +17,7 @@
 /* The named errors. A launch ends at the first one; fa_emu_error_text says where. */
 enum fa_emu_error {
     FA_EMU_OK = 0,
-    FA_EMU_ERR_LAUNCH,            /* block not whole waves, or too many lanes */
+    FA_EMU_ERR_LAUNCH,            /* unknown target, block not whole waves, or too many lanes */
     FA_EMU_ERR_DIVERGENT_WAVE_OP, /* lanes of one wave at different wave ops, or some exited */
     FA_EMU_ERR_PARTIAL_BARRIER,   /* a barrier reached by only part of the workgroup */
     FA_EMU_ERR_MIXED_BARRIER,     /* __syncthreads and __syncthreads_or met at one barrier */
