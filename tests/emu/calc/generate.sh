@@ -1,0 +1,24 @@
+#!/bin/sh
+# generate.sh - regenerates the golden operand/result tables of this folder from AMD's
+# Matrix Instruction Calculator ([CALC] in docs/research/issue15_emulator.md), run once:
+#   git clone https://github.com/ROCm/amd_matrix_instruction_calculator   (commit 2ef9189)
+#   sh generate.sh <that checkout>
+# Each file <arch>_<dtype>_<A|B|D>.csv is the calculator's own output of
+#   matrix_calculator.py -a <arch> -i v_{mfma,wmma}_f32_16x16x16_<dtype> -M -<A|B|D> --csv
+# (one row per lane: which matrix element each register half holds). tabulate.py here
+# stands in for the `tabulate` package, which only formats the table (no package index
+# could be reached when they were made); the mapping equations do not go through it.
+# The emulator's semantics (src/emu/fa_emu_isa.cpp) are written from the equations of the
+# research note's section 2; the ISA tests check them against these tables.
+set -e
+calc=$1/matrix_calculator.py
+here=$(cd "$(dirname "$0")" && pwd)
+for row in cdna3:v_mfma rdna3:v_wmma rdna4:v_wmma; do
+  arch=${row%%:*}
+  for dtype in f16 bf16; do
+    for m in A B D; do
+      PYTHONPATH=$here python3 "$calc" -a "$arch" -i "${row#*:}_f32_16x16x16_$dtype" -M -$m --csv \
+        > "$here/${arch}_${dtype}_$m.csv"
+    done
+  done
+done
