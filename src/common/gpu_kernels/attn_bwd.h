@@ -445,11 +445,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int key_rows = fa_key_rows(f, batch);
     if (n0 >= key_rows || batch == f->batch || fa_sequence_bad(f, batch)) /* no rows, past the */
         return;                                                             /* last pair, or bad */
-    /* Keys of the block that count (seq.seqlen_k has seqused_k applied; none in a block
-     * past it) and rows it writes: every row of the operands gets dK and dV, zero past
-     * seqused_k (include/flashattn.h). */
+    /* Keys of the block that count: seq.seqlen_k has seqused_k applied, and a block past
+     * it has none but still writes its rows of dK and dV (zeros, below). */
     const int keys_valid = max(min(FA_RESIDENT_ROWS, seq.seqlen_k - n0), 0);
-    const int rows_out = min(FA_RESIDENT_ROWS, key_rows - n0);
     const int group = f->heads / f->heads_k;
     const long long q_global_row0 = fa_global_q_row0(f, batch, seq.q_row0);
     /* This warp's tiles: scores rows/columns (phase 1), dK/dV rows/columns (phase 2). */
@@ -570,8 +568,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
 #undef FA_LOAD_STEP
     fa_async_wait(0);
 
-    /* Rows keys_valid .. rows_out - 1 (past seqused_k) hold zeros: their K and V rows were
-     * zero-filled and every tile of a partial block is masked, so their P and dS are 0. */
+    /* Every row of the operands gets dK and dV (include/flashattn.h): rows_out, not
+     * keys_valid. Rows keys_valid .. rows_out - 1 (past seqused_k) hold zeros: their K and
+     * V rows were zero-filled and every tile of a partial block is masked, so their P and
+     * dS are 0. */
+    const int rows_out = min(FA_RESIDENT_ROWS, key_rows - n0);
     fa_elem *dk = (fa_elem *)args.dk + fa_row_at(&args.dk_layout, batch, seq.k_row0 + n0, kv_head);
     fa_elem *dv = (fa_elem *)args.dv + fa_row_at(&args.dv_layout, batch, seq.k_row0 + n0, kv_head);
 #pragma unroll
