@@ -1,10 +1,11 @@
 // test_cuda_backward.cpp - the CUDA backward against the fp64 reference gradients
 // (tests/oracle.hpp) on random normal inputs: head dims 8 to 256 and some in between,
 // odd and unequal sequence lengths both ways, GQA, causal, windows, softcap, ALiBi,
-// varlen with empty sequences, fully masked rows; dQ both by atomics (the default) and
-// by its own pass (deterministic); bitwise reproducibility; the limits that return
-// FA_ERR_UNSUPPORTED. Tolerance: error <= 3 x (error of a naive same-precision backward)
-// + 1e-5, for dq, dk and dv. Skipped (exit code 4) without a CUDA device.
+// varlen with empty sequences, fully masked rows, seqused_k (zero dk, dv past it); dQ
+// both by atomics (the default) and by its own pass (deterministic); bitwise
+// reproducibility; the limits that return FA_ERR_UNSUPPORTED. Tolerance: error <= 3 x
+// (error of a naive same-precision backward) + 1e-5, for dq, dk and dv. Skipped (exit
+// code 4) without a CUDA device.
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
@@ -143,6 +144,44 @@ TEST_CASE("cuda backward: varlen with empty sequences, fully masked rows", "[cud
     m.causal = true;
     m.head_dim = 96;
     check_backward(m, 2201);
+}
+
+// seqused_k in device memory: keys past seqused_k[b] are attended by no query, and their
+// dK and dV rows (whole key tiles past it, and the rest of the tile it ends in) must be
+// written, as zeros. Lengths end inside tiles of every size; 0 leaves a sequence no key.
+TEST_CASE("cuda backward: seqused_k, fixed length and varlen, keys past it get zero dk, dv",
+          "[cuda][gpu][backward][seqused][sanitize]")
+{
+    uint64_t seed = 2230;
+    for (int deterministic : {0, 1})
+        for (int d : {64, 128, 256}) {
+            Case c;
+            c.batch = 4;
+            c.seqlen_q = 150;
+            c.seqlen_k = 200;
+            c.seqused_k = {200, 77, 0, 130};
+            c.heads = 4;
+            c.heads_k = 2;
+            c.head_dim = d;
+            c.dtype = kGpuDtypes[d / 64 % 2];
+            check_backward(c, seed++, deterministic);
+            c.causal = true; // s_q < s_k: the diagonal ends at seqused_k[b]
+            check_backward(c, seed++, deterministic);
+            c.causal = false;
+            c.window_left = 30; // keys no query sees inside the used ones too
+            c.window_right = 10;
+            c.seqlen_q = 40;
+            check_backward(c, seed++, deterministic);
+        }
+    Case v;
+    v.head_dim = 96;
+    v.heads_k = 3;
+    v.causal = true;
+    v.cu_q = {0, 50, 50, 177, 400};
+    v.cu_k = {0, 80, 95, 95, 350};
+    v.seqused_k = {61, 0, 0, 200};
+    check_backward(v, seed++);
+    check_backward(v, seed++, 1);
 }
 
 TEST_CASE("cuda backward: more than 65535 sequences (folded grids), dQ by atomics and deterministic",

@@ -442,9 +442,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     fa_block_pair(f->heads_k, f->batch, &kv_head_u, &batch_u);
     const int batch = (int)batch_u, kv_head = (int)kv_head_u, n0 = blockIdx.x * FA_RESIDENT_ROWS;
     const fa_sequence seq = fa_find_sequence(f, batch);
-    if (n0 >= seq.seqlen_k || batch == f->batch || fa_sequence_bad(f, batch)) /* no keys, past the */
-        return;                                                                 /* last pair, or bad */
-    const int keys_valid = min(FA_RESIDENT_ROWS, seq.seqlen_k - n0);
+    const int key_rows = fa_key_rows(f, batch);
+    if (n0 >= key_rows || batch == f->batch || fa_sequence_bad(f, batch)) /* no rows, past the */
+        return;                                                             /* last pair, or bad */
+    /* Keys of the block that count: seq.seqlen_k has seqused_k applied, and a block past
+     * it has none but still writes its rows of dK and dV (zeros, below). */
+    const int keys_valid = max(min(FA_RESIDENT_ROWS, seq.seqlen_k - n0), 0);
     const int group = f->heads / f->heads_k;
     const long long q_global_row0 = fa_global_q_row0(f, batch, seq.q_row0);
     /* This warp's tiles: scores rows/columns (phase 1), dK/dV rows/columns (phase 2). */
@@ -457,7 +460,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const long long q_lo = fa_first_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w);
     const long long q_hi = fa_end_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w);
     const int m_first = (int)(q_lo / FA_STREAMED_ROWS);
-    const int m_tiles = q_hi > q_lo ? (int)((q_hi + FA_STREAMED_ROWS - 1) / FA_STREAMED_ROWS) - m_first : 0;
+    const int m_tiles = keys_valid > 0 && q_hi > q_lo
+                            ? (int)((q_hi + FA_STREAMED_ROWS - 1) / FA_STREAMED_ROWS) - m_first
+                            : 0;
     const int steps = group * m_tiles;
     /* Query tiles within [full_lo, full_hi) see every key of the block and need no mask.
      * Padding keys (rows past keys_valid) are masked too: their zero K and V rows give
@@ -473,8 +478,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
 
     const fa_elem *k = (const fa_elem *)f->k + fa_row_at(&f->k_layout, batch, seq.k_row0 + n0, kv_head);
     const fa_elem *v = (const fa_elem *)f->v + fa_row_at(&f->v_layout, batch, seq.k_row0 + n0, kv_head);
-    /* A block no query sees writes zero dK/dV and loads nothing (one stage would leave
-     * the copies uncommitted at exit). */
+    /* A block no query sees (or with no key that counts) writes zero dK/dV and loads
+     * nothing (one stage would leave the copies uncommitted at exit). */
     if (steps > 0) {
         fa_load_tile(smem_k, k, f->k_layout.row, keys_valid, f->head_dim, FA_RESIDENT_ROWS);
         fa_load_tile(smem_v, v, f->v_layout.row, keys_valid, f->head_dim, FA_RESIDENT_ROWS);
@@ -563,13 +568,18 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
 #undef FA_LOAD_STEP
     fa_async_wait(0);
 
+    /* Every row of the operands gets dK and dV (include/flashattn.h): rows_out, not
+     * keys_valid. Rows keys_valid .. rows_out - 1 (past seqused_k) hold zeros: their K and
+     * V rows were zero-filled and every tile of a partial block is masked, so their P and
+     * dS are 0. */
+    const int rows_out = min(FA_RESIDENT_ROWS, key_rows - n0);
     fa_elem *dk = (fa_elem *)args.dk + fa_row_at(&args.dk_layout, batch, seq.k_row0 + n0, kv_head);
     fa_elem *dv = (fa_elem *)args.dv + fa_row_at(&args.dv_layout, batch, seq.k_row0 + n0, kv_head);
 #pragma unroll
     for (int mf = 0; mf < FA_P2_MF; ++mf) {
-        fa_bwd_store_rows(dk, args.dk_layout.row, kv_row0 + mf * FA_MMA_M, keys_valid, f->head_dim,
+        fa_bwd_store_rows(dk, args.dk_layout.row, kv_row0 + mf * FA_MMA_M, rows_out, f->head_dim,
                           &acc_dk[mf * FA_P2_NF], FA_P2_NF, kv_col0, args.scale);
-        fa_bwd_store_rows(dv, args.dv_layout.row, kv_row0 + mf * FA_MMA_M, keys_valid, f->head_dim,
+        fa_bwd_store_rows(dv, args.dv_layout.row, kv_row0 + mf * FA_MMA_M, rows_out, f->head_dim,
                           &acc_dv[mf * FA_P2_NF], FA_P2_NF, kv_col0, 1.f);
     }
 }

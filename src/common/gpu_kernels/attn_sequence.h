@@ -69,6 +69,15 @@ FA_DEVICE fa_sequence fa_find_sequence(const fa_fwd_args *args, int batch)
     return seq;
 }
 
+/* The rows batch entry `batch` has in the k and v operands, seqused_k not applied: the
+ * backward writes dK and dV for every one of them (zero past seqused_k). Entry 0's for a
+ * block past the last pair, as fa_find_sequence. */
+FA_DEVICE int fa_key_rows(const fa_fwd_args *args, int batch)
+{
+    const int b = batch < args->batch ? batch : 0;
+    return args->cu_seqlens_q ? args->cu_seqlens_k[b + 1] - args->cu_seqlens_k[b] : args->seqlen_k;
+}
+
 /* The first query row of batch entry `batch` (q_row0: its fa_sequence's) among the
  * batch's total_q rows, which the fp32 [heads][total_q] arrays and the split-KV partials
  * count (attn_args.h). Derived where it is used rather than kept in fa_sequence: the
