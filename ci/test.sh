@@ -3,7 +3,7 @@
 # default configuration (OpenBLAS when found), build and test again without BLAS, then
 # with AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer, fuzz the
 # API (libFuzzer, tests/fuzz), build the HIP backend for the four AMD targets and check
-# its code objects, smoke-run the benchmark CLI with --check, then install into a temporary prefix and build a
+# its code objects, run the emulated AMD device's tests (src/emu), smoke-run the benchmark CLI with --check, then install into a temporary prefix and build a
 # consumer against it with find_package(flashattn) and with pkg-config. Each section
 # prints its start time; the seconds each took are listed at the end, pass or fail.
 set -euo pipefail
@@ -86,6 +86,15 @@ section "HIP backend for gfx90a;gfx942;gfx1100;gfx1201: build, check code object
 # tests run against the HIP-enabled library.
 build_and_test "$WORK/build-hip" -DFA_ENABLE_HIP=ON -DFA_HIP_ARCHS="gfx90a;gfx942;gfx1100;gfx1201" \
   -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
+
+section "Emulated AMD device: instruction and scheduler tests (clang-19, ASan + UBSan)"
+# src/emu (issue 15): the thin ISA names of src/hip run on the CPU on an emulated wave64
+# (gfx942) and wave32 (gfx1100, gfx1201) device, checked against AMD's Matrix Instruction
+# Calculator tables (tests/emu/calc) and for the scheduler's named errors. Test-only.
+cmake -S "$ROOT" -B "$WORK/build-emu" -G Ninja -DFA_BUILD_TESTS=OFF -DFA_BUILD_AMD_EMU=ON \
+  -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
+cmake --build "$WORK/build-emu" --parallel "$JOBS"
+ctest --test-dir "$WORK/build-emu" --output-on-failure --parallel "$JOBS" -R amd_emu_
 
 section "Benchmark CLI smoke run with --check"
 "$WORK/build/bench/flashattn_bench" --backend cpu --batch 2 --seqlen 256 --heads 4 \
