@@ -45,8 +45,8 @@
  *   bytes       b (1 + v % 4), s_q (v % 17), h_k (1 + v % 2), group (1 + v % 2),
  *               d (16 * (1 + v % 4)), page size (16 * (1 + v % 4); v >= 0xF8: 16 *
  *               (1 + the next byte % 64)), table width (1 + v % 4, at most 512 keys, or
- *               one page of more), extra table stride
- *               (v % 3), seed
+ *               one page of more), extra table stride (v % 3), seed, [window_left
+ *               byte (mode bit5)]
  *   paged fa_fwd: num_pages byte (few: 1 + v % 3, else b * width + v % 3); the table
  *               entries from the seed; varlen: per entry a byte len_q (% 17) and len_k
  *               (% (width * P + 1)); seqused_k: per entry a byte u (% (keys + 1))
@@ -54,7 +54,7 @@
  *               cache_batch_idx); paged: num_pages as above; s_new byte (% (min(16,
  *               capacity) + 1)); per entry a byte n (% (capacity - s_new + 1)); rotary:
  *               rotary_dim byte (16 * (1 + v % (d / 16))), rotary_seqlen extra (v % 3)
- *   then mutations until the input ends, each a byte op (% 30) and operands:
+ *   then mutations until the input ends, each a byte op (% 33) and operands:
  *      0 page_block_size = INT     1 block_table_width = INT   2 table stride = INT
  *      3 table[byte] = INT         4 block_table NULL          5 seqused_k[byte] = INT
  *      6 max_seqlen_k = INT        7 cu_seqlens_k[byte] = INT  8 k shape[byte % 4] = INT
@@ -66,7 +66,8 @@
  *     21 k_new NULL                22 toggle cache_batch_idx   23 kv.reserved[byte % 8] = INT
  *     24 seqused_k on a kvcache call                           25 k_cache shape[0] = byte % 8
  *     26 workspace one byte short  27 rotary_cos NULL          28 table[byte] = -1 - byte
- *     29 num_splits = byte % 5
+ *     29 num_splits = byte % 5      30 kv.cache_seqlens NULL    31 out shape[byte % 4] = INT
+ *     32 lse shape[byte % 3] = INT
  *   (indices taken modulo the array's length; a mutation that does not apply is skipped.)
  */
 #include <math.h>
@@ -264,7 +265,7 @@ typedef struct request {
     int32_t *table, *cu_q, *cu_k, *seqused_k, *cache_seqlens, *cache_idx;
     int64_t table_count;
     int has_table, has_seqused, has_idx, kv_seqused;
-    int rotary_cos_null, rotary_sin_null;
+    int rotary_cos_null, rotary_sin_null, no_cache_seqlens;
     unsigned char *cos, *sin;
     int64_t rotary_count; /* elements of each of cos and sin */
     int rotary_unbacked;  /* the final fields describe tables too large to back */
@@ -412,7 +413,7 @@ static void parse(request *rq, const uint8_t *data, size_t size)
     }
 
     while (r.n > 0) {
-        int op = rd_u8(&r) % 30, k;
+        int op = rd_u8(&r) % 33, k;
         fa_params *p = &rq->params;
         switch (op) {
         case 0: p->page_block_size = rd_int32(&r); break;
@@ -435,11 +436,17 @@ static void parse(request *rq, const uint8_t *data, size_t size)
         case 21: rq->bufs[B_KNEW].present = 0; break;
         case 22: rq->has_idx = !rq->has_idx; break;
         case 23: k = rd_u8(&r) % 8; rq->kv.reserved[k] = rd_int32(&r); break;
-        case 24: rq->kv_seqused = 1; break;
+        case 24: rq->kv_seqused = rq->kvcache; break;
         case 25: rq->bufs[B_K].t.shape[0] = rq->bufs[B_V].t.shape[0] = rd_u8(&r) % 8; break;
         case 26: rq->ws_short = 1; break;
         case 27: rq->rotary_cos_null = 1; break;
         case 29: p->num_splits = rd_u8(&r) % 5; break;
+        case 30: rq->no_cache_seqlens = 1; break;
+        case 31:
+        case 32:
+            k = rd_u8(&r) % (op == 31 ? 4 : 3);
+            rq->bufs[op == 31 ? B_OUT : B_LSE].t.shape[k] = rd_int(&r);
+            break;
         default: /* 3, 5, 7, 11, 12, 13, 14, 28: array contents */
             if (rq->n_late < 32) {
                 rq->late[rq->n_late].op = op;
@@ -650,6 +657,7 @@ static int back_tensors(request *rq, rng *g)
 typedef struct verdict {
     int host_bad;   /* a rule checked on the host (every call, queries included) broken */
     int device_bad; /* a device-data rule broken (the call itself fails, queries do not) */
+    int output_bad; /* out or lse broken (the call fails; queries do not see them) */
     int either;     /* the header leaves the outcome open */
     int named;      /* the status every broken rule names, or -1 */
     int any;        /* some rule broken */
@@ -672,7 +680,9 @@ static void bad(verdict *v, int host, int status, const char *fmt, ...)
         v->named = UNNAMED;
     }
     v->any = 1;
-    if (host)
+    if (host == 2)
+        v->output_bad = 1;
+    else if (host)
         v->host_bad = 1;
     else
         v->device_bad = 1;
@@ -919,6 +929,33 @@ static void expect_kvcache(const request *rq, verdict *v)
     }
 }
 
+/* out is shaped like q, lse [b, h, s_q] ([h, total_q] varlen), as the constructors made
+ * them before any mutation. */
+static void output_rules(const request *rq, verdict *v)
+{
+    const fa_tensor *q = &rq->bufs[B_Q].t, *o = &rq->bufs[B_OUT].t, *l = &rq->bufs[B_LSE].t;
+    int j;
+    for (j = 0; j < q->ndim; j++)
+        if (o->shape[j] != q->shape[j])
+            bad(v, 2, UNNAMED, "out shape[%d] %lld != q %lld", j, (long long)o->shape[j],
+                (long long)q->shape[j]);
+    if (rq->bufs[B_LSE].present) {
+        int64_t want[3];
+        if (rq->varlen) {
+            want[0] = rq->h;
+            want[1] = q->shape[0];
+        } else {
+            want[0] = rq->b;
+            want[1] = rq->h;
+            want[2] = rq->s_q;
+        }
+        for (j = 0; j < l->ndim; j++)
+            if (l->shape[j] != want[j])
+                bad(v, 2, UNNAMED, "lse shape[%d] %lld != %lld", j, (long long)l->shape[j],
+                    (long long)want[j]);
+    }
+}
+
 static void expect(const request *rq, verdict *v)
 {
     int i;
@@ -927,10 +964,13 @@ static void expect(const request *rq, verdict *v)
     for (i = 0; i < 7; i++)
         if (rq->params.reserved[i] != 0)
             bad(v, 1, FA_ERR_BAD_PARAM, "reserved[%d]", i);
+    if (rq->kvcache && rq->no_cache_seqlens)
+        bad(v, 1, FA_ERR_NULL_POINTER, "kv.cache_seqlens NULL");
     if (rq->kvcache)
         expect_kvcache(rq, v);
     else
         expect_paged_fwd(rq, v);
+    output_rules(rq, v); /* last: the device verdicts above replace v */
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1435,7 +1475,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rq.params.cu_seqlens_q = rq.cu_q;
     rq.params.cu_seqlens_k = rq.cu_k;
     rq.params.seqused_k = rq.has_seqused || rq.kv_seqused ? rq.seqused_k : NULL;
-    rq.kv.cache_seqlens = rq.cache_seqlens;
+    rq.kv.cache_seqlens = rq.no_cache_seqlens ? NULL : rq.cache_seqlens;
     rq.kv.cache_batch_idx = rq.has_idx ? rq.cache_idx : NULL;
     expect(&rq, &v);
     if (g_verbose)
@@ -1446,7 +1486,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         poison_unread(&rq);
     qst = run_query(&rq, &v, &needed);
     /* A request the harness cannot back runs only when a host rule refuses it anyway. */
-    if (backed || v.host_bad)
+    if (backed || v.host_bad || v.output_bad)
         run_call(&rq, &v, qst == FA_OK, needed);
     free_request(&rq);
     return 0;

@@ -4,7 +4,7 @@ in the input format documented at the top of fuzz_paged.c: valid paged forwards 
 length, varlen, seqused_k, shared pages, large pages, every dtype) and kvcache calls
 (contiguous, paged, appending, rotary both ways, cache_batch_idx), then each broken by one
 targeted mutation (page sizes, widths, strides, page ids, cache lengths, cache rows,
-rotary fields, s_new mismatches, reserved fields, short workspaces).
+rotary fields, s_new mismatches, reserved fields, out / lse shapes, short workspaces).
 
     python3 tests/fuzz/make_corpus_paged.py [OUT_DIR]   (default: corpus_paged/ next to it)
 
@@ -126,6 +126,8 @@ def seeds():
                                        + mut(7, idx(2), 1))
     s["fwd_workspace_short"] = paged_fwd(mode=LSE | WORKSPACE) + mut(26)
     s["fwd_splits"] = base + mut(29, idx(3))
+    s["fwd_out_shape"] = base + mut(31, idx(1), 7)
+    s["fwd_lse_shape"] = base + mut(32, idx(2), 9)
     # valid kvcache calls
     s["kv_contiguous_append"] = kvcache()
     s["kv_contiguous_no_append"] = kvcache(feat=0)
@@ -162,6 +164,8 @@ def seeds():
     s["kv_paged_page_id_past_pool"] = kvcache(feat=PAGED | APPEND, lens=(10, 27)) + mut(3, idx(3), 9)
     s["kv_paged_page_size_48"] = kvcache(feat=PAGED | APPEND, lens=(10, 27)) + mut(0, 48)
     s["kv_workspace_short"] = kvcache(mode=LSE | WORKSPACE) + mut(26)
+    s["kv_cache_seqlens_null"] = base + mut(30)
+    s["kv_out_heads"] = base + mut(31, idx(2), 2)
     return s
 
 
