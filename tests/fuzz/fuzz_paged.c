@@ -39,9 +39,11 @@
  *   byte mode   bit0 fa_fwd_kvcache (else paged fa_fwd), bits1-2 dtype (0, 3 f32; 1 f16;
  *               2 bf16), bit3 lse, bit4 causal, bit5 window_left from a byte (% 20 - 1),
  *               bit6 two threads, bit7 a workspace from the size query
- *   byte feat   paged fa_fwd: bit0 varlen, bit1 seqused_k, bit2 few pages (shared);
+ *   byte feat   paged fa_fwd: bit0 varlen, bit1 seqused_k, bit2 few pages (shared),
+ *               bit3 ALiBi (slopes [h] from the seed), bit4 softcap 5;
  *               kvcache: bit0 paged cache, bit1 k_new/v_new, bit2 rotary, bit3
- *               interleaved, bit4 cache_batch_idx (contiguous caches), bit5 few pages
+ *               interleaved, bit4 cache_batch_idx (contiguous caches), bit5 few pages,
+ *               bit6 ALiBi, bit7 softcap 5
  *   bytes       b (1 + v % 4), s_q (v % 17), h_k (1 + v % 2), group (1 + v % 2),
  *               d (16 * (1 + v % 4)), page size (16 * (1 + v % 4); v >= 0xF8: 16 *
  *               (1 + the next byte % 64)), table width (1 + v % 4, at most 512 keys, or
@@ -253,7 +255,8 @@ typedef struct request {
     int kvcache, lse, threads, workspace, ws_short;
     fa_dtype dtype;
     int varlen, seqused, few_pages;
-    int paged, append, rotary, interleaved, batch_idx;
+    int paged, append, rotary, interleaved, batch_idx, alibi;
+    float slopes[8];
     int64_t b, s_q, h_k, h, d, page, width, stride_extra, num_pages;
     int64_t s_max, b_cache, s_new, capacity;
     uint32_t seed;
@@ -308,11 +311,15 @@ static void parse(request *rq, const uint8_t *data, size_t size)
         rq->interleaved = (feat >> 3) & 1;
         rq->batch_idx = !rq->paged && ((feat >> 4) & 1);
         rq->few_pages = (feat >> 5) & 1;
+        rq->alibi = (feat >> 6) & 1;
+        rq->params.softcap = feat & 0x80 ? 5.0f : 0.0f;
     } else {
         rq->paged = 1;
         rq->varlen = feat & 1;
         rq->seqused = (feat >> 1) & 1;
         rq->few_pages = (feat >> 2) & 1;
+        rq->alibi = (feat >> 3) & 1;
+        rq->params.softcap = feat & 0x10 ? 5.0f : 0.0f;
     }
     rq->b = 1 + rd_u8(&r) % MAX_B;
     rq->s_q = rd_u8(&r) % 17;
@@ -1172,6 +1179,10 @@ HOT static void check_reference(const request *rq, const char *call)
                     for (c = 0; c < d; c++)
                         dot += (double)qrow[c] * value(rq, B_K, page, row, h / group, c);
                     score[r] = dot * scale;
+                    if (p->softcap > 0.0f)
+                        score[r] = p->softcap * tanh(score[r] / p->softcap);
+                    if (p->alibi_slopes)
+                        score[r] -= (double)p->alibi_slopes[h] * fabs((double)(diag - r));
                     max = score[r] > max ? score[r] : max;
                     smax = fabs(score[r]) > smax ? fabs(score[r]) : smax;
                 }
@@ -1472,6 +1483,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     backed = back_tensors(&rq, &g) && !rq.rotary_unbacked &&
              (!rq.has_table || table_entries(&rq) >= 0);
     rq.params.block_table = rq.has_table ? rq.table : NULL;
+    if (rq.alibi) {
+        int64_t hh;
+        for (hh = 0; hh < rq.h; hh++) /* 0 .. 1 in steps of 1/16 */
+            rq.slopes[hh] = (float)(rng_next(&g) % 17) / 16.0f;
+        rq.params.alibi_slopes = rq.slopes;
+    }
     rq.params.cu_seqlens_q = rq.cu_q;
     rq.params.cu_seqlens_k = rq.cu_k;
     rq.params.seqused_k = rq.has_seqused || rq.kv_seqused ? rq.seqused_k : NULL;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make_corpus_paged.py - writes the seed corpus of fuzz_paged (tests/fuzz/corpus_paged/)
 in the input format documented at the top of fuzz_paged.c: valid paged forwards (fixed
-length, varlen, seqused_k, shared pages, large pages, every dtype) and kvcache calls
+length, varlen, seqused_k, shared pages, large pages, ALiBi, softcap, every dtype) and kvcache calls
 (contiguous, paged, appending, rotary both ways, cache_batch_idx), then each broken by one
 targeted mutation (page sizes, widths, strides, page ids, cache lengths, cache rows,
 rotary fields, s_new mismatches, reserved fields, out / lse shapes, short workspaces).
@@ -24,9 +24,10 @@ INT_SPECIAL = [
 
 KVCACHE, F16, BF16, LSE, CAUSAL, WINDOW, THREADS, WORKSPACE = 1, 2, 4, 8, 16, 32, 64, 128
 # feat bits, paged fa_fwd
-VARLEN, SEQUSED, FEW = 1, 2, 4
+VARLEN, SEQUSED, FEW, ALIBI, SOFTCAP = 1, 2, 4, 8, 16
 # feat bits, kvcache
-PAGED, APPEND, ROTARY, INTERLEAVED, BATCH_IDX, KV_FEW = 1, 2, 4, 8, 16, 32
+PAGED, APPEND, ROTARY, INTERLEAVED, BATCH_IDX, KV_FEW, KV_ALIBI, KV_SOFTCAP = (
+    1, 2, 4, 8, 16, 32, 64, 128)
 
 
 def enc_int(v):
@@ -103,6 +104,8 @@ def seeds():
                                         lens=[(16, 50), (3, 9)], used=[31, 4])
     s["fwd_large_page"] = paged_fwd(page=0xF8 + 63, width=1, b=1, s_q=4)
     s["fwd_workspace"] = paged_fwd(mode=LSE | WORKSPACE | THREADS)
+    s["fwd_alibi_softcap_seqused"] = paged_fwd(mode=LSE | CAUSAL, feat=ALIBI | SOFTCAP | SEQUSED,
+                                               b=3, page=2, used=[20, 47, 0])
     base = paged_fwd()
     # broken paging fields and tables
     s["fwd_page_17"] = base + mut(0, 17)
@@ -138,6 +141,8 @@ def seeds():
     s["kv_rotary_gptj_paged"] = kvcache(mode=LSE | BF16 | CAUSAL,
                                         feat=PAGED | APPEND | ROTARY | INTERLEAVED, s_q=4,
                                         s_new=4, rot_dim=0, rot_extra=2)
+    s["kv_paged_alibi_softcap"] = kvcache(feat=PAGED | APPEND | KV_ALIBI | KV_SOFTCAP, s_q=2,
+                                          s_new=2, lens=(12, 29))
     s["kv_f16_window_workspace"] = kvcache(mode=LSE | F16 | WORKSPACE, window=3, s_q=2, s_new=2)
     base = kvcache()
     # broken kvcache calls
