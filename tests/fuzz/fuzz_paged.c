@@ -504,7 +504,8 @@ static int32_t *ints(int64_t count)
     return xmalloc((size_t)(count > 0 ? count : 0) * sizeof(int32_t));
 }
 
-/* Entries of the table under the final width and stride; -1: not backable. */
+/* Entries of the table under the final width and stride; -1 when those are invalid or
+ * the table is too large to back. */
 static int64_t table_entries(const request *rq)
 {
     const fa_params *p = &rq->params;
@@ -518,7 +519,6 @@ static int64_t table_entries(const request *rq)
 /* The arrays of the call, from the base request, then the queued mutations. */
 static void build_arrays(request *rq, rng *g)
 {
-    const fa_params *p = &rq->params;
     int64_t i, j;
     int m;
     /* table: a valid page id for every entry a sequence's keys cover under the base
@@ -599,7 +599,6 @@ static void build_arrays(request *rq, rng *g)
         default: rq->cache_idx[idx % rq->b] = value; break; /* 14 */
         }
     }
-    (void)p;
 }
 
 /* Rotary tables: rotary_seqlen rows of rotary_dim / 2 in q's dtype, exactly (when the
