@@ -74,9 +74,10 @@ section "Build and test with ThreadSanitizer (clang-19)"
 build_and_test "$WORK/build-tsan" -DFA_SANITIZE=thread -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 
-section "libFuzzer over the API on the CPU backend (clang-19, ASan + UBSan), 200k executions"
-# Replays the committed corpus and every regression (ctest fuzz_corpus), then fuzzes from
-# them with a fixed seed (FA_FUZZ_RUNS, FA_FUZZ_SEED override); tests/fuzz/README.md.
+section "libFuzzer over the API on the CPU backend (clang-19, ASan + UBSan), 200k + 20k (paged) executions"
+# Replays the committed corpora and every regression (ctest fuzz_corpus, fuzz_paged_corpus),
+# then fuzzes from them with a fixed seed (FA_FUZZ_RUNS, FA_FUZZ_PAGED_RUNS, FA_FUZZ_SEED
+# override); tests/fuzz/README.md.
 bash "$ROOT/ci/fuzz.sh" "$WORK/build-fuzz"
 unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
 

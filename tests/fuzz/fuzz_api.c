@@ -36,7 +36,8 @@
  *     where a pointer is required, a too small or misaligned workspace);
  *   - plans and workspace queries that disagree with each other or with the call;
  *   - crashes, sanitizer reports, leaks (LeakSanitizer).
- * Error codes themselves are never checked: only that an error is reported.
+ * Error codes themselves are never checked: only that an error is reported. Successful
+ * paged calls and fa_fwd_kvcache are fuzz_paged.c's.
  *
  * Only the queries run when some buffer would exceed CAP_BYTES or the problem is large
  * (its memory may be small through zero strides); nothing runs when cu_seqlens or
