@@ -1,0 +1,178 @@
+// hopper_primitives.cu - the device side of tests/gpu/test_cuda_hopper_primitives.cpp:
+// one-block kernels that each exercise a piece of src/cuda/fa_hopper.h alone (a wgmma
+// tile product from swizzled shared memory, TMA tile loads completed on an mbarrier),
+// with extern "C" launchers for the host-compiled test. Compiled only for sm_90a
+// (tests/CMakeLists.txt), and only when 90 is among FA_CUDA_ARCHS.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "fa_hopper.h"
+#include "hopper_primitives.h"
+
+namespace {
+
+// Operand tiles: A 64 x 64 (one 128-byte column block), B up to 128 x 64 or 64 x 128.
+constexpr int kA = 64 * 128, kB = 128 * 128;
+
+// Writes a row-major rows x cols matrix of 16-bit elements into 128-byte-swizzled column
+// blocks of 64 elements, each block rows * 128 bytes after the previous one: the layout
+// the descriptors below (and a 128-byte-swizzled TMA box) assume.
+__device__ void store_swizzled(uint8_t *tile, const uint16_t *src, int rows, int cols)
+{
+    for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
+        const int r = i / cols, c = i % cols;
+        *(uint16_t *)(tile + (c / 64) * rows * 128 + fa_sw128_offset(r, c % 64)) = src[i];
+    }
+}
+
+// The A operand of k-step ks from global memory in the register layout (per warp the
+// mma.sync m16n8k16 A fragment of rows 16w .. 16w + 15).
+__device__ void load_a_regs(uint32_t a[4], const uint16_t *A, int lda, int ks)
+{
+    const int t = fa_warpgroup_thread(), w = t / 32, g = (t & 31) / 4, q = t & 3;
+    const int r0 = 16 * w + g, c0 = 16 * ks + 2 * q;
+    const uint16_t *p[4] = {A + r0 * lda + c0, A + (r0 + 8) * lda + c0, A + r0 * lda + c0 + 8,
+                            A + (r0 + 8) * lda + c0 + 8};
+    for (int j = 0; j < 4; ++j)
+        a[j] = (uint32_t)p[j][0] | ((uint32_t)p[j][1] << 16);
+}
+
+// D = A·B with K = 64 (four k-steps). A is 64 x 64 row-major; B is N x 64 ([n][k],
+// variant kmaj: S = Q·Kᵀ) or 64 x N ([k][n], nmaj: O = P·V); D is 64 x N fp32 row-major.
+// The accumulators start as NaN: scale_d = 0 on the first step must overwrite them.
+#define FA_TEST_WGMMA_KERNEL(type, name, N, nmaj, rs, CALL)                                         \
+    __global__ void __launch_bounds__(128) name(const uint16_t *A, const uint16_t *B, float *D)     \
+    {                                                                                               \
+        __shared__ __align__(1024) uint8_t smem[kA + kB];                                           \
+        uint8_t *sa = smem, *sb = smem + kA;                                                        \
+        if (!rs)                                                                                    \
+            store_swizzled(sa, A, 64, 64);                                                          \
+        store_swizzled(sb, B, nmaj ? 64 : N, nmaj ? N : 64);                                        \
+        uint32_t a[4][4];                                                                           \
+        if (rs)                                                                                     \
+            for (int ks = 0; ks < 4; ++ks)                                                          \
+                load_a_regs(a[ks], A, 64, ks);                                                      \
+        fa_fence_async_smem(); /* the generic stores, before wgmma's async-proxy reads */           \
+        __syncthreads();                                                                            \
+        float acc[N / 2];                                                                           \
+        for (int i = 0; i < N / 2; ++i)                                                             \
+            acc[i] = __int_as_float(0x7fc00000);                                                    \
+        const uint32_t a_addr = fa_hopper_smem_addr(sa), b_addr = fa_hopper_smem_addr(sb);          \
+        fa_wg_fence();                                                                              \
+        for (int ks = 0; ks < 4; ++ks) {                                                            \
+            const uint64_t da = fa_wg_desc_sw128(a_addr + 32 * ks, 16, 1024);                       \
+            const uint64_t db = nmaj ? fa_wg_desc_sw128(b_addr + 2048 * ks, 64 * 128, 1024)         \
+                                     : fa_wg_desc_sw128(b_addr + 32 * ks, 16, 1024);                \
+            (void)da;                                                                               \
+            CALL;                                                                                   \
+        }                                                                                           \
+        fa_wg_commit();                                                                             \
+        fa_wg_wait(0);                                                                              \
+        fa_wg_pin(acc, N / 2);                                                                      \
+        const int t = fa_warpgroup_thread();                                                        \
+        for (int i = 0; i < N / 2; ++i)                                                             \
+            D[fa_wg_acc_row(t, i) * N + fa_wg_acc_col(t, i)] = acc[i];                              \
+    }
+
+#define FA_TEST_WGMMA_KERNELS(type)                                                                              \
+    FA_TEST_WGMMA_KERNEL(type, wg_ss_n64_kmaj_##type, 64, 0, 0, fa_wgmma_m64n64_ss_kmaj_##type(acc, da, db, ks > 0)) \
+    FA_TEST_WGMMA_KERNEL(type, wg_ss_n64_nmaj_##type, 64, 1, 0, fa_wgmma_m64n64_ss_nmaj_##type(acc, da, db, ks > 0)) \
+    FA_TEST_WGMMA_KERNEL(type, wg_rs_n64_nmaj_##type, 64, 1, 1,                                                  \
+                         fa_wgmma_m64n64_rs_nmaj_##type(acc, a[ks], db, ks > 0))                                 \
+    FA_TEST_WGMMA_KERNEL(type, wg_ss_n128_kmaj_##type, 128, 0, 0,                                                \
+                         fa_wgmma_m64n128_ss_kmaj_##type(acc, da, db, ks > 0))                                   \
+    FA_TEST_WGMMA_KERNEL(type, wg_rs_n128_nmaj_##type, 128, 1, 1,                                                \
+                         fa_wgmma_m64n128_rs_nmaj_##type(acc, a[ks], db, ks > 0))
+
+FA_TEST_WGMMA_KERNELS(f16)
+FA_TEST_WGMMA_KERNELS(bf16)
+
+// Two TMA loads of one box into the same 1024-byte-aligned buffer, on one mbarrier
+// (phase 0, then phase 1), each copied out whole. The buffer is filled with 0xA5 first,
+// so zero fill past the tensor's edge is seen, not assumed. Coordinates are element
+// coordinates, innermost first; unused ones 0.
+__global__ void __launch_bounds__(128)
+    tma_two_loads(const __grid_constant__ CUtensorMap map, int rank, int4 first, int4 second, unsigned bytes, uint8_t *out)
+{
+    __shared__ __align__(1024) uint8_t tile[kTmaMaxBytes];
+    __shared__ uint64_t bar;
+    for (unsigned i = threadIdx.x; i < bytes; i += blockDim.x)
+        tile[i] = 0xA5;
+    if (threadIdx.x == 0) {
+        fa_mbar_init(&bar, 1);
+        fa_mbar_init_fence();
+        fa_tma_prefetch_map(&map);
+    }
+    fa_fence_async_smem(); /* the fill, before the async proxy's writes */
+    __syncthreads();
+    for (unsigned phase = 0; phase < 2; ++phase) {
+        const int4 c = phase ? second : first;
+        if (threadIdx.x == 0) {
+            fa_mbar_arrive_expect_tx(&bar, bytes);
+            if (rank == 2)
+                fa_tma_load_2d(tile, &map, c.x, c.y, &bar);
+            else if (rank == 3)
+                fa_tma_load_3d(tile, &map, c.x, c.y, c.z, &bar);
+            else
+                fa_tma_load_4d(tile, &map, c.x, c.y, c.z, c.w, &bar);
+        }
+        fa_mbar_wait(&bar, phase);
+        for (unsigned i = threadIdx.x; i < bytes; i += blockDim.x)
+            out[phase * bytes + i] = tile[i];
+        fa_fence_async_smem(); /* these reads, before the next load overwrites the tile */
+        __syncthreads();
+    }
+}
+
+// setmaxnreg and named barriers in the warp-specialised shape: warpgroup 0 gives
+// registers back and waits on barrier 1 until warpgroup 1 (more registers) has written;
+// each thread writes its value once. A hang or a wrong order is the failure. The
+// minimum of one block per SM lets ptxas fix the register count at entry, without which
+// it drops setmaxnreg (ptxas info C7508).
+__global__ void __launch_bounds__(256, 1) roles(int *out)
+{
+    __shared__ int handoff[128];
+    if (fa_warpgroup() == 0) {
+        fa_regs_shrink(40);
+        fa_named_sync(1, 256);
+        out[threadIdx.x] = handoff[fa_warpgroup_thread()] + 1;
+    } else {
+        fa_regs_grow(232);
+        handoff[fa_warpgroup_thread()] = 1000 + fa_warpgroup_thread();
+        out[threadIdx.x] = -1;
+        fa_named_arrive(1, 256);
+    }
+}
+
+} // namespace
+
+extern "C" int fa_test_wgmma(int variant, int bf16, const uint16_t *A, const uint16_t *B, float *D)
+{
+    static void (*const kernels[2][5])(const uint16_t *, const uint16_t *, float *) = {
+        {wg_ss_n64_kmaj_f16, wg_ss_n64_nmaj_f16, wg_rs_n64_nmaj_f16, wg_ss_n128_kmaj_f16, wg_rs_n128_nmaj_f16},
+        {wg_ss_n64_kmaj_bf16, wg_ss_n64_nmaj_bf16, wg_rs_n64_nmaj_bf16, wg_ss_n128_kmaj_bf16, wg_rs_n128_nmaj_bf16}};
+    if (variant < 0 || variant >= 5)
+        return (int)cudaErrorInvalidValue;
+    kernels[bf16 ? 1 : 0][variant]<<<1, 128>>>(A, B, D);
+    cudaError_t err = cudaGetLastError();
+    return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
+}
+
+extern "C" int fa_test_tma_two_loads(const CUtensorMap *map, int rank, const int first[4], const int second[4],
+                                     unsigned bytes, uint8_t *out)
+{
+    if (bytes > (unsigned)kTmaMaxBytes)
+        return (int)cudaErrorInvalidValue;
+    tma_two_loads<<<1, 128>>>(*map, rank, make_int4(first[0], first[1], first[2], first[3]),
+                              make_int4(second[0], second[1], second[2], second[3]), bytes, out);
+    cudaError_t err = cudaGetLastError();
+    return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
+}
+
+extern "C" int fa_test_roles(int *out)
+{
+    roles<<<1, 256>>>(out);
+    cudaError_t err = cudaGetLastError();
+    return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
+}
