@@ -1,0 +1,219 @@
+// test_cuda_hopper_primitives.cpp - src/cuda/fa_hopper.h on an sm_90 device, one
+// primitive at a time (issue 13, docs/research/issue13_hopper.md, landing step 1): wgmma
+// tile products from 128-byte-swizzled shared memory (and A from registers) against an
+// fp64 host product of the same rounded inputs, for f16 and bf16; TMA boxes landed on an
+// mbarrier compared byte for byte with the swizzled image the wgmma descriptors assume,
+// boxes crossing the tensor's edges included (zero fill); setmaxnreg with named barriers.
+// Catch2 2 has no SKIP: on a device other than sm_90 each case says so (WARN) and
+// returns; without a device the binary exits 4 (gpu_main.cpp). Built only when 90 is in
+// FA_CUDA_ARCHS (the kernels are sm_90a code).
+#include <catch2/catch.hpp>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "api/dtype.h"
+#include "fa_nv_layouts.h"
+#include "fa_tensor_map.h"
+#include "hopper_primitives.h"
+
+namespace {
+
+bool device_is_sm90()
+{
+    int dev = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+        return false;
+    return prop.major == 9 && prop.minor == 0;
+}
+
+#define FA_REQUIRE_SM90()                                                         \
+    do {                                                                          \
+        if (!device_is_sm90()) {                                                  \
+            WARN("skipped: the device is not sm_90 (these kernels are sm_90a)"); \
+            return;                                                               \
+        }                                                                         \
+    } while (0)
+
+struct Buffer {
+    void *ptr = nullptr;
+    explicit Buffer(size_t bytes) { REQUIRE(cudaMalloc(&ptr, bytes) == cudaSuccess); }
+    ~Buffer() { cudaFree(ptr); }
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+};
+
+uint16_t to_bits(float x, bool bf16) { return bf16 ? fa_f32_to_bf16(x) : fa_f32_to_f16(x); }
+double to_value(uint16_t h, bool bf16) { return bf16 ? fa_bf16_to_f32(h) : fa_f16_to_f32(h); }
+
+std::vector<uint16_t> random_matrix(size_t n, bool bf16, std::mt19937 &rng)
+{
+    std::uniform_real_distribution<float> u(-1.f, 1.f);
+    std::vector<uint16_t> m(n);
+    for (uint16_t &x : m)
+        x = to_bits(u(rng), bf16);
+    return m;
+}
+
+struct WgmmaCase {
+    FaTestWgmmaVariant variant;
+    int n;
+    bool b_kn; // B stored [k][n] (MN-major), else [n][k]
+    const char *name;
+};
+
+} // namespace
+
+TEST_CASE("hopper wgmma tile products match an fp64 product", "[hopper][wgmma]")
+{
+    FA_REQUIRE_SM90();
+    const WgmmaCase cases[] = {{kSsN64Kmaj, 64, false, "ss n64 B K-major"},
+                               {kSsN64Nmaj, 64, true, "ss n64 B MN-major"},
+                               {kRsN64Nmaj, 64, true, "rs n64 B MN-major"},
+                               {kSsN128Kmaj, 128, false, "ss n128 B K-major"},
+                               {kRsN128Nmaj, 128, true, "rs n128 B MN-major"}};
+    std::mt19937 rng(1234);
+    for (bool bf16 : {false, true})
+        for (const WgmmaCase &c : cases) {
+            INFO(c.name << (bf16 ? " bf16" : " f16"));
+            const int M = 64, K = 64, N = c.n;
+            std::vector<uint16_t> a = random_matrix((size_t)M * K, bf16, rng);
+            std::vector<uint16_t> b = random_matrix((size_t)N * K, bf16, rng);
+            std::vector<float> d((size_t)M * N, NAN);
+            Buffer da(a.size() * 2), db(b.size() * 2), dd(d.size() * 4);
+            REQUIRE(cudaMemcpy(da.ptr, a.data(), a.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+            REQUIRE(cudaMemcpy(db.ptr, b.data(), b.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+            REQUIRE(cudaMemcpy(dd.ptr, d.data(), d.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess); // poison
+            REQUIRE(fa_test_wgmma(c.variant, bf16, (const uint16_t *)da.ptr, (const uint16_t *)db.ptr,
+                                  (float *)dd.ptr) == 0);
+            REQUIRE(cudaMemcpy(d.data(), dd.ptr, d.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+            double worst = 0.0;
+            int wrong = 0;
+            for (int i = 0; i < M; ++i)
+                for (int j = 0; j < N; ++j) {
+                    double ref = 0.0;
+                    for (int k = 0; k < K; ++k)
+                        ref += to_value(a[(size_t)i * K + k], bf16) *
+                               to_value(c.b_kn ? b[(size_t)k * N + j] : b[(size_t)j * K + k], bf16);
+                    // fp32 accumulation of 64 products of magnitude < 1: well under 1e-4.
+                    const double e = std::fabs((double)d[(size_t)i * N + j] - ref);
+                    if (!(e <= 1e-4))
+                        ++wrong;
+                    worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+                }
+            INFO("largest error " << worst << ", " << wrong << " of " << M * N << " elements off");
+            CHECK(wrong == 0);
+        }
+}
+
+namespace {
+
+// One TMA case: a 16-bit tensor of `rank` dims (dims[0] innermost, byte strides), a box,
+// and two box positions; the expected shared image is built on the host from the source.
+struct TmaCase {
+    const char *name;
+    int rank;
+    cuuint64_t dims[4];
+    cuuint64_t pitch_elems[3]; // element strides of dims 1..rank-1
+    cuuint32_t box[4];
+    bool swizzle;
+    int first[4], second[4];
+};
+
+// The bytes the box at `at` should leave in shared memory: box elements in box order
+// (innermost fastest), 128-byte rows swizzled when asked, zeros outside the tensor.
+std::vector<uint8_t> expected_box(const TmaCase &c, const std::vector<uint16_t> &src, const int at[4])
+{
+    size_t elems = 1;
+    for (int r = 0; r < c.rank; ++r)
+        elems *= c.box[r];
+    std::vector<uint8_t> img(elems * 2, 0);
+    const size_t row_elems = c.box[0];
+    for (size_t e = 0; e < elems; ++e) {
+        size_t rest = e;
+        long long coord[4] = {0, 0, 0, 0};
+        bool inside = true;
+        size_t offset = 0;
+        for (int r = 0; r < c.rank; ++r) {
+            const long long local = (long long)(rest % c.box[r]);
+            rest /= c.box[r];
+            coord[r] = at[r] + local;
+            inside = inside && coord[r] >= 0 && coord[r] < (long long)c.dims[r];
+        }
+        if (inside) {
+            offset = (size_t)coord[0];
+            for (int r = 1; r < c.rank; ++r)
+                offset += (size_t)coord[r] * c.pitch_elems[r - 1];
+        }
+        const uint16_t v = inside ? src[offset] : 0;
+        const size_t row = e / row_elems, col = e % row_elems;
+        const size_t byte = c.swizzle ? fa_sw128_offset((int)row, (int)col) : e * 2;
+        std::memcpy(&img[byte], &v, 2);
+    }
+    return img;
+}
+
+} // namespace
+
+TEST_CASE("hopper TMA boxes land on an mbarrier, swizzled and zero-filled", "[hopper][tma]")
+{
+    FA_REQUIRE_SM90();
+    fa_nv_encode_tiled_fn encode = fa_nv_find_encode_tiled();
+    REQUIRE(encode != nullptr);
+    // 2D: 100 rows of d = 56 (no multiple of 64: the last 8 columns of each 64-wide box
+    // are outside), rows 72 elements apart; the second box starts at row 64 (36 rows in).
+    // 3D: BSHD at one batch entry, (d 64, head 3, row 100), head stride 64, row stride 3 *
+    // 64 + 8; a box of one head's 64 rows, the second crossing the last row. 4D: (d 64,
+    // head 2, row 40, batch 2), the box 64 x 1 x 32 x 1 at batch 1, rows 32.. (8 in).
+    const TmaCase cases[] = {
+        {"2d swizzled", 2, {56, 100}, {72}, {64, 64}, true, {0, 0}, {0, 64}},
+        {"2d plain", 2, {56, 100}, {72}, {64, 64}, false, {0, 10}, {0, 64}},
+        {"3d swizzled bshd", 3, {64, 3, 100}, {64, 200}, {64, 1, 64}, true, {0, 1, 0}, {0, 2, 64}},
+        {"4d swizzled bshd", 4, {64, 2, 40, 2}, {64, 136, 136 * 40}, {64, 1, 32, 1}, true, {0, 1, 0, 0}, {0, 0, 32, 1}},
+    };
+    std::mt19937 rng(99);
+    for (const TmaCase &c : cases)
+        for (bool bf16 : {false, true}) {
+            INFO(c.name << (bf16 ? " bf16" : " f16"));
+            size_t total = c.dims[0];
+            for (int r = 1; r < c.rank; ++r)
+                total = std::max(total, (size_t)(c.dims[r] * c.pitch_elems[r - 1]));
+            std::vector<uint16_t> src = random_matrix(total, bf16, rng);
+            Buffer dsrc(total * 2);
+            REQUIRE(cudaMemcpy(dsrc.ptr, src.data(), total * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+            cuuint64_t strides[3];
+            for (int r = 0; r + 1 < c.rank; ++r)
+                strides[r] = c.pitch_elems[r] * 2;
+            alignas(64) CUtensorMap map;
+            REQUIRE(fa_nv_tensor_map_16bit(encode, &map, bf16, c.rank, dsrc.ptr, c.dims, strides, c.box, c.swizzle) ==
+                    CUDA_SUCCESS);
+            const std::vector<uint8_t> want0 = expected_box(c, src, c.first), want1 = expected_box(c, src, c.second);
+            const unsigned bytes = (unsigned)want0.size();
+            std::vector<uint8_t> got(2 * (size_t)bytes, 0x5A);
+            Buffer dout(got.size());
+            REQUIRE(cudaMemcpy(dout.ptr, got.data(), got.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+            REQUIRE(fa_test_tma_two_loads(&map, c.rank, c.first, c.second, bytes, (uint8_t *)dout.ptr) == 0);
+            REQUIRE(cudaMemcpy(got.data(), dout.ptr, got.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+            CHECK(std::memcmp(got.data(), want0.data(), bytes) == 0);
+            CHECK(std::memcmp(got.data() + bytes, want1.data(), bytes) == 0);
+        }
+}
+
+TEST_CASE("hopper setmaxnreg and named barriers hand off between warpgroups", "[hopper][roles]")
+{
+    FA_REQUIRE_SM90();
+    std::vector<int> out(256, 0);
+    Buffer dout(out.size() * 4);
+    REQUIRE(fa_test_roles((int *)dout.ptr) == 0);
+    REQUIRE(cudaMemcpy(out.data(), dout.ptr, out.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    int wrong = 0;
+    for (int t = 0; t < 256; ++t)
+        wrong += out[t] != (t < 128 ? 1001 + t : -1);
+    CHECK(wrong == 0);
+}
