@@ -15,6 +15,16 @@ namespace {
 // Operand tiles: A 64 x 64 (one 128-byte column block), B up to 128 x 64 or 64 x 128.
 constexpr int kA = 64 * 128, kB = 128 * 128;
 
+// Dynamic shared memory, its first 1024-byte boundary: the 128-byte swizzle's pattern
+// repeats every 1024 bytes and the descriptors (base offset 0) and the host's image of a
+// TMA box assume a tile starts on one. Launches pass 1024 bytes of slack for it.
+extern __shared__ __align__(128) uint8_t dyn_smem[];
+__device__ uint8_t *smem_1024(void)
+{
+    const uint32_t addr = fa_hopper_smem_addr(dyn_smem);
+    return dyn_smem + ((1024u - (addr & 1023u)) & 1023u);
+}
+
 // Writes a row-major rows x cols matrix of 16-bit elements into 128-byte-swizzled column
 // blocks of 64 elements, each block rows * 128 bytes after the previous one: the layout
 // the descriptors below (and a 128-byte-swizzled TMA box) assume.
@@ -44,8 +54,7 @@ __device__ void load_a_regs(uint32_t a[4], const uint16_t *A, int lda, int ks)
 #define FA_TEST_WGMMA_KERNEL(type, name, N, nmaj, rs, CALL)                                         \
     __global__ void __launch_bounds__(128) name(const uint16_t *A, const uint16_t *B, float *D)     \
     {                                                                                               \
-        __shared__ __align__(1024) uint8_t smem[kA + kB];                                           \
-        uint8_t *sa = smem, *sb = smem + kA;                                                        \
+        uint8_t *sa = smem_1024(), *sb = sa + kA;                                                   \
         if (!rs)                                                                                    \
             store_swizzled(sa, A, 64, 64);                                                          \
         store_swizzled(sb, B, nmaj ? 64 : N, nmaj ? N : 64);                                        \
@@ -95,7 +104,7 @@ FA_TEST_WGMMA_KERNELS(bf16)
 __global__ void __launch_bounds__(128)
     tma_two_loads(const __grid_constant__ CUtensorMap map, int rank, int4 first, int4 second, unsigned bytes, uint8_t *out)
 {
-    __shared__ __align__(1024) uint8_t tile[kTmaMaxBytes];
+    uint8_t *tile = smem_1024();
     __shared__ uint64_t bar;
     for (unsigned i = threadIdx.x; i < bytes; i += blockDim.x)
         tile[i] = 0xA5;
@@ -154,7 +163,7 @@ extern "C" int fa_test_wgmma(int variant, int bf16, const uint16_t *A, const uin
         {wg_ss_n64_kmaj_bf16, wg_ss_n64_nmaj_bf16, wg_rs_n64_nmaj_bf16, wg_ss_n128_kmaj_bf16, wg_rs_n128_nmaj_bf16}};
     if (variant < 0 || variant >= 5)
         return (int)cudaErrorInvalidValue;
-    kernels[bf16 ? 1 : 0][variant]<<<1, 128>>>(A, B, D);
+    kernels[bf16 ? 1 : 0][variant]<<<1, 128, kA + kB + 1024>>>(A, B, D);
     cudaError_t err = cudaGetLastError();
     return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
 }
@@ -164,7 +173,7 @@ extern "C" int fa_test_tma_two_loads(const CUtensorMap *map, int rank, const int
 {
     if (bytes > (unsigned)kTmaMaxBytes)
         return (int)cudaErrorInvalidValue;
-    tma_two_loads<<<1, 128>>>(*map, rank, make_int4(first[0], first[1], first[2], first[3]),
+    tma_two_loads<<<1, 128, kTmaMaxBytes + 1024>>>(*map, rank, make_int4(first[0], first[1], first[2], first[3]),
                               make_int4(second[0], second[1], second[2], second[3]), bytes, out);
     cudaError_t err = cudaGetLastError();
     return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
