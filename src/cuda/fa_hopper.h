@@ -4,10 +4,11 @@
  * commit groups, the shared-memory matrix descriptor of the 128-byte-swizzled tiles it
  * reads, mbarriers, the TMA tile loads completed on them, the async-proxy fence,
  * setmaxnreg, and named barriers. Each wrapper is one PTX instruction (or a try-wait
- * loop); the comment on it names its PTX ISA section (PTX ISA 8.x, "Parallel
- * Synchronization and Communication Instructions" 9.7.13, "Asynchronous Warpgroup Level
- * Matrix Multiply-Accumulate Instructions" 9.7.15, "Data Movement and Conversion
- * Instructions" 9.7.9). Nothing algorithmic lives here.
+ * loop); the comment on it names its PTX ISA section: wgmma by number (9.7.15,
+ * "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", as numbered in
+ * the PTX ISA of CUDA 12.x/13.0), the others by the anchor of their section in the PTX
+ * ISA document (#parallel-synchronization-and-communication-instructions-..., whose
+ * numbers move between versions). Nothing algorithmic lives here.
  *
  * Contract the common warpgroup code relies on (checked on a device by
  * tests/gpu/test_cuda_hopper_primitives.cpp):
@@ -51,11 +52,12 @@ FA_DEVICE int fa_warpgroup_thread(void) { return (int)(threadIdx.x % FA_WARPGROU
 
 FA_DEVICE uint32_t fa_hopper_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-/* ---- wgmma ordering (PTX ISA 9.7.15.7) --------------------------------------------- */
+/* ---- wgmma ordering (PTX ISA 9.7.15.7, "Asynchronous wgmma Proxy Operations") ------- */
 
-/* wgmma.fence (9.7.15.7.1): orders this warpgroup's earlier register and shared-memory
- * accesses to the accumulators and operands before the next wgmma.mma_async; needed
- * before the first one and whenever registers a pending wgmma uses were touched. */
+/* wgmma.fence (9.7.15.7.1): orders this warpgroup's earlier accesses to accumulator and
+ * A-fragment registers before the next wgmma.mma_async; needed before the first one and
+ * whenever such registers were touched by other instructions since (shared-memory
+ * operands written by ordinary stores need fa_fence_async_smem instead). */
 FA_DEVICE void fa_wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 /* wgmma.commit_group (9.7.15.7.2): closes the wgmma.mma_async issued since the last one
  * into a group. */
@@ -173,30 +175,31 @@ FA_WG_DEFINE(f16, "f16")
 FA_WG_DEFINE(bf16, "bf16")
 #undef FA_WG_DEFINE
 
-/* ---- mbarriers (PTX ISA 9.7.13.15) ----------------------------------------------------- */
+/* ---- mbarriers (PTX ISA #parallel-synchronization-and-communication-instructions-mbarrier) */
 
-/* mbarrier.init (9.7.13.15.9): `count` arrivals complete a phase. One thread inits;
+/* mbarrier.init (...-mbarrier-init): `count` arrivals complete a phase. One thread inits;
  * fa_mbar_init_fence then a block barrier publish it. */
 FA_DEVICE void fa_mbar_init(uint64_t *bar, unsigned count)
 {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(fa_hopper_smem_addr(bar)), "r"(count) : "memory");
 }
-/* fence.mbarrier_init (9.7.13.4, membar/fence): makes the init visible to the async proxy
+/* fence.mbarrier_init (...-membar, membar/fence): makes the init visible to the async proxy
  * (TMA's complete_tx) before the first copy signals the barrier. */
 FA_DEVICE void fa_mbar_init_fence(void) { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-/* mbarrier.arrive.expect_tx (9.7.13.15.11/12): one arrival, and the phase also waits for
+/* mbarrier.arrive.expect_tx (...-mbarrier-arrive, with .expect_tx as in
+ * ...-mbarrier-expect-tx): one arrival, and the phase also waits for
  * `bytes` of transactions (the TMA copies' complete_tx) to land. */
 FA_DEVICE void fa_mbar_arrive_expect_tx(uint64_t *bar, unsigned bytes)
 {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(fa_hopper_smem_addr(bar)), "r"(bytes)
                  : "memory");
 }
-/* mbarrier.arrive (9.7.13.15.13): one arrival (a consumer releasing a stage). */
+/* mbarrier.arrive (...-mbarrier-arrive): one arrival (a consumer releasing a stage). */
 FA_DEVICE void fa_mbar_arrive(uint64_t *bar)
 {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(fa_hopper_smem_addr(bar)) : "memory");
 }
-/* mbarrier.try_wait.parity (9.7.13.15.16): 1 once the phase of parity `phase` (0, 1, 0,
+/* mbarrier.try_wait.parity (...-mbarrier-test-wait-try-wait): 1 once the phase of parity `phase` (0, 1, 0,
  * ...: the phase count's low bit) has completed; may wait a while in hardware first. */
 FA_DEVICE int fa_mbar_try_wait(uint64_t *bar, unsigned phase)
 {
@@ -213,18 +216,22 @@ FA_DEVICE void fa_mbar_wait(uint64_t *bar, unsigned phase)
     }
 }
 
-/* ---- proxies, TMA (PTX ISA 9.7.13.4, 9.7.9.27) ------------------------------------------ */
+/* ---- proxies, TMA ---------------------------------------------------------------------- */
 
-/* fence.proxy.async.shared::cta (9.7.13.4): this thread's generic-proxy shared-memory
+/* fence.proxy.async.shared::cta (PTX ISA
+ * #parallel-synchronization-and-communication-instructions-membar, and 9.7.15.4 "Async
+ * Proxy" for wgmma's side): this thread's generic-proxy shared-memory
  * writes (st.shared, zero fills) become visible to the async proxy (wgmma operand
  * reads, TMA stores) that a later barrier orders after it. */
 FA_DEVICE void fa_fence_async_smem(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-/* prefetch.tensormap (9.7.9.x, prefetch): brings a tensor map (a __grid_constant__
+/* prefetch.tensormap (PTX ISA #data-movement-and-conversion-instructions-prefetch-prefetchu):
+ * brings a tensor map (a __grid_constant__
  * parameter's address) into the cache ahead of the first copy. */
 FA_DEVICE void fa_tma_prefetch_map(const void *map) { asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory"); }
 
-/* cp.async.bulk.tensor (9.7.9.27.x, tiled mode): the box of the tensor map `map` (the
+/* cp.async.bulk.tensor, tiled mode (PTX ISA
+ * #data-movement-and-conversion-instructions-cp-async-bulk-tensor): the box of the tensor map `map` (the
  * address of a __grid_constant__ CUtensorMap parameter) at element coordinates
  * (c0 innermost, c1, ...) into shared memory at `dst` (1024-byte aligned for the 128-byte
  * swizzle), completing `bar`'s transactions with the box's bytes; elements outside the
@@ -256,7 +263,7 @@ FA_DEVICE void fa_tma_load_4d(void *dst, const void *map, int c0, int c1, int c2
 
 /* ---- registers and barriers of warp specialisation ---------------------------------- */
 
-/* setmaxnreg (9.7.17.x, "Miscellaneous": setmaxnreg): every warp of a warpgroup moves its
+/* setmaxnreg (PTX ISA #miscellaneous-instructions-setmaxnreg): every warp of a warpgroup moves its
  * per-thread register limit to n (24 ... 256, a multiple of 8): .dec gives registers back
  * to the block's pool (the producer), .inc waits until the pool has them (consumers).
  * The kernel must be compiled with a per-thread limit (__launch_bounds__ or maxrregcount)
@@ -264,7 +271,8 @@ FA_DEVICE void fa_tma_load_4d(void *dst, const void *map, int c0, int c1, int c2
 #define fa_regs_shrink(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n))
 #define fa_regs_grow(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n))
 
-/* bar.sync / bar.arrive with a barrier id and a thread count (9.7.13.1, bar/barrier):
+/* bar.sync / bar.arrive with a barrier id and a thread count (PTX ISA
+ * #parallel-synchronization-and-communication-instructions-bar-barrier; ids 0..15):
  * `threads` (a multiple of 32) threads take part; arrive does not wait. Id 0 is
  * __syncthreads'; the warp-specialised kernel numbers its own from 1
  * (docs/research/issue13_hopper.md lists them). */
