@@ -134,6 +134,49 @@ __global__ void __launch_bounds__(128)
     }
 }
 
+// S = Q·Kᵀ the way the forward will compute it: Q (64 x 128) and K (64 keys x 128) each
+// land by TMA as two 64-column boxes ([block][row][64], 128-byte swizzled) on one
+// mbarrier, and the eight k-steps walk the first block in 32-byte steps, then the second
+// (rows x 128 bytes on). D is 64 x 64 fp32 row-major.
+#define FA_TEST_TMA_QK_KERNEL(type)                                                                   \
+    __global__ void __launch_bounds__(128)                                                            \
+        tma_qk_##type(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map, \
+                      float *D)                                                                       \
+    {                                                                                                 \
+        constexpr unsigned kBlock = 64 * 128;                                                         \
+        uint8_t *sq = smem_1024(), *sk = sq + 2 * kBlock;                                             \
+        __shared__ uint64_t bar;                                                                      \
+        if (threadIdx.x == 0) {                                                                       \
+            fa_mbar_init(&bar, 1);                                                                    \
+            fa_mbar_init_fence();                                                                     \
+        }                                                                                             \
+        __syncthreads();                                                                              \
+        if (threadIdx.x == 0) {                                                                       \
+            fa_mbar_arrive_expect_tx(&bar, 4 * kBlock);                                               \
+            for (int b = 0; b < 2; ++b) {                                                             \
+                fa_tma_load_2d(sq + b * kBlock, &q_map, 64 * b, 0, &bar);                             \
+                fa_tma_load_2d(sk + b * kBlock, &k_map, 64 * b, 0, &bar);                             \
+            }                                                                                         \
+        }                                                                                             \
+        fa_mbar_wait(&bar, 0);                                                                        \
+        float acc[32];                                                                                \
+        const uint32_t q_addr = fa_hopper_smem_addr(sq), k_addr = fa_hopper_smem_addr(sk);            \
+        fa_wg_fence();                                                                                \
+        for (int ks = 0; ks < 8; ++ks) {                                                              \
+            const uint32_t off = (ks / 4) * kBlock + 32 * (ks % 4);                                   \
+            fa_wgmma_m64n64_ss_kmaj_##type(acc, fa_wg_desc_sw128(q_addr + off, 16, 1024),             \
+                                           fa_wg_desc_sw128(k_addr + off, 16, 1024), ks > 0);         \
+        }                                                                                             \
+        fa_wg_commit();                                                                               \
+        fa_wg_wait(0);                                                                                \
+        fa_wg_pin(acc, 32);                                                                           \
+        const int t = fa_warpgroup_thread();                                                          \
+        for (int i = 0; i < 32; ++i)                                                                  \
+            D[fa_wg_acc_row(t, i) * 64 + fa_wg_acc_col(t, i)] = acc[i];                               \
+    }
+FA_TEST_TMA_QK_KERNEL(f16)
+FA_TEST_TMA_QK_KERNEL(bf16)
+
 // setmaxnreg and named barriers in the warp-specialised shape: warpgroup 0 gives
 // registers back and waits on barrier 1 until warpgroup 1 (more registers) has written;
 // each thread writes its value once. A hang or a wrong order is the failure. The
@@ -175,6 +218,17 @@ extern "C" int fa_test_tma_two_loads(const CUtensorMap *map, int rank, const int
         return (int)cudaErrorInvalidValue;
     tma_two_loads<<<1, 128, kTmaMaxBytes + 1024>>>(*map, rank, make_int4(first[0], first[1], first[2], first[3]),
                               make_int4(second[0], second[1], second[2], second[3]), bytes, out);
+    cudaError_t err = cudaGetLastError();
+    return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
+}
+
+extern "C" int fa_test_tma_qk(int bf16, const CUtensorMap *q_map, const CUtensorMap *k_map, float *D)
+{
+    const int bytes = 4 * 64 * 128 + 1024;
+    if (bf16)
+        tma_qk_bf16<<<1, 128, bytes>>>(*q_map, *k_map, D);
+    else
+        tma_qk_f16<<<1, 128, bytes>>>(*q_map, *k_map, D);
     cudaError_t err = cudaGetLastError();
     return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
 }

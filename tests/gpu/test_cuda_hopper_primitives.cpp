@@ -3,7 +3,8 @@
 // tile products from 128-byte-swizzled shared memory (and A from registers) against an
 // fp64 host product of the same rounded inputs, for f16 and bf16; TMA boxes landed on an
 // mbarrier compared byte for byte with the swizzled image the wgmma descriptors assume,
-// boxes crossing the tensor's edges included (zero fill); setmaxnreg with named barriers.
+// boxes crossing the tensor's edges included (zero fill); TMA-loaded d = 128 tiles
+// feeding wgmma (S = Q·Kᵀ over two 64-column blocks); setmaxnreg with named barriers.
 // Catch2 2 has no SKIP: on a device other than sm_90 each case says so (WARN) and
 // returns; without a device the binary exits 4 (gpu_main.cpp). Built only when 90 is in
 // FA_CUDA_ARCHS (the kernels are sm_90a code).
@@ -203,6 +204,45 @@ TEST_CASE("hopper TMA boxes land on an mbarrier, swizzled and zero-filled", "[ho
             CHECK(std::memcmp(got.data(), want0.data(), bytes) == 0);
             CHECK(std::memcmp(got.data() + bytes, want1.data(), bytes) == 0);
         }
+}
+
+TEST_CASE("hopper TMA-loaded Q and K tiles of d 128 feed wgmma (S = Q·Kᵀ)", "[hopper][tma][wgmma]")
+{
+    FA_REQUIRE_SM90();
+    fa_nv_encode_tiled_fn encode = fa_nv_find_encode_tiled();
+    REQUIRE(encode != nullptr);
+    std::mt19937 rng(7);
+    for (bool bf16 : {false, true}) {
+        INFO((bf16 ? "bf16" : "f16"));
+        const int rows = 64, d = 128;
+        std::vector<uint16_t> q = random_matrix((size_t)rows * d, bf16, rng), k = random_matrix((size_t)rows * d, bf16, rng);
+        std::vector<float> s((size_t)rows * rows, NAN);
+        Buffer dq(q.size() * 2), dk(k.size() * 2), ds(s.size() * 4);
+        REQUIRE(cudaMemcpy(dq.ptr, q.data(), q.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dk.ptr, k.data(), k.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(ds.ptr, s.data(), s.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+        const cuuint64_t dims[2] = {(cuuint64_t)d, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)d * 2};
+        const cuuint32_t box[2] = {64, 64};
+        alignas(64) CUtensorMap qmap, kmap;
+        REQUIRE(fa_nv_tensor_map_16bit(encode, &qmap, bf16, 2, dq.ptr, dims, strides, box, 1) == CUDA_SUCCESS);
+        REQUIRE(fa_nv_tensor_map_16bit(encode, &kmap, bf16, 2, dk.ptr, dims, strides, box, 1) == CUDA_SUCCESS);
+        REQUIRE(fa_test_tma_qk(bf16, &qmap, &kmap, (float *)ds.ptr) == 0);
+        REQUIRE(cudaMemcpy(s.data(), ds.ptr, s.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+        int wrong = 0;
+        double worst = 0.0;
+        for (int i = 0; i < rows; ++i)
+            for (int j = 0; j < rows; ++j) {
+                double ref = 0.0;
+                for (int c = 0; c < d; ++c)
+                    ref += to_value(q[(size_t)i * d + c], bf16) * to_value(k[(size_t)j * d + c], bf16);
+                const double e = std::fabs((double)s[(size_t)i * rows + j] - ref);
+                if (!(e <= 1e-4))
+                    ++wrong;
+                worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+            }
+        INFO("largest error " << worst << ", " << wrong << " of " << rows * rows << " elements off");
+        CHECK(wrong == 0);
+    }
 }
 
 TEST_CASE("hopper setmaxnreg and named barriers hand off between warpgroups", "[hopper][roles]")
