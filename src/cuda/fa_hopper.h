@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "fa_nv_layouts.h"
+#include "fa_wgmma_shapes.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "fa_hopper.h is sm_90a vocabulary: compile with -gencode=arch=compute_90a,code=sm_90a"
@@ -98,81 +99,58 @@ FA_DEVICE uint64_t fa_wg_desc_advance(uint64_t desc, uint32_t bytes) { return de
 
 /* ---- wgmma.mma_async (PTX ISA 9.7.15.5.2) -------------------------------------------- */
 
-/* Operand lists of the accumulators: N/2 fp32 registers per thread. */
-#define FA_WG_F4(d, i) "+f"((d)[i]), "+f"((d)[(i) + 1]), "+f"((d)[(i) + 2]), "+f"((d)[(i) + 3])
-#define FA_WG_F16(d, i) FA_WG_F4(d, i), FA_WG_F4(d, (i) + 4), FA_WG_F4(d, (i) + 8), FA_WG_F4(d, (i) + 12)
-#define FA_WG_ACC32(d) FA_WG_F16(d, 0), FA_WG_F16(d, 16)
-#define FA_WG_ACC64(d) FA_WG_F16(d, 0), FA_WG_F16(d, 16), FA_WG_F16(d, 32), FA_WG_F16(d, 48)
-#define FA_WG_REGS32                                                                       \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, " \
-    "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FA_WG_REGS64                                                                        \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "              \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "     \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "     \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-
 /* D (+)= A·B, 64 x N x 16, fp32 accumulators (9.7.15.5.2). SS: A and B from shared
  * memory through descriptors; RS: A from registers (four .b32 of two 16-bit elements per
  * thread, no imm-trans-a). scale_d 0 overwrites D (the first k-step), 1 accumulates;
  * imm-scale-a/b 1 (no negation); imm-trans-a 0 (A K-major); imm-trans-b TRANSB: 0 B
  * K-major (K stored [key][d] for S = Q·Kᵀ), 1 B MN-major (V stored [key][d] for O = P·V;
- * 16-bit types only). The operands after the N/2 accumulators are numbered from N/2,
- * so each shape spells its own list. */
-/* n64: 32 accumulators, operands %32 .. after them. */
-#define FA_WGMMA_SS_N64(TYPE, TRANSB, d, desc_a, desc_b, scale_d)                                       \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                          \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " FA_WG_REGS32          \
-                 ", %32, %33, p, 1, 1, 0, " #TRANSB ";\n}\n"                                           \
-                 : FA_WG_ACC32(d)                                                                      \
+ * 16-bit types only). The N/2 accumulator operands and the numbers of the operands after
+ * them come from fa_wgmma_shapes.h (generated: the preprocessor cannot count them). */
+#define FA_WG_REGS(N) FA_WG_REGS_##N
+#define FA_WG_ACC(N, d) FA_WG_ACC_##N(d)
+#define FA_WG_OP(N, k) FA_WG_OP_##N##_##k
+#define FA_WGMMA_SS(N, TYPE, TRANSB, d, desc_a, desc_b, scale_d)                                          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FA_WG_OP(N, 2) ", 0;\n"                            \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " FA_WG_REGS(N) ", "   \
+                 FA_WG_OP(N, 0) ", " FA_WG_OP(N, 1) ", p, 1, 1, 0, " #TRANSB ";\n}\n"                       \
+                 : FA_WG_ACC(N, d)                                                                        \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-#define FA_WGMMA_RS_N64(TYPE, TRANSB, d, a, desc_b, scale_d)                                            \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                          \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " FA_WG_REGS32          \
-                 ", {%32, %33, %34, %35}, %36, p, 1, 1, " #TRANSB ";\n}\n"                             \
-                 : FA_WG_ACC32(d)                                                                      \
-                 : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "l"(desc_b), "r"(scale_d))
-/* n128: 64 accumulators. */
-#define FA_WGMMA_SS_N128(TYPE, TRANSB, d, desc_a, desc_b, scale_d)                                      \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                          \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " FA_WG_REGS64         \
-                 ", %64, %65, p, 1, 1, 0, " #TRANSB ";\n}\n"                                           \
-                 : FA_WG_ACC64(d)                                                                      \
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
-#define FA_WGMMA_RS_N128(TYPE, TRANSB, d, a, desc_b, scale_d)                                           \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                          \
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " FA_WG_REGS64         \
-                 ", {%64, %65, %66, %67}, %68, p, 1, 1, " #TRANSB ";\n}\n"                             \
-                 : FA_WG_ACC64(d)                                                                      \
+#define FA_WGMMA_RS(N, TYPE, TRANSB, d, a, desc_b, scale_d)                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FA_WG_OP(N, 5) ", 0;\n"                            \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " FA_WG_REGS(N) ", {"  \
+                 FA_WG_OP(N, 0) ", " FA_WG_OP(N, 1) ", " FA_WG_OP(N, 2) ", " FA_WG_OP(N, 3) "}, "            \
+                 FA_WG_OP(N, 4) ", p, 1, 1, " #TRANSB ";\n}\n"                                              \
+                 : FA_WG_ACC(N, d)                                                                        \
                  : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "l"(desc_b), "r"(scale_d))
 
-/* The named forms: <shape>_<A source><B major>_<type>; kmaj = B K-major (S = Q·Kᵀ),
- * nmaj = B MN-major (O = P·V with V as stored). d: N/2 floats. */
-#define FA_WG_DEFINE(type, TYPE)                                                                      \
-    FA_DEVICE void fa_wgmma_m64n64_ss_kmaj_##type(float d[32], uint64_t a, uint64_t b, int scale_d)    \
-    {                                                                                                 \
-        FA_WGMMA_SS_N64(TYPE, 0, d, a, b, scale_d);                                                   \
-    }                                                                                                 \
-    FA_DEVICE void fa_wgmma_m64n64_ss_nmaj_##type(float d[32], uint64_t a, uint64_t b, int scale_d)    \
-    {                                                                                                 \
-        FA_WGMMA_SS_N64(TYPE, 1, d, a, b, scale_d);                                                   \
-    }                                                                                                 \
-    FA_DEVICE void fa_wgmma_m64n64_rs_nmaj_##type(float d[32], const uint32_t a[4], uint64_t b,        \
-                                                  int scale_d)                                        \
-    {                                                                                                 \
-        FA_WGMMA_RS_N64(TYPE, 1, d, a, b, scale_d);                                                   \
-    }                                                                                                 \
-    FA_DEVICE void fa_wgmma_m64n128_ss_kmaj_##type(float d[64], uint64_t a, uint64_t b, int scale_d)   \
-    {                                                                                                 \
-        FA_WGMMA_SS_N128(TYPE, 0, d, a, b, scale_d);                                                  \
-    }                                                                                                 \
-    FA_DEVICE void fa_wgmma_m64n128_rs_nmaj_##type(float d[64], const uint32_t a[4], uint64_t b,       \
-                                                   int scale_d)                                       \
-    {                                                                                                 \
-        FA_WGMMA_RS_N128(TYPE, 1, d, a, b, scale_d);                                                  \
+/* The named forms, fa_wgmma_m64n<N>_<A source><B major>_<type>: kmaj = B K-major
+ * (S = Q·Kᵀ), nmaj = B MN-major (O = P·V with V as stored); d holds N/2 floats. */
+#define FA_WG_DEFINE(N, type, TYPE)                                                                     \
+    FA_DEVICE void fa_wgmma_m64n##N##_ss_kmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)      \
+    {                                                                                                   \
+        FA_WGMMA_SS(N, TYPE, 0, d, a, b, scale_d);                                                      \
+    }                                                                                                   \
+    FA_DEVICE void fa_wgmma_m64n##N##_ss_nmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)      \
+    {                                                                                                   \
+        FA_WGMMA_SS(N, TYPE, 1, d, a, b, scale_d);                                                      \
+    }                                                                                                   \
+    FA_DEVICE void fa_wgmma_m64n##N##_rs_nmaj_##type(float *d, const uint32_t a[4], uint64_t b, int scale_d) \
+    {                                                                                                   \
+        FA_WGMMA_RS(N, TYPE, 1, d, a, b, scale_d);                                                      \
     }
-FA_WG_DEFINE(f16, "f16")
-FA_WG_DEFINE(bf16, "bf16")
+#define FA_WG_DEFINE_TYPES(N) FA_WG_DEFINE(N, f16, "f16") FA_WG_DEFINE(N, bf16, "bf16")
+/* Every N of fa_wgmma_shapes.h (gen_wgmma_shapes.py's SHAPES). */
+FA_WG_DEFINE_TYPES(64)
+FA_WG_DEFINE_TYPES(80)
+FA_WG_DEFINE_TYPES(96)
+FA_WG_DEFINE_TYPES(112)
+FA_WG_DEFINE_TYPES(128)
+FA_WG_DEFINE_TYPES(144)
+FA_WG_DEFINE_TYPES(176)
+FA_WG_DEFINE_TYPES(192)
+FA_WG_DEFINE_TYPES(256)
+#undef FA_WG_DEFINE_TYPES
+#undef FA_WG_DEFINE
 #undef FA_WG_DEFINE
 
 /* ---- mbarriers (PTX ISA #parallel-synchronization-and-communication-instructions-mbarrier) */

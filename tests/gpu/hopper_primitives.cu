@@ -12,8 +12,8 @@
 
 namespace {
 
-// Operand tiles: A 64 x 64 (one 128-byte column block), B up to 128 x 64 or 64 x 128.
-constexpr int kA = 64 * 128, kB = 128 * 128;
+// Operand tiles: A 64 x 64 (one 128-byte column block), B up to 256 x 64 or 64 x 256.
+constexpr int kA = 64 * 128, kB = 256 * 128;
 
 // Dynamic shared memory, its first 1024-byte boundary: the 128-byte swizzle's pattern
 // repeats every 1024 bytes and the descriptors (base offset 0) and the host's image of a
@@ -50,7 +50,7 @@ __device__ void load_a_regs(uint32_t a[4], const uint16_t *A, int lda, int ks)
 
 // D = A·B with K = 64 (four k-steps). A is 64 x 64 row-major; B is N x 64 ([n][k],
 // variant kmaj: S = Q·Kᵀ) or 64 x N ([k][n], nmaj: O = P·V); D is 64 x N fp32 row-major.
-// The accumulators start as NaN: scale_d = 0 on the first step must overwrite them.
+// The accumulators start as NaN, which the first step (scale_d = 0) must not read.
 #define FA_TEST_WGMMA_KERNEL(type, name, N, nmaj, rs, CALL)                                         \
     __global__ void __launch_bounds__(128) name(const uint16_t *A, const uint16_t *B, float *D)     \
     {                                                                                               \
@@ -84,18 +84,35 @@ __device__ void load_a_regs(uint32_t a[4], const uint16_t *A, int lda, int ks)
             D[fa_wg_acc_row(t, i) * N + fa_wg_acc_col(t, i)] = acc[i];                              \
     }
 
-#define FA_TEST_WGMMA_KERNELS(type)                                                                              \
-    FA_TEST_WGMMA_KERNEL(type, wg_ss_n64_kmaj_##type, 64, 0, 0, fa_wgmma_m64n64_ss_kmaj_##type(acc, da, db, ks > 0)) \
+// Per type: B K-major (ss_kmaj, S = Q·Kᵀ) and B MN-major with A from registers
+// (rs_nmaj, O = P·V) at every N of fa_wgmma_shapes.h, and B MN-major from shared A
+// (ss_nmaj) at N = 64.
+#define FA_TEST_WGMMA_N(type, N)                                                                      \
+    FA_TEST_WGMMA_KERNEL(type, wg_ss_n##N##_kmaj_##type, N, 0, 0,                                     \
+                         fa_wgmma_m64n##N##_ss_kmaj_##type(acc, da, db, ks > 0))                      \
+    FA_TEST_WGMMA_KERNEL(type, wg_rs_n##N##_nmaj_##type, N, 1, 1,                                     \
+                         fa_wgmma_m64n##N##_rs_nmaj_##type(acc, a[ks], db, ks > 0))
+#define FA_TEST_WGMMA_KERNELS(type)                                                                   \
     FA_TEST_WGMMA_KERNEL(type, wg_ss_n64_nmaj_##type, 64, 1, 0, fa_wgmma_m64n64_ss_nmaj_##type(acc, da, db, ks > 0)) \
-    FA_TEST_WGMMA_KERNEL(type, wg_rs_n64_nmaj_##type, 64, 1, 1,                                                  \
-                         fa_wgmma_m64n64_rs_nmaj_##type(acc, a[ks], db, ks > 0))                                 \
-    FA_TEST_WGMMA_KERNEL(type, wg_ss_n128_kmaj_##type, 128, 0, 0,                                                \
-                         fa_wgmma_m64n128_ss_kmaj_##type(acc, da, db, ks > 0))                                   \
-    FA_TEST_WGMMA_KERNEL(type, wg_rs_n128_nmaj_##type, 128, 1, 1,                                                \
-                         fa_wgmma_m64n128_rs_nmaj_##type(acc, a[ks], db, ks > 0))
+    FA_TEST_WGMMA_N(type, 64)                                                                         \
+    FA_TEST_WGMMA_N(type, 80)                                                                         \
+    FA_TEST_WGMMA_N(type, 96)                                                                         \
+    FA_TEST_WGMMA_N(type, 112)                                                                        \
+    FA_TEST_WGMMA_N(type, 128)                                                                        \
+    FA_TEST_WGMMA_N(type, 144)                                                                        \
+    FA_TEST_WGMMA_N(type, 176)                                                                        \
+    FA_TEST_WGMMA_N(type, 192)                                                                        \
+    FA_TEST_WGMMA_N(type, 256)
 
 FA_TEST_WGMMA_KERNELS(f16)
 FA_TEST_WGMMA_KERNELS(bf16)
+
+typedef void (*wgmma_kernel)(const uint16_t *, const uint16_t *, float *);
+// kWgmmaShapes order (hopper_primitives.h).
+#define FA_TEST_WGMMA_TABLE(type, src, maj)                                                      \
+    {wg_##src##_n64_##maj##_##type, wg_##src##_n80_##maj##_##type, wg_##src##_n96_##maj##_##type, \
+     wg_##src##_n112_##maj##_##type, wg_##src##_n128_##maj##_##type, wg_##src##_n144_##maj##_##type, \
+     wg_##src##_n176_##maj##_##type, wg_##src##_n192_##maj##_##type, wg_##src##_n256_##maj##_##type}
 
 // Two TMA loads of one box into the same 1024-byte-aligned buffer, on one mbarrier
 // (phase 0, then phase 1), each copied out whole. The buffer is filled with 0xA5 first,
@@ -199,14 +216,26 @@ __global__ void __launch_bounds__(256, 1) roles(int *out)
 
 } // namespace
 
-extern "C" int fa_test_wgmma(int variant, int bf16, const uint16_t *A, const uint16_t *B, float *D)
+extern "C" int fa_test_wgmma(int form, int n, int bf16, const uint16_t *A, const uint16_t *B, float *D)
 {
-    static void (*const kernels[2][5])(const uint16_t *, const uint16_t *, float *) = {
-        {wg_ss_n64_kmaj_f16, wg_ss_n64_nmaj_f16, wg_rs_n64_nmaj_f16, wg_ss_n128_kmaj_f16, wg_rs_n128_nmaj_f16},
-        {wg_ss_n64_kmaj_bf16, wg_ss_n64_nmaj_bf16, wg_rs_n64_nmaj_bf16, wg_ss_n128_kmaj_bf16, wg_rs_n128_nmaj_bf16}};
-    if (variant < 0 || variant >= 5)
+    static const wgmma_kernel kmaj[2][kWgmmaShapeCount] = {FA_TEST_WGMMA_TABLE(f16, ss, kmaj),
+                                                           FA_TEST_WGMMA_TABLE(bf16, ss, kmaj)};
+    static const wgmma_kernel nmaj[2][kWgmmaShapeCount] = {FA_TEST_WGMMA_TABLE(f16, rs, nmaj),
+                                                           FA_TEST_WGMMA_TABLE(bf16, rs, nmaj)};
+    int shape = -1;
+    for (int i = 0; i < kWgmmaShapeCount; ++i)
+        if (kWgmmaShapes[i] == n)
+            shape = i;
+    wgmma_kernel kernel = nullptr;
+    if (shape >= 0 && form == kSsKmaj)
+        kernel = kmaj[bf16 ? 1 : 0][shape];
+    else if (shape >= 0 && form == kRsNmaj)
+        kernel = nmaj[bf16 ? 1 : 0][shape];
+    else if (n == 64 && form == kSsNmaj)
+        kernel = bf16 ? wg_ss_n64_nmaj_bf16 : wg_ss_n64_nmaj_f16;
+    if (!kernel)
         return (int)cudaErrorInvalidValue;
-    kernels[bf16 ? 1 : 0][variant]<<<1, 128, kA + kB + 1024>>>(A, B, D);
+    kernel<<<1, 128, kA + kB + 1024>>>(A, B, D);
     cudaError_t err = cudaGetLastError();
     return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
 }

@@ -10,16 +10,16 @@
 // The largest TMA box the test kernel takes (its shared buffer).
 constexpr int kTmaMaxBytes = 16384;
 
-// wgmma variants: D (64 x N, fp32 row-major) = A (64 x 64 row-major) · B, K = 64.
-enum FaTestWgmmaVariant {
-    kSsN64Kmaj = 0,  // B [64 n][64 k], A and B from shared memory: S = Q·Kᵀ
-    kSsN64Nmaj = 1,  // B [64 k][64 n]: P·V with P in shared memory
-    kRsN64Nmaj = 2,  // B [64 k][64 n], A from registers: P·V as the kernel runs it
-    kSsN128Kmaj = 3, // B [128 n][64 k]
-    kRsN128Nmaj = 4, // B [64 k][128 n]: two 64-column blocks (the leading byte offset)
-};
+// wgmma: D (64 x N, fp32 row-major) = A (64 x 64 row-major) · B, K = 64, in one of three
+// forms: kSsKmaj, A and B from shared memory, B [N n][64 k] (S = Q·Kᵀ); kRsNmaj, A from
+// registers, B [64 k][N n] in 64-column blocks (O = P·V as the kernel runs it; N > 64
+// exercises the leading byte offset); kSsNmaj, shared A with B [64 k][64 n] (N = 64 only).
+// N: any of kWgmmaShapes (fa_wgmma_shapes.h's list).
+enum FaTestWgmmaForm { kSsKmaj = 0, kRsNmaj = 1, kSsNmaj = 2 };
+constexpr int kWgmmaShapes[] = {64, 80, 96, 112, 128, 144, 176, 192, 256};
+constexpr int kWgmmaShapeCount = (int)(sizeof kWgmmaShapes / sizeof kWgmmaShapes[0]);
 
-extern "C" int fa_test_wgmma(int variant, int bf16, const uint16_t *A, const uint16_t *B, float *D);
+extern "C" int fa_test_wgmma(int form, int n, int bf16, const uint16_t *A, const uint16_t *B, float *D);
 // Two loads of `map`'s box at element coordinates first and second (innermost first,
 // `rank` of them used) into one shared buffer on one mbarrier (phases 0 and 1); out gets
 // 2 * bytes: each load's buffer as it landed.

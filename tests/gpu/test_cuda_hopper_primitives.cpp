@@ -5,7 +5,7 @@
 // mbarrier compared byte for byte with the swizzled image the wgmma descriptors assume,
 // boxes crossing the tensor's edges included (zero fill); TMA-loaded d = 128 tiles
 // feeding wgmma (S = Q·Kᵀ over two 64-column blocks); setmaxnreg with named barriers.
-// Catch2 2 has no SKIP: on a device other than sm_90 each case says so (WARN) and
+// The wgmma shapes are every N of src/cuda/fa_wgmma_shapes.h. Catch2 2 has no SKIP: on a device other than sm_90 each case says so (WARN) and
 // returns; without a device the binary exits 4 (gpu_main.cpp). Built only when 90 is in
 // FA_CUDA_ARCHS (the kernels are sm_90a code).
 #include <catch2/catch.hpp>
@@ -63,10 +63,8 @@ std::vector<uint16_t> random_matrix(size_t n, bool bf16, std::mt19937 &rng)
 }
 
 struct WgmmaCase {
-    FaTestWgmmaVariant variant;
+    FaTestWgmmaForm form;
     int n;
-    bool b_kn; // B stored [k][n] (MN-major), else [n][k]
-    const char *name;
 };
 
 } // namespace
@@ -74,15 +72,17 @@ struct WgmmaCase {
 TEST_CASE("hopper wgmma tile products match an fp64 product", "[hopper][wgmma]")
 {
     FA_REQUIRE_SM90();
-    const WgmmaCase cases[] = {{kSsN64Kmaj, 64, false, "ss n64 B K-major"},
-                               {kSsN64Nmaj, 64, true, "ss n64 B MN-major"},
-                               {kRsN64Nmaj, 64, true, "rs n64 B MN-major"},
-                               {kSsN128Kmaj, 128, false, "ss n128 B K-major"},
-                               {kRsN128Nmaj, 128, true, "rs n128 B MN-major"}};
+    std::vector<WgmmaCase> cases = {{kSsNmaj, 64}};
+    for (int n : kWgmmaShapes) {
+        cases.push_back({kSsKmaj, n});
+        cases.push_back({kRsNmaj, n});
+    }
     std::mt19937 rng(1234);
     for (bool bf16 : {false, true})
         for (const WgmmaCase &c : cases) {
-            INFO(c.name << (bf16 ? " bf16" : " f16"));
+            static const char *const forms[] = {"ss, B K-major", "rs, B MN-major", "ss, B MN-major"};
+            const bool b_kn = c.form != kSsKmaj; // B stored [k][n]
+            INFO("m64n" << c.n << "k16 " << forms[c.form] << (bf16 ? " bf16" : " f16"));
             const int M = 64, K = 64, N = c.n;
             std::vector<uint16_t> a = random_matrix((size_t)M * K, bf16, rng);
             std::vector<uint16_t> b = random_matrix((size_t)N * K, bf16, rng);
@@ -91,7 +91,7 @@ TEST_CASE("hopper wgmma tile products match an fp64 product", "[hopper][wgmma]")
             REQUIRE(cudaMemcpy(da.ptr, a.data(), a.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
             REQUIRE(cudaMemcpy(db.ptr, b.data(), b.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
             REQUIRE(cudaMemcpy(dd.ptr, d.data(), d.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess); // poison
-            REQUIRE(fa_test_wgmma(c.variant, bf16, (const uint16_t *)da.ptr, (const uint16_t *)db.ptr,
+            REQUIRE(fa_test_wgmma(c.form, c.n, bf16, (const uint16_t *)da.ptr, (const uint16_t *)db.ptr,
                                   (float *)dd.ptr) == 0);
             REQUIRE(cudaMemcpy(d.data(), dd.ptr, d.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
             double worst = 0.0;
@@ -101,7 +101,7 @@ TEST_CASE("hopper wgmma tile products match an fp64 product", "[hopper][wgmma]")
                     double ref = 0.0;
                     for (int k = 0; k < K; ++k)
                         ref += to_value(a[(size_t)i * K + k], bf16) *
-                               to_value(c.b_kn ? b[(size_t)k * N + j] : b[(size_t)j * K + k], bf16);
+                               to_value(b_kn ? b[(size_t)k * N + j] : b[(size_t)j * K + k], bf16);
                     // fp32 accumulation of 64 products of magnitude < 1: well under 1e-4.
                     const double e = std::fabs((double)d[(size_t)i * N + j] - ref);
                     if (!(e <= 1e-4))
