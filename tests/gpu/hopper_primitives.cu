@@ -4,6 +4,8 @@
 // with extern "C" launchers for the host-compiled test. Compiled only for sm_90a
 // (tests/CMakeLists.txt), and only when 90 is among FA_CUDA_ARCHS.
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -46,6 +48,18 @@ __device__ void load_a_regs(uint32_t a[4], const uint16_t *A, int lda, int ks)
                             A + (r0 + 8) * lda + c0 + 8};
     for (int j = 0; j < 4; ++j)
         a[j] = (uint32_t)p[j][0] | ((uint32_t)p[j][1] << 16);
+}
+
+// Two floats rounded to the type, low element first (what fa_device.h's fa_pack2 does).
+__device__ uint32_t fa_pack2_f16(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+__device__ uint32_t fa_pack2_bf16(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
 }
 
 // D = A·B with K = 64 (four k-steps). A is 64 x 64 row-major; B is N x 64 ([n][k],
@@ -194,6 +208,55 @@ __global__ void __launch_bounds__(128)
 FA_TEST_TMA_QK_KERNEL(f16)
 FA_TEST_TMA_QK_KERNEL(bf16)
 
+// The attention inner loop without the softmax: S = Q·Kᵀ (SS, B K-major), S rounded to
+// the type and repacked from its accumulators into A registers exactly as attn_fwd.h does
+// for mma.sync (k-step ks of P is accumulators 8 ks .. 8 ks + 7), then O = P·V (RS, V as
+// stored: MN-major). Q, K, V are [64][64] row-major (K and V [key][d]); O 64 x 64 fp32 and
+// P 64 x 64 (the rounded values the product used, for the host's reference) row-major.
+#define FA_TEST_CHAIN_KERNEL(type)                                                                      \
+    __global__ void __launch_bounds__(128)                                                              \
+        chain_##type(const uint16_t *Q, const uint16_t *K, const uint16_t *V, float *O, uint16_t *P)    \
+    {                                                                                                   \
+        uint8_t *sq = smem_1024(), *sk = sq + kA, *sv = sk + kA;                                        \
+        store_swizzled(sq, Q, 64, 64);                                                                  \
+        store_swizzled(sk, K, 64, 64);                                                                  \
+        store_swizzled(sv, V, 64, 64);                                                                  \
+        fa_fence_async_smem();                                                                          \
+        __syncthreads();                                                                                \
+        const uint32_t q_addr = fa_hopper_smem_addr(sq), k_addr = fa_hopper_smem_addr(sk),              \
+                       v_addr = fa_hopper_smem_addr(sv);                                                \
+        float s[32], o[32];                                                                             \
+        fa_wg_fence();                                                                                  \
+        for (int ks = 0; ks < 4; ++ks)                                                                  \
+            fa_wgmma_m64n64_ss_kmaj_##type(s, fa_wg_desc_sw128(q_addr + 32 * ks, 16, 1024),             \
+                                           fa_wg_desc_sw128(k_addr + 32 * ks, 16, 1024), ks > 0);       \
+        fa_wg_commit();                                                                                 \
+        fa_wg_wait(0);                                                                                  \
+        fa_wg_pin(s, 32);                                                                               \
+        uint32_t p[4][4];                                                                               \
+        for (int ks = 0; ks < 4; ++ks)                                                                  \
+            for (int j = 0; j < 4; ++j)                                                                 \
+                p[ks][j] = fa_pack2_##type(s[8 * ks + 2 * j], s[8 * ks + 2 * j + 1]);                   \
+        fa_wg_fence(); /* the A registers were just written */                                          \
+        for (int ks = 0; ks < 4; ++ks)                                                                  \
+            fa_wgmma_m64n64_rs_nmaj_##type(o, p[ks], fa_wg_desc_sw128(v_addr + 2048 * ks, 64 * 128, 1024), \
+                                           ks > 0);                                                     \
+        fa_wg_commit();                                                                                 \
+        fa_wg_wait(0);                                                                                  \
+        fa_wg_pin(o, 32);                                                                               \
+        const int t = fa_warpgroup_thread();                                                            \
+        for (int i = 0; i < 32; i += 2) {                                                               \
+            const int row = fa_wg_acc_row(t, i), col = fa_wg_acc_col(t, i);                             \
+            O[row * 64 + col] = o[i];                                                                   \
+            O[row * 64 + col + 1] = o[i + 1];                                                           \
+            const uint32_t pair = p[i / 8][(i % 8) / 2];                                                \
+            P[row * 64 + col] = (uint16_t)(pair & 0xffffu);                                             \
+            P[row * 64 + col + 1] = (uint16_t)(pair >> 16);                                             \
+        }                                                                                               \
+    }
+FA_TEST_CHAIN_KERNEL(f16)
+FA_TEST_CHAIN_KERNEL(bf16)
+
 // setmaxnreg and named barriers in the warp-specialised shape: warpgroup 0 gives
 // registers back and waits on barrier 1 until warpgroup 1 (more registers) has written;
 // each thread writes its value once. A hang or a wrong order is the failure. The
@@ -258,6 +321,16 @@ extern "C" int fa_test_tma_qk(int bf16, const CUtensorMap *q_map, const CUtensor
         tma_qk_bf16<<<1, 128, bytes>>>(*q_map, *k_map, D);
     else
         tma_qk_f16<<<1, 128, bytes>>>(*q_map, *k_map, D);
+    cudaError_t err = cudaGetLastError();
+    return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
+}
+
+extern "C" int fa_test_chain(int bf16, const uint16_t *Q, const uint16_t *K, const uint16_t *V, float *O, uint16_t *P)
+{
+    if (bf16)
+        chain_bf16<<<1, 128, 3 * kA + 1024>>>(Q, K, V, O, P);
+    else
+        chain_f16<<<1, 128, 3 * kA + 1024>>>(Q, K, V, O, P);
     cudaError_t err = cudaGetLastError();
     return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
 }

@@ -28,6 +28,10 @@ extern "C" int fa_test_tma_two_loads(const CUtensorMap *map, int rank, const int
 // S (64 x 64 fp32 row-major) = Q·Kᵀ for Q and K [64][128] described by 2D maps (d 128
 // innermost, 64 rows; box 64 x 64, 128-byte swizzle), loaded by TMA, multiplied by wgmma.
 extern "C" int fa_test_tma_qk(int bf16, const CUtensorMap *q_map, const CUtensorMap *k_map, float *D);
+// O = round(Q·Kᵀ)·V, all [64][64] (K, V [key][d]): S by SS wgmma, its accumulators
+// repacked into A registers, O by RS wgmma. P gets the rounded S the product used.
+extern "C" int fa_test_chain(int bf16, const uint16_t *Q, const uint16_t *K, const uint16_t *V, float *O,
+                             uint16_t *P);
 // Warpgroup 0 shrinks to 40 registers and waits on named barrier 1; warpgroup 1 grows to
 // 232, writes, arrives. out[256]: 1001 + t for t < 128, then -1.
 extern "C" int fa_test_roles(int *out);

@@ -4,7 +4,9 @@
 // fp64 host product of the same rounded inputs, for f16 and bf16; TMA boxes landed on an
 // mbarrier compared byte for byte with the swizzled image the wgmma descriptors assume,
 // boxes crossing the tensor's edges included (zero fill); TMA-loaded d = 128 tiles
-// feeding wgmma (S = Q·Kᵀ over two 64-column blocks); setmaxnreg with named barriers.
+// feeding wgmma (S = Q·Kᵀ over two 64-column blocks); S accumulators repacked into the A
+// registers of O = P·V (the attention inner loop's layout identity); setmaxnreg with
+// named barriers.
 // The wgmma shapes are every N of src/cuda/fa_wgmma_shapes.h. Catch2 2 has no SKIP: on a device other than sm_90 each case says so (WARN) and
 // returns; without a device the binary exits 4 (gpu_main.cpp). Built only when 90 is in
 // FA_CUDA_ARCHS (the kernels are sm_90a code).
@@ -242,6 +244,50 @@ TEST_CASE("hopper TMA-loaded Q and K tiles of d 128 feed wgmma (S = Q·Kᵀ)", "
             }
         INFO("largest error " << worst << ", " << wrong << " of " << rows * rows << " elements off");
         CHECK(wrong == 0);
+    }
+}
+
+TEST_CASE("hopper S accumulators repack into the A registers of O = P·V", "[hopper][wgmma]")
+{
+    FA_REQUIRE_SM90();
+    std::mt19937 rng(11);
+    for (bool bf16 : {false, true}) {
+        INFO((bf16 ? "bf16" : "f16"));
+        const int n = 64;
+        std::vector<uint16_t> q = random_matrix(n * n, bf16, rng), k = random_matrix(n * n, bf16, rng),
+                              v = random_matrix(n * n, bf16, rng);
+        std::vector<float> o(n * n, NAN);
+        std::vector<uint16_t> p(n * n, 0xffff);
+        Buffer dq(n * n * 2), dk(n * n * 2), dv(n * n * 2), dout(n * n * 4), dp(n * n * 2);
+        REQUIRE(cudaMemcpy(dq.ptr, q.data(), n * n * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dk.ptr, k.data(), n * n * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dv.ptr, v.data(), n * n * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dout.ptr, o.data(), n * n * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaMemcpy(dp.ptr, p.data(), n * n * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(fa_test_chain(bf16, (const uint16_t *)dq.ptr, (const uint16_t *)dk.ptr, (const uint16_t *)dv.ptr,
+                              (float *)dout.ptr, (uint16_t *)dp.ptr) == 0);
+        REQUIRE(cudaMemcpy(o.data(), dout.ptr, n * n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+        REQUIRE(cudaMemcpy(p.data(), dp.ptr, n * n * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+        // P is S rounded once to the type: within half an ulp of the fp64 S (plus the fp32
+        // accumulation's error); O is the fp64 product of that P with V.
+        const double ulp = bf16 ? 1.0 / 128 : 1.0 / 1024; // spacing relative to the power of two below
+        int bad_p = 0, bad_o = 0;
+        for (int i = 0; i < n; ++i)
+            for (int j = 0; j < n; ++j) {
+                double s = 0.0, out = 0.0;
+                for (int c = 0; c < n; ++c) {
+                    s += to_value(q[i * n + c], bf16) * to_value(k[j * n + c], bf16);
+                    out += to_value(p[i * n + c], bf16) * to_value(v[c * n + j], bf16);
+                }
+                const double pe = std::fabs(to_value(p[i * n + j], bf16) - s);
+                if (!(pe <= 0.5 * ulp * std::fabs(s) + 1e-4))
+                    ++bad_p;
+                if (!(std::fabs((double)o[i * n + j] - out) <= 1e-3))
+                    ++bad_o;
+            }
+        INFO(bad_p << " P and " << bad_o << " O elements off");
+        CHECK(bad_p == 0);
+        CHECK(bad_o == 0);
     }
 }
 
