@@ -257,6 +257,122 @@ FA_TEST_TMA_QK_KERNEL(bf16)
 FA_TEST_CHAIN_KERNEL(f16)
 FA_TEST_CHAIN_KERNEL(bf16)
 
+// The warp-specialised pipeline in miniature (docs/research/issue13_hopper.md §3, §6 step
+// 2): one block, warpgroup 0 the producer (setmaxnreg down, one thread issuing TMA),
+// warpgroup 1 the consumer of 64 query rows (setmaxnreg up). K/V tiles of 64 keys stream
+// through a 2-stage ring: a "full" mbarrier per stage (the producer's expect_tx, completed
+// by TMA) and an "empty" one (128 consumer arrivals once the stage's wgmma are done), each
+// waited on with its phase parity. The consumer runs S = Q·Kᵀ (SS), masks keys past s_k
+// (the last tile's rows past the tensor land as zeros), an exp2-domain online softmax on
+// the wgmma fragments (row max and sum over the lane quad), P into A registers, O += P·V
+// (RS, V MN-major with N = D), then O / rowsum as fp32 [64][D]. Q [64][D], K and V
+// [s_k][D] row-major, described by 2D maps with 64 x 64 boxes (D / 64 per tile).
+#define FA_TEST_PIPE_KERNEL(type, D)                                                                    \
+    __global__ void __launch_bounds__(256, 1)                                                           \
+        pipe_d##D##_##type(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map, \
+                           const __grid_constant__ CUtensorMap v_map, int seqlen_k, float scale_log2, float *O) \
+    {                                                                                                   \
+        constexpr unsigned kBox = 64 * 128, kTile = (D / 64) * kBox; /* one 64 x D tile */              \
+        uint8_t *sq = smem_1024(), *sk = sq + kTile, *sv = sk + 2 * kTile;                              \
+        __shared__ uint64_t q_full, full[2], empty[2];                                                  \
+        const int n_tiles = (seqlen_k + 63) / 64;                                                       \
+        if (threadIdx.x == 0) {                                                                         \
+            fa_mbar_init(&q_full, 1);                                                                   \
+            for (int i = 0; i < 2; ++i) {                                                               \
+                fa_mbar_init(&full[i], 1);                                                              \
+                fa_mbar_init(&empty[i], FA_WARPGROUP_THREADS);                                          \
+            }                                                                                           \
+            fa_mbar_init_fence();                                                                       \
+        }                                                                                               \
+        __syncthreads();                                                                                \
+        if (fa_warpgroup() == 0) {                                                                      \
+            fa_regs_shrink(40);                                                                         \
+            if (threadIdx.x != 0)                                                                       \
+                return;                                                                                 \
+            fa_mbar_arrive_expect_tx(&q_full, kTile);                                                   \
+            for (int b = 0; b < D / 64; ++b)                                                            \
+                fa_tma_load_2d(sq + b * kBox, &q_map, 64 * b, 0, &q_full);                              \
+            for (int t = 0; t < n_tiles; ++t) {                                                         \
+                const int st = t & 1;                                                                   \
+                if (t >= 2)                                                                             \
+                    fa_mbar_wait(&empty[st], ((t >> 1) - 1) & 1);                                       \
+                fa_mbar_arrive_expect_tx(&full[st], 2 * kTile);                                         \
+                for (int b = 0; b < D / 64; ++b) {                                                      \
+                    fa_tma_load_2d(sk + st * kTile + b * kBox, &k_map, 64 * b, 64 * t, &full[st]);      \
+                    fa_tma_load_2d(sv + st * kTile + b * kBox, &v_map, 64 * b, 64 * t, &full[st]);      \
+                }                                                                                       \
+            }                                                                                           \
+            return;                                                                                     \
+        }                                                                                               \
+        fa_regs_grow(232);                                                                              \
+        const int t = fa_warpgroup_thread();                                                            \
+        float acc_o[D / 2], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};               \
+        for (int i = 0; i < D / 2; ++i)                                                                 \
+            acc_o[i] = 0.f;                                                                             \
+        const uint32_t q_addr = fa_hopper_smem_addr(sq);                                                \
+        fa_mbar_wait(&q_full, 0);                                                                       \
+        for (int tile = 0; tile < n_tiles; ++tile) {                                                    \
+            const int st = tile & 1;                                                                    \
+            const uint32_t k_addr = fa_hopper_smem_addr(sk + st * kTile);                               \
+            const uint32_t v_addr = fa_hopper_smem_addr(sv + st * kTile);                               \
+            fa_mbar_wait(&full[st], (tile >> 1) & 1);                                                   \
+            float s[32];                                                                                \
+            fa_wg_fence();                                                                              \
+            for (int ks = 0; ks < D / 16; ++ks) {                                                       \
+                const uint32_t off = (ks / 4) * kBox + 32 * (ks % 4);                                   \
+                fa_wgmma_m64n64_ss_kmaj_##type(s, fa_wg_desc_sw128(q_addr + off, 16, 1024),             \
+                                               fa_wg_desc_sw128(k_addr + off, 16, 1024), ks > 0);       \
+            }                                                                                           \
+            fa_wg_commit();                                                                             \
+            fa_wg_wait(0);                                                                              \
+            fa_wg_pin(s, 32);                                                                           \
+            float tile_max[2] = {-INFINITY, -INFINITY};                                                 \
+            for (int i = 0; i < 32; ++i) {                                                              \
+                const int key = 64 * tile + fa_wg_acc_col(t, i);                                        \
+                s[i] = key < seqlen_k ? s[i] * scale_log2 : -INFINITY;                                  \
+                tile_max[(i >> 1) & 1] = fmaxf(tile_max[(i >> 1) & 1], s[i]);                           \
+            }                                                                                           \
+            float factor[2];                                                                            \
+            for (int r = 0; r < 2; ++r) {                                                               \
+                float m = tile_max[r];                                                                  \
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));                                       \
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));                                       \
+                const float new_max = fmaxf(row_max[r], m); /* every tile has a visible key */          \
+                factor[r] = exp2f(row_max[r] - new_max);                                                \
+                row_max[r] = new_max;                                                                   \
+                row_sum[r] *= factor[r];                                                                \
+            }                                                                                           \
+            for (int i = 0; i < 32; ++i) {                                                              \
+                s[i] = exp2f(s[i] - row_max[(i >> 1) & 1]);                                             \
+                row_sum[(i >> 1) & 1] += s[i];                                                          \
+            }                                                                                           \
+            for (int i = 0; i < D / 2; ++i)                                                             \
+                acc_o[i] *= factor[(i >> 1) & 1];                                                       \
+            uint32_t p[4][4];                                                                           \
+            for (int ks = 0; ks < 4; ++ks)                                                              \
+                for (int j = 0; j < 4; ++j)                                                             \
+                    p[ks][j] = fa_pack2_##type(s[8 * ks + 2 * j], s[8 * ks + 2 * j + 1]);               \
+            fa_wg_fence(); /* acc_o was rescaled and P written since the last wgmma */                  \
+            for (int ks = 0; ks < 4; ++ks)                                                              \
+                fa_wgmma_m64n##D##_rs_nmaj_##type(acc_o, p[ks],                                         \
+                                                  fa_wg_desc_sw128(v_addr + 2048 * ks, 64 * 128, 1024), 1); \
+            fa_wg_commit();                                                                             \
+            fa_wg_wait(0);                                                                              \
+            fa_wg_pin(acc_o, D / 2);                                                                    \
+            fa_mbar_arrive(&empty[st]);                                                                 \
+        }                                                                                               \
+        for (int r = 0; r < 2; ++r) {                                                                   \
+            row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);                                  \
+            row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);                                  \
+        }                                                                                               \
+        for (int i = 0; i < D / 2; ++i)                                                                 \
+            O[fa_wg_acc_row(t, i) * D + fa_wg_acc_col(t, i)] = acc_o[i] / row_sum[(i >> 1) & 1];         \
+    }
+FA_TEST_PIPE_KERNEL(f16, 64)
+FA_TEST_PIPE_KERNEL(bf16, 64)
+FA_TEST_PIPE_KERNEL(f16, 128)
+FA_TEST_PIPE_KERNEL(bf16, 128)
+
 // setmaxnreg and named barriers in the warp-specialised shape: warpgroup 0 gives
 // registers back and waits on barrier 1 until warpgroup 1 (more registers) has written;
 // each thread writes its value once. A hang or a wrong order is the failure. The
@@ -332,6 +448,24 @@ extern "C" int fa_test_chain(int bf16, const uint16_t *Q, const uint16_t *K, con
     else
         chain_f16<<<1, 128, 3 * kA + 1024>>>(Q, K, V, O, P);
     cudaError_t err = cudaGetLastError();
+    return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
+}
+
+extern "C" int fa_test_pipe(int bf16, int d, const CUtensorMap *q_map, const CUtensorMap *k_map,
+                            const CUtensorMap *v_map, int seqlen_k, float scale_log2, float *O)
+{
+    typedef void (*pipe_kernel)(CUtensorMap, CUtensorMap, CUtensorMap, int, float, float *);
+    pipe_kernel kernel = d == 64 ? (bf16 ? pipe_d64_bf16 : pipe_d64_f16)
+                       : d == 128 ? (bf16 ? pipe_d128_bf16 : pipe_d128_f16)
+                                  : nullptr;
+    if (!kernel || seqlen_k < 1)
+        return (int)cudaErrorInvalidValue;
+    const int bytes = 5 * (d / 64) * 64 * 128 + 1024; /* Q, two K and two V tiles */
+    cudaError_t err = cudaFuncSetAttribute((const void *)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (err != cudaSuccess)
+        return (int)err;
+    kernel<<<1, 256, bytes>>>(*q_map, *k_map, *v_map, seqlen_k, scale_log2, O);
+    err = cudaGetLastError();
     return (int)(err != cudaSuccess ? err : cudaDeviceSynchronize());
 }
 

@@ -32,6 +32,12 @@ extern "C" int fa_test_tma_qk(int bf16, const CUtensorMap *q_map, const CUtensor
 // repacked into A registers, O by RS wgmma. P gets the rounded S the product used.
 extern "C" int fa_test_chain(int bf16, const uint16_t *Q, const uint16_t *K, const uint16_t *V, float *O,
                              uint16_t *P);
+// One 64-row query tile of attention (no mask but s_k, scale_log2 = scale * log2 e) by a
+// producer warpgroup (TMA into a 2-stage K/V ring on full/empty mbarriers) and a consumer
+// warpgroup (wgmma, online softmax): O [64][d] fp32. Maps: 2D (d innermost, rows), box
+// 64 x 64, 128-byte swizzle; d 64 or 128.
+extern "C" int fa_test_pipe(int bf16, int d, const CUtensorMap *q_map, const CUtensorMap *k_map,
+                            const CUtensorMap *v_map, int seqlen_k, float scale_log2, float *O);
 // Warpgroup 0 shrinks to 40 registers and waits on named barrier 1; warpgroup 1 grows to
 // 232, writes, arrives. out[256]: 1001 + t for t < 128, then -1.
 extern "C" int fa_test_roles(int *out);

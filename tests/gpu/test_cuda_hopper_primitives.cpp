@@ -5,8 +5,9 @@
 // mbarrier compared byte for byte with the swizzled image the wgmma descriptors assume,
 // boxes crossing the tensor's edges included (zero fill); TMA-loaded d = 128 tiles
 // feeding wgmma (S = Q·Kᵀ over two 64-column blocks); S accumulators repacked into the A
-// registers of O = P·V (the attention inner loop's layout identity); setmaxnreg with
-// named barriers.
+// registers of O = P·V (the attention inner loop's layout identity); one query tile of
+// attention through a producer/consumer warpgroup pair and a 2-stage TMA ring on full and
+// empty mbarriers; setmaxnreg with named barriers.
 // The wgmma shapes are every N of src/cuda/fa_wgmma_shapes.h. Catch2 2 has no SKIP: on a device other than sm_90 each case says so (WARN) and
 // returns; without a device the binary exits 4 (gpu_main.cpp). Built only when 90 is in
 // FA_CUDA_ARCHS (the kernels are sm_90a code).
@@ -289,6 +290,70 @@ TEST_CASE("hopper S accumulators repack into the A registers of O = P·V", "[hop
         CHECK(bad_p == 0);
         CHECK(bad_o == 0);
     }
+}
+
+TEST_CASE("hopper producer/consumer pipeline: one query tile of attention", "[hopper][pipe]")
+{
+    FA_REQUIRE_SM90();
+    fa_nv_encode_tiled_fn encode = fa_nv_find_encode_tiled();
+    REQUIRE(encode != nullptr);
+    std::mt19937 rng(5);
+    for (bool bf16 : {false, true})
+        for (int d : {64, 128})
+            for (int seqlen_k : {64, 300, 1000}) {
+                INFO((bf16 ? "bf16" : "f16") << " d " << d << " s_k " << seqlen_k);
+                const int m = 64;
+                std::vector<uint16_t> q = random_matrix((size_t)m * d, bf16, rng),
+                                      k = random_matrix((size_t)seqlen_k * d, bf16, rng),
+                                      v = random_matrix((size_t)seqlen_k * d, bf16, rng);
+                std::vector<float> o((size_t)m * d, NAN);
+                Buffer dq(q.size() * 2), dk(k.size() * 2), dv(v.size() * 2), dout(o.size() * 4);
+                REQUIRE(cudaMemcpy(dq.ptr, q.data(), q.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+                REQUIRE(cudaMemcpy(dk.ptr, k.data(), k.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+                REQUIRE(cudaMemcpy(dv.ptr, v.data(), v.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+                REQUIRE(cudaMemcpy(dout.ptr, o.data(), o.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+                const cuuint64_t stride[1] = {(cuuint64_t)d * 2};
+                const cuuint64_t q_dims[2] = {(cuuint64_t)d, (cuuint64_t)m}, kv_dims[2] = {(cuuint64_t)d, (cuuint64_t)seqlen_k};
+                const cuuint32_t box[2] = {64, 64};
+                alignas(64) CUtensorMap qmap, kmap, vmap;
+                REQUIRE(fa_nv_tensor_map_16bit(encode, &qmap, bf16, 2, dq.ptr, q_dims, stride, box, 1) == CUDA_SUCCESS);
+                REQUIRE(fa_nv_tensor_map_16bit(encode, &kmap, bf16, 2, dk.ptr, kv_dims, stride, box, 1) == CUDA_SUCCESS);
+                REQUIRE(fa_nv_tensor_map_16bit(encode, &vmap, bf16, 2, dv.ptr, kv_dims, stride, box, 1) == CUDA_SUCCESS);
+                const double scale = 1.0 / std::sqrt((double)d);
+                REQUIRE(fa_test_pipe(bf16, d, &qmap, &kmap, &vmap, seqlen_k, (float)(scale * 1.4426950408889634),
+                                     (float *)dout.ptr) == 0);
+                REQUIRE(cudaMemcpy(o.data(), dout.ptr, o.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+                // fp64 attention of the rounded inputs; the kernel rounds P to the type once
+                // (at most 2^-8 / 2^-11 relative per weight), inside these bounds for |v| < 1.
+                const double tol = bf16 ? 3e-3 : 1e-3;
+                int wrong = 0;
+                double worst = 0.0;
+                std::vector<double> w(seqlen_k);
+                for (int i = 0; i < m; ++i) {
+                    double mx = -INFINITY, sum = 0.0;
+                    for (int j = 0; j < seqlen_k; ++j) {
+                        double dot = 0.0;
+                        for (int c = 0; c < d; ++c)
+                            dot += to_value(q[(size_t)i * d + c], bf16) * to_value(k[(size_t)j * d + c], bf16);
+                        w[j] = dot * scale;
+                        mx = std::max(mx, w[j]);
+                    }
+                    for (int j = 0; j < seqlen_k; ++j)
+                        sum += (w[j] = std::exp(w[j] - mx));
+                    for (int c = 0; c < d; ++c) {
+                        double ref = 0.0;
+                        for (int j = 0; j < seqlen_k; ++j)
+                            ref += w[j] * to_value(v[(size_t)j * d + c], bf16);
+                        ref /= sum;
+                        const double e = std::fabs((double)o[(size_t)i * d + c] - ref);
+                        if (!(e <= tol))
+                            ++wrong;
+                        worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+                    }
+                }
+                INFO("largest error " << worst << ", " << wrong << " of " << m * d << " elements off");
+                CHECK(wrong == 0);
+            }
 }
 
 TEST_CASE("hopper setmaxnreg and named barriers hand off between warpgroups", "[hopper][roles]")
