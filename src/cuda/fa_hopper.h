@@ -8,7 +8,8 @@
  * "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", as numbered in
  * the PTX ISA of CUDA 12.x/13.0), the others by the anchor of their section in the PTX
  * ISA document (#parallel-synchronization-and-communication-instructions-..., whose
- * numbers move between versions). Nothing algorithmic lives here.
+ * numbers move between versions). The wgmma shapes' operand lists are generated
+ * (fa_wgmma_shapes.h, by gen_wgmma_shapes.py). Nothing algorithmic lives here.
  *
  * Contract the common warpgroup code relies on (checked on a device by
  * tests/gpu/test_cuda_hopper_primitives.cpp):
