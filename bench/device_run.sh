@@ -2,7 +2,9 @@
 # device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the four
 # compute-sanitizer tools over the GPU suite, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
-# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|all] [extra args for compare_sdpa.py]
+# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|hopper|all] [extra args for compare_sdpa.py]
+# hopper (not part of all): issue 13's sm_90a primitive tests ([hopper]) with their output,
+# then memcheck and racecheck over them.
 # decode: issue 12's decode table with paged rows, then d64, MQA and s_q 4 (compare_decode.py),
 # and memcheck over the decode, paged, kvcache, graph, device-check and combine tests.
 set -u
@@ -11,6 +13,15 @@ OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
 [[ -f .carry/carry.tgz ]] && tar -xzf .carry/carry.tgz -C .carry && rm .carry/carry.tgz
 export FLASHATTN_LIBRARY=$PWD/.carry/libflashattn.so PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+if [[ $what == hopper ]]; then
+  echo "== Hopper primitives (src/cuda/fa_hopper.h)"
+  (cd .carry && ./flashattn_gpu_tests "[hopper]" --durations yes) 2>&1 | tee "$OUT/hopper.log" | tail -40
+  for tool in memcheck racecheck; do
+    (cd .carry && timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 ./flashattn_gpu_tests "[hopper]") \
+      > "$OUT/hopper_$tool.log" 2>&1
+    echo "$tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/hopper_$tool.log" | tail -1)"
+  done
+fi
 if [[ $what == all || $what == tests ]]; then
   echo "== GPU tests"
   (cd .carry && ./flashattn_gpu_tests --durations yes) > "$OUT/gpu_tests.log" 2>&1

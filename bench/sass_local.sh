@@ -10,6 +10,11 @@
 # copy of the cubin gets the old header for sm_90 (ABI 7, flags 0x5a055a); the sm_90
 # instruction encoding inside is unchanged. A fact-finding tool: counts are static, so
 # read branches (masked paths, tails) with care.
+#
+# FA_SASS_SM90A=1 compiles for sm_90a instead (-gencode=arch=compute_90a,code=sm_90a: the
+# wgmma/TMA/setmaxnreg code of src/cuda/fa_hopper.h); the same header patch serves, since
+# the old nvdisasm decodes sm_90a's instructions (HGMMA, UTMALDG, SYNCS, USETMAXREG) once
+# the file says sm_90.
 set -euo pipefail
 src=$1
 out=${2:-/tmp/$(basename "$src" .cu).sass}
@@ -27,10 +32,12 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' > "$tools/nonfree.sou
   (cd "$tools" && apt-get download -o Dir::Etc::sourcelist="$tools/nonfree.sources" \
      -o Dir::Etc::sourceparts=- nvidia-cuda-toolkit > /dev/null 2>&1 && dpkg -x nvidia-cuda-toolkit_*.deb .)
 fi
+target=-arch=sm_90
+[[ ${FA_SASS_SM90A:-0} == 1 ]] && target=-gencode=arch=compute_90a,code=sm_90a
 cubin=$(mktemp --suffix=.cubin)
 trap 'rm -f "$cubin"' EXIT
 nvcc -DFA_HAVE_CUDA=1 -I"$root/include" -I"$root/src/common" -I"$root/src/cuda" -O3 -DNDEBUG \
-     -arch=sm_90 -std=c++14 -cubin -o "$cubin" -x cu "$src"
+     $target -std=c++14 -cubin -o "$cubin" -x cu "$src"
 python3 - "$cubin" <<'PY'
 import struct, sys
 b = bytearray(open(sys.argv[1], "rb").read())

@@ -8,7 +8,12 @@
 //     layout rule of tile_layout.h for every instance pitch, and why it needs 128-byte
 //     aligned tiles;
 //   - the layout's promise that the 8 rows of one ldmatrix phase hit 8 distinct 16-byte
-//     bank groups.
+//     bank groups;
+//   - the warpgroup maps of src/cuda/fa_hopper.h (issue 13): the wgmma m64nNk16
+//     accumulator map covers the 64 x N tile once with each row held by one lane quad (so
+//     fa_row_max / fa_row_sum apply), and the 128-byte swizzle is a permutation of 16-byte
+//     chunks inside each 128-byte row that spreads 8 consecutive rows' chunk c over 8
+//     chunk slots. Whether the hardware agrees is tests/gpu/test_cuda_hopper_primitives.cpp.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -172,4 +177,49 @@ TEST_CASE("the 8 rows of one ldmatrix phase fall in 8 distinct 16-byte bank grou
                     INFO(role.name << " pitch " << pitch << " kc " << kc << " matrix " << j);
                     CHECK(groups.size() == 8);
                 }
+}
+
+TEST_CASE("wgmma accumulator map covers the 64xN tile once, rows held by lane quads", "[layout][hopper]")
+{
+    for (int n : {64, 128, 176, 256}) {
+        std::set<int> seen;
+        for (int t = 0; t < 128; ++t)
+            for (int i = 0; i < n / 2; ++i) {
+                const int row = fa_wg_acc_row(t, i), col = fa_wg_acc_col(t, i);
+                REQUIRE(row >= 0);
+                REQUIRE(row < 64);
+                REQUIRE(col >= 0);
+                REQUIRE(col < n);
+                REQUIRE(seen.insert(row * n + col).second);
+                // The four lanes of a quad share the row; registers i, i + 1 (i even) are
+                // adjacent columns (one 32-bit pair in the output).
+                REQUIRE(fa_wg_acc_row(t ^ 1, i) == row);
+                REQUIRE(fa_wg_acc_row(t ^ 2, i) == row);
+                if (i % 2 == 0)
+                    REQUIRE(fa_wg_acc_col(t, i + 1) == col + 1);
+            }
+        CHECK((int)seen.size() == 64 * n);
+    }
+}
+
+TEST_CASE("the 128-byte swizzle permutes 16-byte chunks within each row", "[layout][hopper]")
+{
+    for (int row = 0; row < 64; ++row) {
+        std::set<unsigned> chunks;
+        for (int col = 0; col < 64; ++col) {
+            const unsigned off = fa_sw128_offset(row, col);
+            REQUIRE(off / 128 == (unsigned)row);
+            REQUIRE(off % 2 == 0);
+            if (col % 8 == 0)
+                REQUIRE(chunks.insert((off % 128) / 16).second);
+            else
+                REQUIRE(off == fa_sw128_offset(row, col - 1) + 2);
+        }
+    }
+    for (int c = 0; c < 8; ++c) {
+        std::set<unsigned> slots;
+        for (int row = 0; row < 8; ++row)
+            slots.insert((fa_sw128_offset(row, 8 * c) % 128) / 16);
+        CHECK(slots.size() == 8);
+    }
 }

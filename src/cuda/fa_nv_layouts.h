@@ -9,6 +9,12 @@
  *   - ldmatrix .x4: lane l supplies the row address of row l % 8 of matrix l / 8. Each
  *     loader gives its lanes a (row, chunk) of the 16-row x 2-chunk block it reads, the
  *     four 8x8 matrices ordered as the MMA operand registers expect them.
+ *   - wgmma m64nNk16, fp32 accumulators (PTX ISA 9.7.15.5.1.1.1, "Matrix Fragments for
+ *     wgmma.mma_async.m64nNk16", accumulator D): thread t of the warpgroup, warp w = t/32,
+ *     lane l: register i in row 16w + l/4 + 8 ((i/2) % 2), column 8 (i/4) + 2 (l % 4) + i % 2.
+ *   - The 128-byte swizzle of wgmma operands and TMA boxes (PTX ISA 9.7.15.5.1.2, "Shared
+ *     Memory Matrix Layout", 128B swizzling mode; CUDA driver API, CUtensorMapSwizzle):
+ *     rows of 128 bytes, the 16-byte chunk c of row r at chunk c ^ (r % 8).
  */
 #ifndef FA_NV_LAYOUTS_H
 #define FA_NV_LAYOUTS_H
@@ -45,6 +51,18 @@ FA_HD unsigned fa_nv_frag_addr(unsigned tile, int lane_offset, int pitch, int ro
     if (!FA_TILE_SWIZZLED(pitch))
         return row + 16u * (unsigned)kc;
     return (row ^ ((unsigned)(kc & 7) << 4)) + ((unsigned)(kc >> 3) << 7);
+}
+
+/* wgmma m64nNk16 accumulator register `reg` of thread `t` (0..127) of a warpgroup. */
+FA_HD int fa_wg_acc_row(int t, int reg) { return 16 * (t >> 5) + ((t & 31) >> 2) + 8 * ((reg >> 1) & 1); }
+FA_HD int fa_wg_acc_col(int t, int reg) { return 8 * (reg >> 2) + 2 * (t & 3) + (reg & 1); }
+
+/* Byte offset of 16-bit element (row, col) of a 128-byte-swizzled tile of 64-element rows
+ * (col < 64; wider operands are several such tiles, each rows * 128 bytes). The tile's
+ * start must be 1024-byte aligned for the hardware's pattern to match this one. */
+FA_HD unsigned fa_sw128_offset(int row, int col)
+{
+    return 128u * (unsigned)row + 16u * (unsigned)((col >> 3) ^ (row & 7)) + 2u * (unsigned)(col & 7);
 }
 
 #endif /* FA_NV_LAYOUTS_H */

@@ -1,0 +1,267 @@
+/*
+ * fa_hopper.h (NVIDIA, sm_90a only) - the warpgroup vocabulary of the Hopper forward
+ * (issue 13, docs/research/issue13_hopper.md): wgmma.mma_async with its fences and
+ * commit groups, the shared-memory matrix descriptor of the 128-byte-swizzled tiles it
+ * reads, mbarriers, the TMA tile loads completed on them, the async-proxy fence,
+ * setmaxnreg, and named barriers. Each wrapper is one PTX instruction (or a try-wait
+ * loop); the comment on it names its PTX ISA section: wgmma by number (9.7.15,
+ * "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", as numbered in
+ * the PTX ISA of CUDA 12.x/13.0), the others by the anchor of their section in the PTX
+ * ISA document (#parallel-synchronization-and-communication-instructions-..., whose
+ * numbers move between versions). The wgmma shapes' operand lists are generated
+ * (fa_wgmma_shapes.h, by gen_wgmma_shapes.py). Nothing algorithmic lives here.
+ *
+ * Contract the common warpgroup code relies on (checked on a device by
+ * tests/gpu/test_cuda_hopper_primitives.cpp):
+ *   - A warpgroup is 4 consecutive warps, 128 threads, the first warp's id a multiple
+ *     of 4. wgmma m64nNk16 computes a 64 x N tile per warpgroup; accumulator register i
+ *     (0 <= i < N/2) of thread t of the warpgroup is element (fa_wg_acc_row(t, i),
+ *     fa_wg_acc_col(t, i)) (fa_nv_layouts.h).
+ *   - Operands in shared memory are 128-byte-swizzled tiles (fa_sw128_offset,
+ *     fa_nv_layouts.h): rows of 64 16-bit elements, chunk c of row r at c ^ (r % 8),
+ *     whole 8-row atoms of 1024 bytes, each tile 1024-byte aligned; wider operands are
+ *     several such column blocks one after the other. This is also exactly what a TMA
+ *     load with CU_TENSOR_MAP_SWIZZLE_128B and a 64-element inner box writes.
+ *   - A from registers (the _rs forms) takes the mma.sync m16n8k16 A layout per warp
+ *     (warp w of the warpgroup holds rows 16w .. 16w + 15), so P goes from the S
+ *     accumulators to A operands as fa_acc_pair_to_a does (PTX ISA 9.7.15.5.1.1.1).
+ *
+ * Only sm_90a device code may include it: wgmma and setmaxnreg do not exist on sm_90
+ * without the "a" features, and ptxas rejects them there.
+ */
+#ifndef FA_HOPPER_H
+#define FA_HOPPER_H
+
+#include <stdint.h>
+
+#include "fa_nv_layouts.h"
+#include "fa_wgmma_shapes.h"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "fa_hopper.h is sm_90a vocabulary: compile with -gencode=arch=compute_90a,code=sm_90a"
+#endif
+
+#ifndef FA_DEVICE
+#define FA_DEVICE __device__ __forceinline__
+#endif
+
+#define FA_WARPGROUP_THREADS 128
+
+/* The warpgroup of this thread, as a warp-uniform value (the shuffle tells the compiler
+ * every lane agrees, so role branches stay uniform). */
+FA_DEVICE int fa_warpgroup(void) { return __shfl_sync(0xffffffffu, (int)(threadIdx.x / FA_WARPGROUP_THREADS), 0); }
+FA_DEVICE int fa_warpgroup_thread(void) { return (int)(threadIdx.x % FA_WARPGROUP_THREADS); }
+
+FA_DEVICE uint32_t fa_hopper_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* ---- wgmma ordering (PTX ISA 9.7.15.7, "Asynchronous wgmma Proxy Operations") ------- */
+
+/* wgmma.fence (9.7.15.7.1): orders this warpgroup's earlier accesses to accumulator and
+ * A-fragment registers before the next wgmma.mma_async; needed before the first one and
+ * whenever such registers were touched by other instructions since (shared-memory
+ * operands written by ordinary stores need fa_fence_async_smem instead). */
+FA_DEVICE void fa_wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+/* wgmma.commit_group (9.7.15.7.2): closes the wgmma.mma_async issued since the last one
+ * into a group. */
+FA_DEVICE void fa_wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+/* wgmma.wait_group N (9.7.15.7.3): waits until at most N groups are pending; only then
+ * may the accumulators (and A registers) of the completed groups be read or written. */
+#define fa_wg_wait(n) asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(n) : "memory")
+
+/* Keeps the compiler from moving reads or writes of accumulator registers across a
+ * wgmma fence or wait: the asm outputs them unchanged (the hardware writes them
+ * asynchronously, which the compiler cannot see). */
+#define fa_wg_pin(regs, count)                                    \
+    do {                                                          \
+        for (int fa_pin_i = 0; fa_pin_i < (count); ++fa_pin_i)    \
+            asm volatile("" : "+f"((regs)[fa_pin_i])::"memory"); \
+    } while (0)
+
+/* ---- the shared-memory matrix descriptor (PTX ISA 9.7.15.5.1.2.2) ------------------ */
+
+/* Bits 13-0 start address, 29-16 leading-dimension byte offset, 45-32 stride-dimension
+ * byte offset (each (x & 0x3FFFF) >> 4), 51-49 base offset (0: the tile's swizzle
+ * pattern starts on a 1024-byte boundary), 63-62 swizzle mode (1 = 128-byte). For the
+ * 128-byte-swizzled K-major tiles here the stride byte offset is the 1024 bytes from one
+ * 8-row atom to the next and the leading byte offset is unused (1 by convention); for an
+ * MN-major operand (V as B of P·V: N = head dim contiguous) the stride offset is again
+ * the 1024 bytes between 8-row (8-key) atoms and the leading offset the distance between
+ * 64-column blocks of N. A k-step of 16 elements moves the start by 32 bytes (K-major,
+ * inside the 128-byte row: the swizzle is applied to the address bits by the hardware)
+ * or 16 rows = 2048 bytes (MN-major). */
+FA_DEVICE uint64_t fa_wg_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes, uint32_t stride_bytes)
+{
+    return (uint64_t)((smem_addr & 0x3FFFFu) >> 4) | ((uint64_t)((leading_bytes & 0x3FFFFu) >> 4) << 16) |
+           ((uint64_t)((stride_bytes & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
+}
+/* The descriptor of the same operand `bytes` further on (a k-step): the start address is
+ * the low field and never carries out of it inside one tile (< 256 KiB). */
+FA_DEVICE uint64_t fa_wg_desc_advance(uint64_t desc, uint32_t bytes) { return desc + (uint64_t)(bytes >> 4); }
+
+/* ---- wgmma.mma_async (PTX ISA 9.7.15.5.2) -------------------------------------------- */
+
+/* D (+)= A·B, 64 x N x 16, fp32 accumulators (9.7.15.5.2). SS: A and B from shared
+ * memory through descriptors; RS: A from registers (four .b32 of two 16-bit elements per
+ * thread, no imm-trans-a). scale_d 0 overwrites D (the first k-step), 1 accumulates;
+ * imm-scale-a/b 1 (no negation); imm-trans-a 0 (A K-major); imm-trans-b TRANSB: 0 B
+ * K-major (K stored [key][d] for S = Q·Kᵀ), 1 B MN-major (V stored [key][d] for O = P·V;
+ * 16-bit types only). The N/2 accumulator operands and the numbers of the operands after
+ * them come from fa_wgmma_shapes.h (generated: the preprocessor cannot count them). */
+#define FA_WG_REGS(N) FA_WG_REGS_##N
+#define FA_WG_ACC(N, d) FA_WG_ACC_##N(d)
+#define FA_WG_OP(N, k) FA_WG_OP_##N##_##k
+#define FA_WGMMA_SS(N, TYPE, TRANSB, d, desc_a, desc_b, scale_d)                                          \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FA_WG_OP(N, 2) ", 0;\n"                            \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " FA_WG_REGS(N) ", "   \
+                 FA_WG_OP(N, 0) ", " FA_WG_OP(N, 1) ", p, 1, 1, 0, " #TRANSB ";\n}\n"                       \
+                 : FA_WG_ACC(N, d)                                                                        \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+#define FA_WGMMA_RS(N, TYPE, TRANSB, d, a, desc_b, scale_d)                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FA_WG_OP(N, 5) ", 0;\n"                            \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " FA_WG_REGS(N) ", {"  \
+                 FA_WG_OP(N, 0) ", " FA_WG_OP(N, 1) ", " FA_WG_OP(N, 2) ", " FA_WG_OP(N, 3) "}, "            \
+                 FA_WG_OP(N, 4) ", p, 1, 1, " #TRANSB ";\n}\n"                                              \
+                 : FA_WG_ACC(N, d)                                                                        \
+                 : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "l"(desc_b), "r"(scale_d))
+
+/* The named forms, fa_wgmma_m64n<N>_<A source><B major>_<type>: kmaj = B K-major
+ * (S = Q·Kᵀ), nmaj = B MN-major (O = P·V with V as stored); d holds N/2 floats. */
+#define FA_WG_DEFINE(N, type, TYPE)                                                                     \
+    FA_DEVICE void fa_wgmma_m64n##N##_ss_kmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)      \
+    {                                                                                                   \
+        FA_WGMMA_SS(N, TYPE, 0, d, a, b, scale_d);                                                      \
+    }                                                                                                   \
+    FA_DEVICE void fa_wgmma_m64n##N##_ss_nmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)      \
+    {                                                                                                   \
+        FA_WGMMA_SS(N, TYPE, 1, d, a, b, scale_d);                                                      \
+    }                                                                                                   \
+    FA_DEVICE void fa_wgmma_m64n##N##_rs_nmaj_##type(float *d, const uint32_t a[4], uint64_t b, int scale_d) \
+    {                                                                                                   \
+        FA_WGMMA_RS(N, TYPE, 1, d, a, b, scale_d);                                                      \
+    }
+#define FA_WG_DEFINE_TYPES(N) FA_WG_DEFINE(N, f16, "f16") FA_WG_DEFINE(N, bf16, "bf16")
+/* Every N of fa_wgmma_shapes.h (gen_wgmma_shapes.py's SHAPES). */
+FA_WG_DEFINE_TYPES(64)
+FA_WG_DEFINE_TYPES(80)
+FA_WG_DEFINE_TYPES(96)
+FA_WG_DEFINE_TYPES(112)
+FA_WG_DEFINE_TYPES(128)
+FA_WG_DEFINE_TYPES(144)
+FA_WG_DEFINE_TYPES(176)
+FA_WG_DEFINE_TYPES(192)
+FA_WG_DEFINE_TYPES(256)
+#undef FA_WG_DEFINE_TYPES
+#undef FA_WG_DEFINE
+#undef FA_WG_DEFINE
+
+/* ---- mbarriers (PTX ISA #parallel-synchronization-and-communication-instructions-mbarrier) */
+
+/* mbarrier.init (...-mbarrier-init): `count` arrivals complete a phase. One thread inits;
+ * fa_mbar_init_fence then a block barrier publish it. */
+FA_DEVICE void fa_mbar_init(uint64_t *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(fa_hopper_smem_addr(bar)), "r"(count) : "memory");
+}
+/* fence.mbarrier_init (...-membar, membar/fence): makes the init visible to the async proxy
+ * (TMA's complete_tx) before the first copy signals the barrier. */
+FA_DEVICE void fa_mbar_init_fence(void) { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+/* mbarrier.arrive.expect_tx (...-mbarrier-arrive, with .expect_tx as in
+ * ...-mbarrier-expect-tx): one arrival, and the phase also waits for
+ * `bytes` of transactions (the TMA copies' complete_tx) to land. */
+FA_DEVICE void fa_mbar_arrive_expect_tx(uint64_t *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(fa_hopper_smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+/* mbarrier.arrive (...-mbarrier-arrive): one arrival (a consumer releasing a stage). */
+FA_DEVICE void fa_mbar_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(fa_hopper_smem_addr(bar)) : "memory");
+}
+/* mbarrier.try_wait.parity (...-mbarrier-test-wait-try-wait): 1 once the phase of parity `phase` (0, 1, 0,
+ * ...: the phase count's low bit) has completed; may wait a while in hardware first. */
+FA_DEVICE int fa_mbar_try_wait(uint64_t *bar, unsigned phase)
+{
+    unsigned done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(fa_hopper_smem_addr(bar)), "r"(phase)
+                 : "memory");
+    return (int)done;
+}
+FA_DEVICE void fa_mbar_wait(uint64_t *bar, unsigned phase)
+{
+    while (!fa_mbar_try_wait(bar, phase)) {
+    }
+}
+
+/* ---- proxies, TMA ---------------------------------------------------------------------- */
+
+/* fence.proxy.async.shared::cta (PTX ISA
+ * #parallel-synchronization-and-communication-instructions-membar, and 9.7.15.4 "Async
+ * Proxy" for wgmma's side): this thread's generic-proxy shared-memory
+ * writes (st.shared, zero fills) become visible to the async proxy (wgmma operand
+ * reads, TMA stores) that a later barrier orders after it. */
+FA_DEVICE void fa_fence_async_smem(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* prefetch.tensormap (PTX ISA #data-movement-and-conversion-instructions-prefetch-prefetchu):
+ * brings a tensor map (a __grid_constant__
+ * parameter's address) into the cache ahead of the first copy. */
+FA_DEVICE void fa_tma_prefetch_map(const void *map) { asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory"); }
+
+/* cp.async.bulk.tensor, tiled mode (PTX ISA
+ * #data-movement-and-conversion-instructions-cp-async-bulk-tensor): the box of the tensor map `map` (the
+ * address of a __grid_constant__ CUtensorMap parameter) at element coordinates
+ * (c0 innermost, c1, ...) into shared memory at `dst` (1024-byte aligned for the 128-byte
+ * swizzle), completing `bar`'s transactions with the box's bytes; elements outside the
+ * tensor arrive as zeros and still count. Issued by one thread. */
+FA_DEVICE void fa_tma_load_2d(void *dst, const void *map, int c0, int c1, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+                     fa_hopper_smem_addr(dst)),
+                 "l"(map), "r"(c0), "r"(c1), "r"(fa_hopper_smem_addr(bar))
+                 : "memory");
+}
+FA_DEVICE void fa_tma_load_3d(void *dst, const void *map, int c0, int c1, int c2, uint64_t *bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+            fa_hopper_smem_addr(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(fa_hopper_smem_addr(bar))
+        : "memory");
+}
+/* 4D: BSHD operands as (head dim, head, row, batch), one map per operand. */
+FA_DEVICE void fa_tma_load_4d(void *dst, const void *map, int c0, int c1, int c2, int c3, uint64_t *bar)
+{
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+        "[%6];\n" ::"r"(fa_hopper_smem_addr(dst)),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(fa_hopper_smem_addr(bar))
+        : "memory");
+}
+
+/* ---- registers and barriers of warp specialisation ---------------------------------- */
+
+/* setmaxnreg (PTX ISA #miscellaneous-instructions-setmaxnreg): every warp of a warpgroup moves its
+ * per-thread register limit to n (24 ... 256, a multiple of 8): .dec gives registers back
+ * to the block's pool (the producer), .inc waits until the pool has them (consumers).
+ * The kernel must be compiled with a per-thread limit (__launch_bounds__ or maxrregcount)
+ * that the warpgroups' sum fits. */
+#define fa_regs_shrink(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n))
+#define fa_regs_grow(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n))
+
+/* bar.sync / bar.arrive with a barrier id and a thread count (PTX ISA
+ * #parallel-synchronization-and-communication-instructions-bar-barrier; ids 0..15):
+ * `threads` (a multiple of 32) threads take part; arrive does not wait. Id 0 is
+ * __syncthreads'; the warp-specialised kernel numbers its own from 1
+ * (docs/research/issue13_hopper.md lists them). */
+FA_DEVICE void fa_named_sync(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+FA_DEVICE void fa_named_arrive(int id, int threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+#endif /* FA_HOPPER_H */
