@@ -123,6 +123,7 @@
 #include <string.h>
 
 #include "flashattn.h"
+#include "fuzz_input.h"
 
 #define CAP_BYTES ((int64_t)4 << 20) /* largest buffer the harness backs for real */
 #define MAX_ELEMS ((int64_t)1 << 18) /* view elements per tensor of a computed call */
@@ -135,28 +136,6 @@
 /* ------------------------------------------------------------------------------------ */
 /* Reading the input                                                                    */
 /* ------------------------------------------------------------------------------------ */
-
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint8_t rd_u8(reader *r)
-{
-    if (r->n == 0)
-        return 0;
-    r->n--;
-    return *r->p++;
-}
-
-static uint64_t rd_raw(reader *r, int bytes)
-{
-    uint64_t v = 0;
-    int i;
-    for (i = 0; i < bytes; i++)
-        v |= (uint64_t)rd_u8(r) << (8 * i);
-    return v;
-}
 
 static const int64_t k_int_special[] = {
     0, 1, -1, 2, 7, 8, 9, 16, 63, 64, 65, 127, 128, 255, 256, 257, 1023, 1024, 4096,
@@ -171,23 +150,8 @@ static const int64_t k_int_special[] = {
 };
 #define N_INT_SPECIAL ((int)(sizeof k_int_special / sizeof k_int_special[0]))
 
-static int64_t rd_int(reader *r)
-{
-    uint8_t c = rd_u8(r);
-    if (c < 0x80)
-        return (int64_t)c - 16;
-    if (c == 0xFE)
-        return (int64_t)(int32_t)(uint32_t)rd_raw(r, 4);
-    if (c == 0xFF)
-        return (int64_t)rd_raw(r, 8);
-    return k_int_special[(c - 0x80) % N_INT_SPECIAL];
-}
-
-/* An int field: the INT truncated the way a C conversion to int would (two's complement). */
-static int rd_int32(reader *r)
-{
-    return (int)(int32_t)(uint32_t)(uint64_t)rd_int(r);
-}
+#define rd_int(r) rd_int_in((r), k_int_special, N_INT_SPECIAL)
+#define rd_int32(r) rd_int32_in((r), k_int_special, N_INT_SPECIAL)
 
 static float float_of_bits(uint32_t bits)
 {

@@ -81,6 +81,7 @@
 #include <string.h>
 
 #include "flashattn.h"
+#include "fuzz_input.h"
 
 #define MAX_B 4
 #define CAP_ELEMS ((int64_t)1 << 20) /* largest pool, cache or table the harness backs */
@@ -91,28 +92,6 @@
 /* Reading the input (the INT encoding of fuzz_api.c)                                   */
 /* ------------------------------------------------------------------------------------ */
 
-typedef struct reader {
-    const uint8_t *p;
-    size_t n;
-} reader;
-
-static uint8_t rd_u8(reader *r)
-{
-    if (r->n == 0)
-        return 0;
-    r->n--;
-    return *r->p++;
-}
-
-static uint64_t rd_raw(reader *r, int bytes)
-{
-    uint64_t v = 0;
-    int i;
-    for (i = 0; i < bytes; i++)
-        v |= (uint64_t)rd_u8(r) << (8 * i);
-    return v;
-}
-
 static const int64_t k_int_special[] = {
     0, 1, -1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 48, 63, 64, 65, 255, 256, 257, 1008, 1023,
     1024, 1025, 1040, 4096, 65536, 2147483646LL, 2147483647LL, 2147483648LL,
@@ -121,23 +100,8 @@ static const int64_t k_int_special[] = {
 };
 #define N_INT_SPECIAL ((int)(sizeof k_int_special / sizeof k_int_special[0]))
 
-static int64_t rd_int(reader *r)
-{
-    uint8_t c = rd_u8(r);
-    if (c < 0x80)
-        return (int64_t)c - 16;
-    if (c == 0xFE)
-        return (int64_t)(int32_t)(uint32_t)rd_raw(r, 4);
-    if (c == 0xFF)
-        return (int64_t)rd_raw(r, 8);
-    return k_int_special[(c - 0x80) % N_INT_SPECIAL];
-}
-
-/* An int field: the INT truncated as a C conversion to int would (two's complement). */
-static int rd_int32(reader *r)
-{
-    return (int)(int32_t)(uint32_t)(uint64_t)rd_int(r);
-}
+#define rd_int(r) rd_int_in((r), k_int_special, N_INT_SPECIAL)
+#define rd_int32(r) rd_int32_in((r), k_int_special, N_INT_SPECIAL)
 
 /* ------------------------------------------------------------------------------------ */
 /* Small helpers                                                                        */
