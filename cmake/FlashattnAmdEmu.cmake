@@ -2,13 +2,22 @@
 # installed): the emulator core of src/emu (fibers, collectives, LDS arena, the ISA
 # semantics) as one library, and per emulated target (gfx942 wave64 MFMA, gfx1100 and
 # gfx1201 wave32 WMMA) a Catch2 executable of its instruction and scheduler tests,
-# registered as the ctest entries amd_emu_isa_gfx<target>_*. Built with clang (the
-# device headers need ext_vector_type and _Float16) at -O1 under ASan and UBSan
-# (docs/research/issue15_emulator.md 3.1): an out-of-range LDS access must be caught.
+# registered as the ctest entries amd_emu_isa_gfx<target>_*. Then, per target of
+# FA_EMU_API_TARGETS, flashattn itself with the emulator as its HIP runtime
+# (flashattn_amd_emu_gfx<target>) and its tests through the public API (ctest
+# amd_emu_gfx<target>_*). Built with clang (the device headers need ext_vector_type and
+# _Float16) at -O1 under ASan and UBSan (docs/research/issue15_emulator.md 3.1): an
+# out-of-range LDS access must be caught.
 
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR CMAKE_CXX_COMPILER_VERSION VERSION_LESS 17)
   message(FATAL_ERROR "FA_BUILD_AMD_EMU needs clang++ 17 or newer as the C++ compiler "
                       "(configure a fresh build directory with -DCMAKE_CXX_COMPILER=clang++-19)")
+endif()
+# The host sources join the emulated library under the same sanitizers, whose runtime
+# must be clang's.
+if(NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "FA_BUILD_AMD_EMU needs clang as the C compiler too "
+                      "(configure a fresh build directory with -DCMAKE_C_COMPILER=clang-19)")
 endif()
 find_package(Catch2 2 REQUIRED)
 include(Catch)
@@ -42,4 +51,71 @@ foreach(target 942 1100 1201)
                    -DFA_EMU_TARGET=${target} -include fa_amd_isa.h -I${PROJECT_SOURCE_DIR}/src/emu
                    -I${PROJECT_SOURCE_DIR}/src/emu/include -I${PROJECT_SOURCE_DIR}/src/hip
                    -I${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/src/hip/fa_device.h)
+endforeach()
+
+# ---- flashattn on the emulated device ----
+
+# The kernels each emulated library holds (step 3 of the research note: the shared
+# kernels and the forward d64 f16 rows of gfx942; every other instance stays planned in
+# its registry, so fa_fwd refuses it as not compiled). The names are those of
+# cmake/FlashattnInstances.cmake.
+set(FA_EMU_API_TARGETS 942 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
+set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1
+    CACHE STRING "HIP kernel instances compiled into the emulated libraries")
+set(FA_EMU_ARCH_942 gfx942)
+set(FA_EMU_ARCH_1100 gfx1100)
+set(FA_EMU_ARCH_1201 gfx1201)
+
+# The registry of the emulated library: the hip rows of FA_EMU_INSTANCES built, the
+# other hip rows planned, the CPU rows as always.
+function(fa_emu_registry out)
+  set(FA_BUILT_cuda FALSE)
+  set(FA_BUILT_hip TRUE)
+  set(FA_BUILT_NAMES_hip ${FA_EMU_INSTANCES})
+  fa_write_registry(${out})
+endfunction()
+
+set(FA_EMU_DIR ${PROJECT_BINARY_DIR}/amd_emu)
+include(FlashattnInstances)
+fa_instance_units(hip ${FA_EMU_DIR}/units cpp)
+fa_emu_registry(${FA_EMU_DIR}/registry.c)
+set(FA_EMU_UNITS ${FA_EMU_DIR}/units/fa_hip_shared_kernels.cpp)
+foreach(name IN LISTS FA_EMU_INSTANCES)
+  if(NOT EXISTS ${FA_EMU_DIR}/units/${name}.cpp)
+    message(FATAL_ERROR "FA_EMU_INSTANCES: no hip instance ${name} in the instance lists")
+  endif()
+  list(APPEND FA_EMU_UNITS ${FA_EMU_DIR}/units/${name}.cpp)
+endforeach()
+
+foreach(target IN LISTS FA_EMU_API_TARGETS)
+  set(arch ${FA_EMU_ARCH_${target}})
+  set(lib flashattn_amd_emu_gfx${target})
+  # The HIP kernel units for the host: src/hip/fa_device.h over the emulated thin names
+  # (forced in, as the fa_device_h_compiles test above checks).
+  add_library(${lib}_kernels OBJECT ${FA_EMU_UNITS})
+  target_include_directories(${lib}_kernels PRIVATE ${PROJECT_SOURCE_DIR}/src/emu ${PROJECT_SOURCE_DIR}/src/emu/include
+                             ${PROJECT_SOURCE_DIR}/src/hip ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/include)
+  target_compile_definitions(${lib}_kernels PRIVATE FA_EMU_TARGET=${target})
+  target_compile_options(${lib}_kernels PRIVATE -include fa_amd_isa.h)
+  target_link_libraries(${lib}_kernels PRIVATE fa_amd_emu)
+  set_target_properties(${lib}_kernels PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  # The host side is flashattn's own, built with the HIP backend listed (gpu_backend.c's
+  # FA_HAVE_HIP) and the emulator as its runtime table.
+  add_library(${lib} STATIC ${FA_COMMON_SOURCES} ${FA_EMU_DIR}/registry.c
+              ${PROJECT_SOURCE_DIR}/src/emu/fa_emu_runtime.cpp $<TARGET_OBJECTS:${lib}_kernels>)
+  target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
+  target_compile_definitions(${lib} PRIVATE FA_HAVE_HIP=1 FA_EMU_TARGET=${target})
+  target_link_libraries(${lib} PUBLIC fa_amd_emu Threads::Threads m)
+  set_target_properties(${lib} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+
+  set(exe ${lib}_tests)
+  add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp ${PROJECT_SOURCE_DIR}/tests/oracle.cpp
+                 ${PROJECT_SOURCE_DIR}/tests/cpu_case.cpp ${PROJECT_SOURCE_DIR}/tests/reference/fa_reference.c
+                 ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/reference
+                             ${PROJECT_SOURCE_DIR}/src/common)
+  target_compile_definitions(${exe} PRIVATE FA_EMU_ARCH="${arch}")
+  target_link_libraries(${exe} PRIVATE ${lib} Catch2::Catch2)
+  set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  catch_discover_tests(${exe} TEST_PREFIX amd_emu_gfx${target}_)
 endforeach()

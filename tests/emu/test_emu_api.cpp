@@ -1,0 +1,326 @@
+// test_emu_api.cpp - flashattn's public API on the emulated AMD device (issue 15, step
+// 3): fa_create(FA_BACKEND_HIP) reaches the emulator, which reports the arch table's
+// own row; the real HIP kernels then run through it. fa_combine (the shared kernels'
+// combine) on random partials, empty ones included, against an fp64 combine; a varlen
+// forward whose device check (seq_check) runs, passing a good call and reporting a bad
+// one; the forward at odd lengths with GQA against the fp64 oracle, outputs poisoned
+// first, and bitwise equal in the forward and the reverse wave order. Device memory is
+// host memory here, so the tensors are host tensors.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "api/dtype.h"
+#include "cpu_case.hpp"
+#include "flashattn.h"
+#include "oracle.hpp"
+
+using fa_oracle::HostTensor;
+using fa_oracle::Precision;
+using fa_oracle::Reference;
+using fa_test::Case;
+using fa_test::Run;
+
+namespace {
+
+struct EmuContext {
+    fa_context *ctx = nullptr;
+    EmuContext()
+    {
+        const fa_status st = fa_create(&ctx, FA_BACKEND_HIP, 0);
+        INFO(fa_create_error());
+        REQUIRE(st == FA_OK);
+    }
+    ~EmuContext() { fa_destroy(ctx); }
+};
+
+// FA_EMU_ORDER for the scope of one run (the runtime reads it at every launch).
+struct WaveOrder {
+    explicit WaveOrder(const char *order) { setenv("FA_EMU_ORDER", order, 1); }
+    ~WaveOrder() { unsetenv("FA_EMU_ORDER"); }
+};
+
+bool contains(const std::string &text, const char *part) { return text.find(part) != std::string::npos; }
+
+fa_status forward(const EmuContext &cx, Run &r, const fa_params &params)
+{
+    const fa_status st = fa_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &params, &r.out.view, &r.lse.view,
+                                nullptr, 0);
+    INFO(fa_last_error(cx.ctx));
+    return st;
+}
+
+// The tolerance rule of the CPU tests: twice what a naive implementation in the dtype
+// is off by, against the fp64 oracle.
+void check_against_oracle(const Run &r, const fa_params &params)
+{
+    const Reference exact = reference_attention(r.q.view, r.k.view, r.v.view, params, Precision::Exact);
+    const Reference naive = reference_attention(r.q.view, r.k.view, r.v.view, params, Precision::Naive);
+    const double out_error = max_out_error(r.out.view, exact), lse_error = max_lse_error(r.lse.view, exact);
+    const double out_bound = 2.0 * max_out_difference(naive, exact) + 1e-5;
+    const double lse_bound = 2.0 * max_lse_difference(naive, exact) + 1e-5;
+    CAPTURE(out_error, out_bound, lse_error, lse_bound);
+    CHECK(out_error <= out_bound);
+    CHECK(lse_error <= lse_bound);
+}
+
+// ---- the combine ----
+
+// n partials of [b, s_q, h, d] in one 16-bit dtype with their f32 LSEs, and the combine
+// computed in fp64 from the values as stored.
+struct Partials {
+    fa_dtype dtype;
+    int64_t b = 2, s_q = 37, h = 3, d = 64;
+    int n = 5;
+    std::vector<std::vector<uint16_t>> outs;
+    std::vector<std::vector<float>> lses;
+    std::vector<double> want_out, want_lse;
+
+    size_t rows() const { return (size_t)(b * s_q * h); }
+    size_t out_at(int64_t bi, int64_t s, int64_t hi, int64_t c) const { return ((bi * s_q + s) * h + hi) * d + c; }
+    size_t lse_at(int64_t bi, int64_t s, int64_t hi) const { return (bi * h + hi) * s_q + s; }
+    float value(uint16_t bits) const { return dtype == FA_DTYPE_F16 ? fa_f16_to_f32(bits) : fa_bf16_to_f32(bits); }
+
+    explicit Partials(fa_dtype dt) : dtype(dt)
+    {
+        std::mt19937 rng(dt == FA_DTYPE_F16 ? 11 : 12);
+        std::normal_distribution<float> normal(0.f, 1.f);
+        outs.assign(n, std::vector<uint16_t>(rows() * d));
+        lses.assign(n, std::vector<float>(rows()));
+        for (int i = 0; i < n; ++i) {
+            for (uint16_t &x : outs[i])
+                x = dt == FA_DTYPE_F16 ? fa_f32_to_f16(normal(rng)) : fa_f32_to_bf16(normal(rng));
+            for (float &l : lses[i])
+                l = 3.f * normal(rng);
+        }
+        mark_empty();
+        combine_fp64();
+    }
+
+    // Partial 1 saw no key anywhere (-inf), partial 3 none in batch 1 (+inf, as
+    // FlashAttention-2 writes it); in batch 0, rows 5 and 36 of head 2 saw none at all.
+    void mark_empty()
+    {
+        for (float &l : lses[1])
+            l = -INFINITY;
+        for (int64_t s = 0; s < s_q; ++s)
+            for (int64_t hi = 0; hi < h; ++hi)
+                lses[3][lse_at(1, s, hi)] = INFINITY;
+        for (int i = 0; i < n; ++i)
+            lses[i][lse_at(0, 5, 2)] = lses[i][lse_at(0, 36, 2)] = -INFINITY;
+    }
+
+    void combine_fp64()
+    {
+        want_out.assign(rows() * d, 0.0);
+        want_lse.assign(rows(), -INFINITY);
+        for (int64_t bi = 0; bi < b; ++bi)
+            for (int64_t s = 0; s < s_q; ++s)
+                for (int64_t hi = 0; hi < h; ++hi)
+                    combine_row(bi, s, hi);
+    }
+
+    void combine_row(int64_t bi, int64_t s, int64_t hi)
+    {
+        const size_t row = lse_at(bi, s, hi);
+        double top = -INFINITY, sum = 0.0;
+        for (int i = 0; i < n; ++i)
+            if (std::isfinite(lses[i][row]))
+                top = std::max(top, (double)lses[i][row]);
+        if (top == -INFINITY)
+            return;
+        for (int i = 0; i < n; ++i)
+            if (std::isfinite(lses[i][row]))
+                sum += std::exp(lses[i][row] - top);
+        want_lse[row] = top + std::log(sum);
+        for (int i = 0; i < n; ++i) {
+            if (!std::isfinite(lses[i][row]))
+                continue;
+            const double w = std::exp(lses[i][row] - want_lse[row]);
+            for (int64_t c = 0; c < d; ++c)
+                want_out[out_at(bi, s, hi, c)] += w * value(outs[i][out_at(bi, s, hi, c)]);
+        }
+    }
+};
+
+TEST_CASE("combine_matches_the_fp64_combine_with_empty_partials")
+{
+    EmuContext cx;
+    for (fa_dtype dt : {FA_DTYPE_F16, FA_DTYPE_BF16}) {
+        INFO(fa_dtype_name(dt));
+        Partials p(dt);
+        std::vector<fa_tensor> part_out, part_lse;
+        for (int i = 0; i < p.n; ++i) {
+            part_out.push_back(fa_tensor_bshd(p.outs[i].data(), dt, p.b, p.s_q, p.h, p.d));
+            part_lse.push_back(fa_tensor_lse(p.lses[i].data(), p.b, p.h, p.s_q));
+        }
+        const uint16_t poison = dt == FA_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+        std::vector<uint16_t> out(p.rows() * p.d, poison);
+        std::vector<float> lse(p.rows(), NAN);
+        fa_tensor tout = fa_tensor_bshd(out.data(), dt, p.b, p.s_q, p.h, p.d);
+        fa_tensor tlse = fa_tensor_lse(lse.data(), p.b, p.h, p.s_q);
+        const fa_status st = fa_combine(cx.ctx, p.n, part_out.data(), part_lse.data(), &tout, &tlse);
+        INFO(fa_last_error(cx.ctx));
+        REQUIRE(st == FA_OK);
+        // One rounding of the result to the dtype, plus fp32 arithmetic.
+        const double ulp = dt == FA_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+        double worst = 0.0, worst_lse = 0.0;
+        for (size_t i = 0; i < out.size(); ++i) {
+            const double e = std::fabs(p.value(out[i]) - p.want_out[i]) / (1.0 + std::fabs(p.want_out[i]));
+            worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+        }
+        for (size_t i = 0; i < lse.size(); ++i) {
+            const bool none = p.want_lse[i] == -INFINITY;
+            worst_lse = std::max(worst_lse, none ? (lse[i] == -INFINITY ? 0.0 : INFINITY)
+                                                 : std::fabs(lse[i] - p.want_lse[i]));
+        }
+        CAPTURE(worst, worst_lse);
+        CHECK(worst <= ulp);
+        CHECK(worst_lse <= 1e-5);
+        for (int64_t c = 0; c < p.d; ++c)
+            CHECK(p.value(out[p.out_at(0, 5, 2, c)]) == 0.f);
+    }
+}
+
+// ---- the device check ----
+
+Case varlen_case()
+{
+    Case c;
+    c.dtype = FA_DTYPE_F16;
+    c.dim = 64;
+    c.heads = 4;
+    c.heads_k = 2;
+    c.cu_q = {0, 37, 37, 101};
+    c.cu_k = {0, 71, 90, 90};
+    c.seqlen_q = 64;
+    c.seqlen_k = 71;
+    return c;
+}
+
+// Global query rows [g0, g1) of a varlen output still poisoned.
+bool rows_poisoned(const HostTensor &out, int64_t g0, int64_t g1, int heads, int dim)
+{
+    for (int64_t g = g0; g < g1; ++g)
+        for (int h = 0; h < heads; ++h)
+            for (int c = 0; c < dim; ++c) {
+                const int64_t at[3] = {g, h, c};
+                if (!std::isnan(fa_oracle::element(out.view, at)))
+                    return false;
+            }
+    return true;
+}
+
+TEST_CASE("varlen_forward_passes_its_device_check")
+{
+    const Case c = varlen_case();
+    Run r;
+    fa_test::prepare(c, r);
+    EmuContext cx;
+    REQUIRE(forward(cx, r, r.params) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+    REQUIRE(fa_oracle::all_elements_written(r.out));
+    check_against_oracle(r, r.params);
+}
+
+TEST_CASE("varlen_forward_device_check_reports_a_long_sequence")
+{
+    const Case c = varlen_case();
+    Run r;
+    fa_test::prepare(c, r);
+    EmuContext cx;
+    fa_params bad = r.params;
+    bad.max_seqlen_k = 60; // sequence 0 has 71 keys
+    REQUIRE(forward(cx, r, bad) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+    const std::string msg = fa_last_error(cx.ctx);
+    INFO(msg);
+    CHECK(contains(msg, "sequence 0 has 71 key rows > max_seqlen_k 60"));
+    CHECK(rows_poisoned(r.out, 0, 37, c.heads, c.dim));
+    CHECK(!rows_poisoned(r.out, 37, 101, c.heads, c.dim));
+    CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+}
+
+// ---- the forward ----
+
+Case odd_gqa_case(int causal)
+{
+    Case c;
+    c.dtype = FA_DTYPE_F16;
+    c.batch = 2;
+    c.seqlen_q = 37;
+    c.seqlen_k = 71;
+    c.heads = 6;
+    c.heads_k = 2;
+    c.dim = 64;
+    c.causal = causal;
+    c.seed = 40 + causal;
+    return c;
+}
+
+TEST_CASE("context_is_the_emulated_target_row")
+{
+    EmuContext cx;
+    fa_device_info info;
+    REQUIRE(fa_get_device_info(cx.ctx, &info) == FA_OK);
+    CHECK(std::string(info.arch) == FA_EMU_ARCH);
+    CHECK(info.row_from_table == 1);
+    CHECK(contains(info.device_name, "emulated"));
+}
+
+TEST_CASE("forward_d64_f16_odd_lengths_gqa_matches_the_oracle")
+{
+    for (int causal = 0; causal < 2; ++causal) {
+        const Case c = odd_gqa_case(causal);
+        INFO(fa_test::describe(c));
+        Run r;
+        fa_test::prepare(c, r);
+        EmuContext cx;
+        fa_plan plan;
+        REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK);
+        INFO(plan.kernel << " splits " << plan.num_splits << ": " << plan.reason);
+        CHECK(std::string(plan.arch) == FA_EMU_ARCH);
+        REQUIRE(forward(cx, r, r.params) == FA_OK);
+        REQUIRE(fa_oracle::all_elements_written(r.out));
+        REQUIRE(fa_oracle::all_elements_written(r.lse));
+        check_against_oracle(r, r.params);
+    }
+}
+
+TEST_CASE("forward_is_the_same_in_the_reverse_wave_order")
+{
+    const Case c = odd_gqa_case(1);
+    Run fwd, rev;
+    fa_test::prepare(c, fwd);
+    fa_test::prepare(c, rev);
+    EmuContext cx;
+    REQUIRE(forward(cx, fwd, fwd.params) == FA_OK);
+    {
+        WaveOrder order("reverse");
+        REQUIRE(forward(cx, rev, rev.params) == FA_OK);
+    }
+    CHECK(fwd.out.storage == rev.out.storage);
+    CHECK(fwd.lse.storage == rev.lse.storage);
+}
+
+TEST_CASE("forward_of_an_uncompiled_head_dim_is_refused")
+{
+    Case c = odd_gqa_case(0);
+    c.dim = 128;
+    Run r;
+    fa_test::prepare(c, r);
+    EmuContext cx;
+    const fa_status st = fa_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &r.out.view, &r.lse.view,
+                                nullptr, 0);
+    INFO(fa_last_error(cx.ctx));
+    CHECK(st == FA_ERR_UNSUPPORTED);
+    CHECK(contains(fa_last_error(cx.ctx), "not compiled"));
+}
+
+} // namespace
