@@ -59,26 +59,16 @@ endforeach()
 # kernels and the forward d64 f16 rows of gfx942; every other instance stays planned in
 # its registry, so fa_fwd refuses it as not compiled). The names are those of
 # cmake/FlashattnInstances.cmake.
-set(FA_EMU_API_TARGETS 942 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
+set(FA_EMU_API_TARGETS 942 1100 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
 set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1
     CACHE STRING "HIP kernel instances compiled into the emulated libraries")
 set(FA_EMU_ARCH_942 gfx942)
 set(FA_EMU_ARCH_1100 gfx1100)
 set(FA_EMU_ARCH_1201 gfx1201)
 
-# The registry of the emulated library: the hip rows of FA_EMU_INSTANCES built, the
-# other hip rows planned, the CPU rows as always.
-function(fa_emu_registry out)
-  set(FA_BUILT_cuda FALSE)
-  set(FA_BUILT_hip TRUE)
-  set(FA_BUILT_NAMES_hip ${FA_EMU_INSTANCES})
-  fa_write_registry(${out})
-endfunction()
-
 set(FA_EMU_DIR ${PROJECT_BINARY_DIR}/amd_emu)
 include(FlashattnInstances)
 fa_instance_units(hip ${FA_EMU_DIR}/units cpp)
-fa_emu_registry(${FA_EMU_DIR}/registry.c)
 set(FA_EMU_UNITS ${FA_EMU_DIR}/units/fa_hip_shared_kernels.cpp)
 foreach(name IN LISTS FA_EMU_INSTANCES)
   if(NOT EXISTS ${FA_EMU_DIR}/units/${name}.cpp)
@@ -87,21 +77,40 @@ foreach(name IN LISTS FA_EMU_INSTANCES)
   list(APPEND FA_EMU_UNITS ${FA_EMU_DIR}/units/${name}.cpp)
 endforeach()
 
+# The registry of one emulated target: the hip rows of FA_EMU_INSTANCES that the target
+# compiles built, the other hip rows planned, the CPU rows as always. A wave32 target
+# compiles only the rows listing wave 32 (cmake/kernel_unit.in), as on the device.
+function(fa_emu_registry target out)
+  set(FA_BUILT_cuda FALSE)
+  set(FA_BUILT_hip TRUE)
+  set(FA_BUILT_NAMES_hip "")
+  foreach(name IN LISTS FA_EMU_INSTANCES)
+    # The manifest line of its first kernel: "... DTYPE WAVE32 SOURCE".
+    string(REGEX MATCH " ([01]) [^ \n]*/${name}[.]cpp" _ "${FA_UNIT_MANIFEST}")
+    if(target EQUAL 942 OR CMAKE_MATCH_1 EQUAL 1)
+      list(APPEND FA_BUILT_NAMES_hip ${name})
+    endif()
+  endforeach()
+  fa_write_registry(${out})
+endfunction()
+
 foreach(target IN LISTS FA_EMU_API_TARGETS)
   set(arch ${FA_EMU_ARCH_${target}})
   set(lib flashattn_amd_emu_gfx${target})
+  fa_emu_registry(${target} ${FA_EMU_DIR}/gfx${target}/registry.c)
   # The HIP kernel units for the host: src/hip/fa_device.h over the emulated thin names
   # (forced in, as the fa_device_h_compiles test above checks).
   add_library(${lib}_kernels OBJECT ${FA_EMU_UNITS})
   target_include_directories(${lib}_kernels PRIVATE ${PROJECT_SOURCE_DIR}/src/emu ${PROJECT_SOURCE_DIR}/src/emu/include
                              ${PROJECT_SOURCE_DIR}/src/hip ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/include)
   target_compile_definitions(${lib}_kernels PRIVATE FA_EMU_TARGET=${target})
-  target_compile_options(${lib}_kernels PRIVATE -include fa_amd_isa.h)
+  # -Wno-pass-failed: clang's host passes cannot unroll every loop the kernels mark.
+  target_compile_options(${lib}_kernels PRIVATE -include fa_amd_isa.h -Wno-pass-failed)
   target_link_libraries(${lib}_kernels PRIVATE fa_amd_emu)
   set_target_properties(${lib}_kernels PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   # The host side is flashattn's own, built with the HIP backend listed (gpu_backend.c's
   # FA_HAVE_HIP) and the emulator as its runtime table.
-  add_library(${lib} STATIC ${FA_COMMON_SOURCES} ${FA_EMU_DIR}/registry.c
+  add_library(${lib} STATIC ${FA_COMMON_SOURCES} ${FA_EMU_DIR}/gfx${target}/registry.c
               ${PROJECT_SOURCE_DIR}/src/emu/fa_emu_runtime.cpp $<TARGET_OBJECTS:${lib}_kernels>)
   target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
   target_compile_definitions(${lib} PRIVATE FA_HAVE_HIP=1 FA_EMU_TARGET=${target})
