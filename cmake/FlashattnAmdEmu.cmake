@@ -56,12 +56,13 @@ endforeach()
 # ---- flashattn on the emulated device ----
 
 # The kernels each emulated library holds (step 3 of the research note: the shared
-# kernels and the forward d64 f16 rows of gfx942; every other instance stays planned in
-# its registry, so fa_fwd refuses it as not compiled). The names are those of
+# kernels and the forward d64 rows, both of them per dtype so the dispatcher's choice
+# among them is the real part's; every other instance stays planned in the registry,
+# so fa_fwd refuses it as not compiled). The names are those of
 # cmake/FlashattnInstances.cmake.
 set(FA_EMU_API_TARGETS 942 1100 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
-set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1
-    CACHE STRING "HIP kernel instances compiled into the emulated libraries")
+set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1 fa_hip_fwd_d64_bf16_128x64x1
+    fa_hip_fwd_d64_bf16_64x64x1 CACHE STRING "HIP kernel instances compiled into the emulated libraries")
 set(FA_EMU_ARCH_942 gfx942)
 set(FA_EMU_ARCH_1100 gfx1100)
 set(FA_EMU_ARCH_1201 gfx1201)

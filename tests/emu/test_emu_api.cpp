@@ -249,10 +249,10 @@ TEST_CASE("varlen_forward_device_check_reports_a_long_sequence")
 
 // ---- the forward ----
 
-Case odd_gqa_case(int causal)
+Case odd_gqa_case(int causal, fa_dtype dtype = FA_DTYPE_F16)
 {
     Case c;
-    c.dtype = FA_DTYPE_F16;
+    c.dtype = dtype;
     c.batch = 2;
     c.seqlen_q = 37;
     c.seqlen_k = 71;
@@ -274,23 +274,38 @@ TEST_CASE("context_is_the_emulated_target_row")
     CHECK(contains(info.device_name, "emulated"));
 }
 
-TEST_CASE("forward_d64_f16_odd_lengths_gqa_matches_the_oracle")
+// The forward of c on the emulator (num_splits as fa_params takes it) against the
+// oracle; the plan it ran, for the caller.
+fa_plan check_forward(const Case &c, int num_splits = 0)
 {
-    for (int causal = 0; causal < 2; ++causal) {
-        const Case c = odd_gqa_case(causal);
-        INFO(fa_test::describe(c));
-        Run r;
-        fa_test::prepare(c, r);
-        EmuContext cx;
-        fa_plan plan;
-        REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK);
-        INFO(plan.kernel << " splits " << plan.num_splits << ": " << plan.reason);
-        CHECK(std::string(plan.arch) == FA_EMU_ARCH);
-        REQUIRE(forward(cx, r, r.params) == FA_OK);
-        REQUIRE(fa_oracle::all_elements_written(r.out));
-        REQUIRE(fa_oracle::all_elements_written(r.lse));
-        check_against_oracle(r, r.params);
-    }
+    INFO(fa_test::describe(c));
+    Run r;
+    fa_test::prepare(c, r);
+    r.params.num_splits = num_splits;
+    EmuContext cx;
+    fa_plan plan;
+    REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK);
+    INFO(plan.kernel << " splits " << plan.num_splits << ": " << plan.reason);
+    CHECK(std::string(plan.arch) == FA_EMU_ARCH);
+    REQUIRE(forward(cx, r, r.params) == FA_OK);
+    REQUIRE(fa_oracle::all_elements_written(r.out));
+    REQUIRE(fa_oracle::all_elements_written(r.lse));
+    check_against_oracle(r, r.params);
+    return plan;
+}
+
+TEST_CASE("forward_d64_odd_lengths_gqa_matches_the_oracle")
+{
+    for (fa_dtype dt : {FA_DTYPE_F16, FA_DTYPE_BF16})
+        for (int causal = 0; causal < 2; ++causal)
+            check_forward(odd_gqa_case(causal, dt));
+}
+
+TEST_CASE("forward_split_kv_and_its_combine_match_the_oracle")
+{
+    Case c = odd_gqa_case(0);
+    c.seqlen_k = 300;
+    CHECK(check_forward(c, 3).num_splits == 3);
 }
 
 TEST_CASE("forward_is_the_same_in_the_reverse_wave_order")
