@@ -56,13 +56,14 @@ endforeach()
 # ---- flashattn on the emulated device ----
 
 # The kernels each emulated library holds (step 3 of the research note: the shared
-# kernels and the forward d64 rows, both of them per dtype so the dispatcher's choice
-# among them is the real part's; every other instance stays planned in the registry,
-# so fa_fwd refuses it as not compiled). The names are those of
+# kernels and every forward d64 row, f16 and bf16, so the dispatcher's choice among
+# them is the real part's; every other instance stays planned in the registry, so
+# fa_fwd refuses it as not compiled). The names are those of
 # cmake/FlashattnInstances.cmake.
-set(FA_EMU_API_TARGETS 942 1100 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
+set(FA_EMU_API_TARGETS 942 1100 1201 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
 set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1 fa_hip_fwd_d64_bf16_128x64x1
     fa_hip_fwd_d64_bf16_64x64x1 CACHE STRING "HIP kernel instances compiled into the emulated libraries")
+set(FA_EMU_WAVE64_TARGETS 942)
 set(FA_EMU_ARCH_942 gfx942)
 set(FA_EMU_ARCH_1100 gfx1100)
 set(FA_EMU_ARCH_1201 gfx1201)
@@ -88,7 +89,7 @@ function(fa_emu_registry target out)
   foreach(name IN LISTS FA_EMU_INSTANCES)
     # The manifest line of its first kernel: "... DTYPE WAVE32 SOURCE".
     string(REGEX MATCH " ([01]) [^ \n]*/${name}[.]cpp" _ "${FA_UNIT_MANIFEST}")
-    if(target EQUAL 942 OR CMAKE_MATCH_1 EQUAL 1)
+    if(target IN_LIST FA_EMU_WAVE64_TARGETS OR CMAKE_MATCH_1 EQUAL 1)
       list(APPEND FA_BUILT_NAMES_hip ${name})
     endif()
   endforeach()

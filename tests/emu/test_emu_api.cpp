@@ -11,7 +11,6 @@
 #include <stdlib.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -40,10 +39,24 @@ struct EmuContext {
     ~EmuContext() { fa_destroy(ctx); }
 };
 
-// FA_EMU_ORDER for the scope of one run (the runtime reads it at every launch).
+// FA_EMU_ORDER for the scope of one run (the runtime reads it at every launch), the
+// caller's own restored after it.
 struct WaveOrder {
-    explicit WaveOrder(const char *order) { setenv("FA_EMU_ORDER", order, 1); }
-    ~WaveOrder() { unsetenv("FA_EMU_ORDER"); }
+    std::string saved;
+    bool had;
+    explicit WaveOrder(const char *order) : had(getenv("FA_EMU_ORDER") != nullptr)
+    {
+        if (had)
+            saved = getenv("FA_EMU_ORDER");
+        setenv("FA_EMU_ORDER", order, 1);
+    }
+    ~WaveOrder()
+    {
+        if (had)
+            setenv("FA_EMU_ORDER", saved.c_str(), 1);
+        else
+            unsetenv("FA_EMU_ORDER");
+    }
 };
 
 bool contains(const std::string &text, const char *part) { return text.find(part) != std::string::npos; }
@@ -315,7 +328,10 @@ TEST_CASE("forward_is_the_same_in_the_reverse_wave_order")
     fa_test::prepare(c, fwd);
     fa_test::prepare(c, rev);
     EmuContext cx;
-    REQUIRE(forward(cx, fwd, fwd.params) == FA_OK);
+    {
+        WaveOrder order("forward");
+        REQUIRE(forward(cx, fwd, fwd.params) == FA_OK);
+    }
     {
         WaveOrder order("reverse");
         REQUIRE(forward(cx, rev, rev.params) == FA_OK);
