@@ -4,13 +4,15 @@
 // combine) on random partials, empty ones included, against an fp64 combine; a varlen
 // forward whose device check (seq_check) runs, passing a good call and reporting a bad
 // one; the forward at odd lengths with GQA against the fp64 oracle, outputs poisoned
-// first, and bitwise equal in the forward and the reverse wave order. Device memory is
-// host memory here, so the tensors are host tensors.
+// first, and bitwise equal in the forward and the reverse wave order; an emulator error
+// named with its kernel by the runtime table. Device memory is host memory here, so the
+// tensors are host tensors.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +20,8 @@
 #include "api/dtype.h"
 #include "cpu_case.hpp"
 #include "flashattn.h"
+#include "gpu_host/gpu_runtime.h"
+#include "gpu_kernels/seq_check_args.h"
 #include "oracle.hpp"
 
 using fa_oracle::HostTensor;
@@ -352,6 +356,23 @@ TEST_CASE("forward_of_an_uncompiled_head_dim_is_refused")
     INFO(fa_last_error(cx.ctx));
     CHECK(st == FA_ERR_UNSUPPORTED);
     CHECK(contains(fa_last_error(cx.ctx), "not compiled"));
+}
+
+// ---- the runtime table ----
+
+// A block that is not whole waves never starts; the table's error text names the
+// kernel and the emulator's reason, which gpu_backend.c puts in fa_last_error.
+TEST_CASE("runtime_table_names_the_kernel_of_a_failed_launch")
+{
+    fa_seq_check_args args;
+    memset(&args, 0, sizeof args);
+    void *kernel_args[] = {&args};
+    const int err = fa_hip_runtime.launch(*fa_hip_runtime.seq_check, {1, 1, 1}, 48, kernel_args, 0, nullptr, 0);
+    REQUIRE(err != 0);
+    const std::string text = fa_hip_runtime.error_text(err);
+    INFO(text);
+    CHECK(contains(text, "fa_hip_seq_check (emulated " FA_EMU_ARCH ")"));
+    CHECK(contains(text, "48 lanes are not whole waves"));
 }
 
 } // namespace
