@@ -56,13 +56,14 @@ endforeach()
 # ---- flashattn on the emulated device ----
 
 # The kernels each emulated library holds (step 3 of the research note: the shared
-# kernels and every forward d64 row, f16 and bf16, so the dispatcher's choice among
-# them is the real part's; every other instance stays planned in the registry, so
-# fa_fwd refuses it as not compiled). The names are those of
-# cmake/FlashattnInstances.cmake.
+# kernels, every forward d64 row in f16 and bf16, and every backward d32 and d64 row in
+# f16, so the dispatcher's choice among them is the real part's; every other instance
+# stays planned in the registry, so the API refuses it as not compiled). The names are
+# those of cmake/FlashattnInstances.cmake.
 set(FA_EMU_API_TARGETS 942 1100 1201 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
 set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1 fa_hip_fwd_d64_bf16_128x64x1
-    fa_hip_fwd_d64_bf16_64x64x1 CACHE STRING "HIP kernel instances compiled into the emulated libraries")
+    fa_hip_fwd_d64_bf16_64x64x1 fa_hip_bwd_d32_f16_64x64x1 fa_hip_bwd_d32_f16_32x32x1 fa_hip_bwd_d64_f16_64x64x1
+    CACHE STRING "HIP kernel instances compiled into the emulated libraries")
 set(FA_EMU_WAVE64_TARGETS 942)
 set(FA_EMU_ARCH_942 gfx942)
 set(FA_EMU_ARCH_1100 gfx1100)
@@ -126,7 +127,11 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
   target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/reference
                              ${PROJECT_SOURCE_DIR}/src/common)
   # FA_HAVE_HIP: gpu_runtime.h declares fa_hip_runtime, which one test calls directly.
-  target_compile_definitions(${exe} PRIVATE FA_EMU_ARCH="${arch}" FA_HAVE_HIP=1)
+  set(wave 32)
+  if(target IN_LIST FA_EMU_WAVE64_TARGETS)
+    set(wave 64)
+  endif()
+  target_compile_definitions(${exe} PRIVATE FA_EMU_ARCH="${arch}" FA_EMU_WAVE_SIZE=${wave} FA_HAVE_HIP=1)
   target_link_libraries(${exe} PRIVATE ${lib} Catch2::Catch2)
   set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   catch_discover_tests(${exe} TEST_PREFIX amd_emu_gfx${target}_)

@@ -358,6 +358,62 @@ TEST_CASE("forward_of_an_uncompiled_head_dim_is_refused")
     CHECK(contains(fa_last_error(cx.ctx), "not compiled"));
 }
 
+// ---- the backward ----
+
+// The backward of c on the emulator (out and lse from the CPU backend's forward) against
+// the fp64 reference gradients, with the CPU tests' rule: 3x a naive backward's error
+// plus 1e-5, per gradient. The status of fa_bwd when it is not FA_OK.
+fa_status check_backward(const Case &c, int deterministic)
+{
+    INFO(fa_test::describe(c) << " deterministic " << deterministic);
+    Run r;
+    fa_test::prepare(c, r);
+    fa_test::forward(c, r);
+    r.params.deterministic = deterministic;
+    HostTensor dout = fa_test::operand(c, fa_test::rows_q(c), c.heads), dq = fa_test::operand(c, fa_test::rows_q(c), c.heads);
+    HostTensor dk = fa_test::operand(c, fa_test::rows_k(c), c.heads_k), dv = fa_test::operand(c, fa_test::rows_k(c), c.heads_k);
+    fa_oracle::fill_normal(dout, c.seed * 3 + 7);
+    EmuContext cx;
+    fa_plan plan;
+    const bool planned = fa_plan_bwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK;
+    INFO((planned ? std::string(plan.kernel) + ": " + plan.reason : "no plan"));
+    const fa_status st = fa_bwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.out.view, &r.lse.view, &dout.view,
+                                &r.params, &dq.view, &dk.view, &dv.view, nullptr, 0);
+    INFO(fa_last_error(cx.ctx));
+    if (st != FA_OK)
+        return st;
+    REQUIRE(fa_oracle::all_elements_written(dq));
+    REQUIRE(fa_oracle::all_elements_written(dk));
+    REQUIRE(fa_oracle::all_elements_written(dv));
+    const auto exact = reference_backward(r.q.view, r.k.view, r.v.view, dout.view, r.params, Precision::Exact);
+    const auto naive = reference_backward(r.q.view, r.k.view, r.v.view, dout.view, r.params, Precision::Naive);
+    const fa_oracle::GradErrors error = grad_errors(dq.view, dk.view, dv.view, exact);
+    const fa_oracle::GradErrors slack = grad_difference(naive, exact);
+    CAPTURE(error.dq, slack.dq, error.dk, slack.dk, error.dv, slack.dv);
+    CHECK(error.dq <= 3.0 * slack.dq + 1e-5);
+    CHECK(error.dk <= 3.0 * slack.dk + 1e-5);
+    CHECK(error.dv <= 3.0 * slack.dv + 1e-5);
+    return FA_OK;
+}
+
+TEST_CASE("backward_d32_odd_lengths_gqa_matches_the_oracle")
+{
+    for (int causal = 0; causal < 2; ++causal)
+        for (int deterministic = 0; deterministic < 2; ++deterministic) {
+            Case c = odd_gqa_case(causal);
+            c.dim = 32;
+            CHECK(check_backward(c, deterministic) == FA_OK);
+        }
+}
+
+// gfx942's d64 rows are wave64 only: a wave32 target refuses d64, as the real part does.
+TEST_CASE("backward_d64_runs_where_its_rows_list_the_wave_size")
+{
+    const fa_status want = FA_EMU_WAVE_SIZE == 64 ? FA_OK : FA_ERR_UNSUPPORTED;
+    for (int deterministic = 0; deterministic < 2; ++deterministic)
+        CHECK(check_backward(odd_gqa_case(1), deterministic) == want);
+}
+
 // ---- the runtime table ----
 
 // A block that is not whole waves never starts; the table's error text names the
