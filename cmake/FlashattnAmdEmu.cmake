@@ -104,8 +104,9 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
   # The HIP kernel units for the host: src/hip/fa_device.h over the emulated thin names
   # (forced in, as the fa_device_h_compiles test above checks).
   add_library(${lib}_kernels OBJECT ${FA_EMU_UNITS})
-  target_include_directories(${lib}_kernels PRIVATE ${PROJECT_SOURCE_DIR}/src/emu ${PROJECT_SOURCE_DIR}/src/emu/include
-                             ${PROJECT_SOURCE_DIR}/src/hip ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/include)
+  target_include_directories(${lib}_kernels PRIVATE ${PROJECT_SOURCE_DIR}/src/emu
+                             ${PROJECT_SOURCE_DIR}/src/emu/include ${PROJECT_SOURCE_DIR}/src/hip
+                             ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/include)
   target_compile_definitions(${lib}_kernels PRIVATE FA_EMU_TARGET=${target})
   # -Wno-pass-failed: clang's host passes cannot unroll every loop the kernels mark.
   target_compile_options(${lib}_kernels PRIVATE -include fa_amd_isa.h -Wno-pass-failed)
