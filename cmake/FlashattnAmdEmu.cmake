@@ -31,11 +31,15 @@ target_compile_options(fa_amd_emu PUBLIC -O1 -g -fno-omit-frame-pointer ${FA_EMU
 target_link_options(fa_amd_emu PUBLIC ${FA_EMU_SAN})
 set_target_properties(fa_amd_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 
+# Catch2's main, compiled once for every test executable below.
+add_library(fa_amd_emu_catch_main OBJECT ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+target_link_libraries(fa_amd_emu_catch_main PRIVATE fa_amd_emu Catch2::Catch2)
+
 # src/emu ahead of src/hip: the emulated fa_amd_isa.h, then the layouts' constants.
 foreach(target 942 1100 1201)
   set(exe fa_amd_emu_isa_gfx${target})
   add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_isa.cpp
-                 ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_sched.cpp ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+                 ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_sched.cpp $<TARGET_OBJECTS:fa_amd_emu_catch_main>)
   target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/src/emu ${PROJECT_SOURCE_DIR}/src/emu/include
                              ${PROJECT_SOURCE_DIR}/src/hip)
   target_compile_definitions(${exe} PRIVATE FA_EMU_TARGET=${target}
@@ -97,6 +101,22 @@ function(fa_emu_registry target out)
   fa_write_registry(${out})
 endfunction()
 
+# What every target's library and tests share, compiled once: flashattn's host side
+# with the HIP backend listed (gpu_backend.c's FA_HAVE_HIP), and the tests' oracle and
+# problem builder.
+add_library(flashattn_amd_emu_host OBJECT ${FA_COMMON_SOURCES})
+target_include_directories(flashattn_amd_emu_host PRIVATE ${PROJECT_SOURCE_DIR}/include
+                           ${PROJECT_SOURCE_DIR}/src/common)
+target_compile_definitions(flashattn_amd_emu_host PRIVATE FA_HAVE_HIP=1)
+target_link_libraries(flashattn_amd_emu_host PRIVATE fa_amd_emu)
+add_library(fa_amd_emu_test_support OBJECT ${PROJECT_SOURCE_DIR}/tests/oracle.cpp
+            ${PROJECT_SOURCE_DIR}/tests/cpu_case.cpp ${PROJECT_SOURCE_DIR}/tests/reference/fa_reference.c)
+target_include_directories(fa_amd_emu_test_support PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests
+                           ${PROJECT_SOURCE_DIR}/tests/reference ${PROJECT_SOURCE_DIR}/src/common)
+target_link_libraries(fa_amd_emu_test_support PRIVATE fa_amd_emu Catch2::Catch2)
+set_target_properties(flashattn_amd_emu_host fa_amd_emu_test_support PROPERTIES CXX_STANDARD 17
+                      CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+
 foreach(target IN LISTS FA_EMU_API_TARGETS)
   set(arch ${FA_EMU_ARCH_${target}})
   set(lib flashattn_amd_emu_gfx${target})
@@ -112,9 +132,8 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
   target_compile_options(${lib}_kernels PRIVATE -include fa_amd_isa.h -Wno-pass-failed)
   target_link_libraries(${lib}_kernels PRIVATE fa_amd_emu)
   set_target_properties(${lib}_kernels PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
-  # The host side is flashattn's own, built with the HIP backend listed (gpu_backend.c's
-  # FA_HAVE_HIP) and the emulator as its runtime table.
-  add_library(${lib} STATIC ${FA_COMMON_SOURCES} ${FA_EMU_DIR}/gfx${target}/registry.c
+  # flashattn's host side, the target's registry and the emulator as its runtime table.
+  add_library(${lib} STATIC $<TARGET_OBJECTS:flashattn_amd_emu_host> ${FA_EMU_DIR}/gfx${target}/registry.c
               ${PROJECT_SOURCE_DIR}/src/emu/fa_emu_runtime.cpp $<TARGET_OBJECTS:${lib}_kernels>)
   target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
   target_compile_definitions(${lib} PRIVATE FA_HAVE_HIP=1 FA_EMU_TARGET=${target})
@@ -122,9 +141,8 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
   set_target_properties(${lib} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 
   set(exe ${lib}_tests)
-  add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp ${PROJECT_SOURCE_DIR}/tests/oracle.cpp
-                 ${PROJECT_SOURCE_DIR}/tests/cpu_case.cpp ${PROJECT_SOURCE_DIR}/tests/reference/fa_reference.c
-                 ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+  add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp $<TARGET_OBJECTS:fa_amd_emu_test_support>
+                 $<TARGET_OBJECTS:fa_amd_emu_catch_main>)
   target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/reference
                              ${PROJECT_SOURCE_DIR}/src/common)
   # FA_HAVE_HIP: gpu_runtime.h declares fa_hip_runtime, which one test calls directly.
