@@ -60,14 +60,14 @@ endforeach()
 # ---- flashattn on the emulated device ----
 
 # The kernels each emulated library holds (step 3 of the research note: the shared
-# kernels, every forward d64 row in f16 and bf16, and every backward d32 and d64 row in
-# f16, so the dispatcher's choice among them is the real part's; every other instance
-# stays planned in the registry, so the API refuses it as not compiled). The names are
-# those of cmake/FlashattnInstances.cmake.
+# kernels, every forward d64 row in f16 and bf16, every decode d64 row and every
+# backward d32 and d64 row in f16, so the dispatcher's choice among them is the real
+# part's; every other instance stays planned in the registry, so the API refuses it as
+# not compiled). The names are those of cmake/FlashattnInstances.cmake.
 set(FA_EMU_API_TARGETS 942 1100 1201 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
 set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1 fa_hip_fwd_d64_bf16_128x64x1
-    fa_hip_fwd_d64_bf16_64x64x1 fa_hip_bwd_d32_f16_64x64x1 fa_hip_bwd_d32_f16_32x32x1 fa_hip_bwd_d64_f16_64x64x1
-    CACHE STRING "HIP kernel instances compiled into the emulated libraries")
+    fa_hip_fwd_d64_bf16_64x64x1 fa_hip_dec_d64_f16_16x128x1 fa_hip_dec_d64_f16_16x32x1 fa_hip_bwd_d32_f16_64x64x1
+    fa_hip_bwd_d32_f16_32x32x1 fa_hip_bwd_d64_f16_64x64x1 CACHE STRING "HIP kernel instances compiled into the emulated libraries")
 set(FA_EMU_WAVE64_TARGETS 942)
 set(FA_EMU_ARCH_942 gfx942)
 set(FA_EMU_ARCH_1100 gfx1100)

@@ -4,8 +4,9 @@
 // combine) on random partials, empty ones included, against an fp64 combine; a varlen
 // forward whose device check (seq_check) runs, passing a good call and reporting a bad
 // one; the forward at odd lengths with GQA against the fp64 oracle, outputs poisoned
-// first, and bitwise equal in the forward and the reverse wave order; the backward
-// against the fp64 gradients; an emulator error named with its kernel by the runtime
+// first, and bitwise equal in the forward and the reverse wave order; paged decode and
+// its page check, and fa_fwd_kvcache's append and attention; the backward against the
+// fp64 gradients; an emulator error named with its kernel by the runtime
 // table. Device memory is host memory here, so the tensors are host tensors.
 #include <catch2/catch.hpp>
 
@@ -22,6 +23,7 @@
 #include "flashattn.h"
 #include "gpu_host/gpu_runtime.h"
 #include "gpu_kernels/seq_check_args.h"
+#include "kvcache_case.hpp"
 #include "oracle.hpp"
 
 using fa_oracle::HostTensor;
@@ -357,6 +359,88 @@ TEST_CASE("forward_of_an_uncompiled_head_dim_is_refused")
     INFO(fa_last_error(cx.ctx));
     CHECK(st == FA_ERR_UNSUPPORTED);
     CHECK(contains(fa_last_error(cx.ctx), "not compiled"));
+}
+
+// ---- paged K/V and the kvcache ----
+
+// A decode-sized paged forward (the decode family): seq_check and seq_check_pages, then
+// the decode kernel over pages in random order, sequences ending inside a page.
+fa_paged::PagedCase paged_case()
+{
+    fa_paged::PagedCase c;
+    c.dtype = FA_DTYPE_F16;
+    c.page = 16;
+    c.width = 5;
+    c.keys = {80, 80};
+    c.seqused = true;
+    c.seqused_cut = 7;
+    c.causal = true;
+    return c;
+}
+
+fa_status paged_forward(const EmuContext &cx, fa_paged::PagedRun &r)
+{
+    return fa_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &r.out.view, &r.lse.view, nullptr,
+                  0);
+}
+
+TEST_CASE("paged_decode_matches_the_oracle")
+{
+    const fa_paged::PagedCase c = paged_case();
+    fa_paged::PagedRun r;
+    fa_paged::prepare(c, r);
+    EmuContext cx;
+    fa_plan plan;
+    REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &plan) == FA_OK);
+    INFO(plan.kernel << ": " << plan.reason);
+    CHECK(contains(plan.kernel, "fa_hip_dec_"));
+    REQUIRE(paged_forward(cx, r) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+    REQUIRE(fa_oracle::all_elements_written(r.out));
+    fa_paged::check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+}
+
+TEST_CASE("paged_device_check_reports_a_page_outside_the_pool")
+{
+    const fa_paged::PagedCase c = paged_case();
+    fa_paged::PagedRun r;
+    fa_paged::prepare(c, r);
+    r.table.entries[(size_t)r.table.stride + 2] = r.table.num_pages; // sequence 1, its third page
+    EmuContext cx;
+    REQUIRE(paged_forward(cx, r) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+    const std::string msg = fa_last_error(cx.ctx);
+    INFO(msg);
+    CHECK(contains(msg, "block_table"));
+    CHECK(contains(msg, "sequence 1"));
+    for (int64_t s = 0; s < c.seqlen_q; ++s)
+        for (int h = 0; h < c.heads; ++h) {
+            const int64_t written[4] = {0, s, h, 0}, skipped[4] = {1, s, h, 0};
+            CHECK(!std::isnan(fa_oracle::element(r.out.view, written)));
+            CHECK(std::isnan(fa_oracle::element(r.out.view, skipped)));
+        }
+}
+
+// fa_fwd_kvcache: seq_check over the cache lengths, kv_append (rotating k when asked),
+// then the forward over the appended cache.
+TEST_CASE("kvcache_appends_and_attends_as_the_oracle")
+{
+    for (int rotary : {0, 32}) {
+        fa_paged::KvCase c;
+        c.dtype = FA_DTYPE_F16;
+        c.rotary_dim = rotary;
+        INFO(fa_paged::describe(c));
+        fa_paged::KvRun r;
+        fa_paged::prepare(c, r);
+        EmuContext cx;
+        const fa_status st = fa_fwd_kvcache(cx.ctx, &r.q.view, &r.k_cache.view, &r.v_cache.view, &r.k_new.view,
+                                            &r.v_new.view, &r.kv, &r.params, &r.out.view, &r.lse.view, nullptr, 0);
+        INFO(fa_last_error(cx.ctx));
+        REQUIRE(st == FA_OK);
+        CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+        fa_paged::check_append(c, r);
+        fa_paged::check_attention(c, r);
+    }
 }
 
 // ---- the backward ----
