@@ -445,36 +445,58 @@ TEST_CASE("kvcache_appends_and_attends_as_the_oracle")
 
 // ---- the backward ----
 
-// The backward of c on the emulator (out and lse from the CPU backend's forward) against
-// the fp64 reference gradients, with the CPU tests' rule: 3x a naive backward's error
-// plus 1e-5, per gradient. The status of fa_bwd when it is not FA_OK.
+// A backward's inputs (out and lse from the CPU backend's forward, as in training) and
+// its poisoned gradients.
+struct BackwardRun {
+    Run r;
+    HostTensor dout, dq, dk, dv;
+};
+
+void prepare_backward(const Case &c, int deterministic, BackwardRun &b)
+{
+    fa_test::prepare(c, b.r);
+    fa_test::forward(c, b.r);
+    b.r.params.deterministic = deterministic;
+    const int64_t rows_q = fa_test::rows_q(c), rows_k = fa_test::rows_k(c);
+    b.dout = fa_test::operand(c, rows_q, c.heads);
+    b.dq = fa_test::operand(c, rows_q, c.heads);
+    b.dk = fa_test::operand(c, rows_k, c.heads_k);
+    b.dv = fa_test::operand(c, rows_k, c.heads_k);
+    fa_oracle::fill_normal(b.dout, c.seed * 3 + 7);
+}
+
+fa_status run_backward(const EmuContext &cx, BackwardRun &b)
+{
+    Run &r = b.r;
+    const fa_status st = fa_bwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.out.view, &r.lse.view, &b.dout.view,
+                                &r.params, &b.dq.view, &b.dk.view, &b.dv.view, nullptr, 0);
+    if (st != FA_OK)
+        UNSCOPED_INFO(fa_last_error(cx.ctx)); // for the caller's check of st
+    return st;
+}
+
+// The backward of c on the emulator against the fp64 reference gradients, with the CPU
+// tests' rule: 3x a naive backward's error plus 1e-5, per gradient. The status of fa_bwd
+// when it is not FA_OK.
 fa_status check_backward(const Case &c, int deterministic)
 {
     INFO(fa_test::describe(c) << " deterministic " << deterministic);
-    Run r;
-    fa_test::prepare(c, r);
-    fa_test::forward(c, r);
-    r.params.deterministic = deterministic;
-    const int64_t rows_q = fa_test::rows_q(c), rows_k = fa_test::rows_k(c);
-    HostTensor dout = fa_test::operand(c, rows_q, c.heads), dq = fa_test::operand(c, rows_q, c.heads);
-    HostTensor dk = fa_test::operand(c, rows_k, c.heads_k), dv = fa_test::operand(c, rows_k, c.heads_k);
-    fa_oracle::fill_normal(dout, c.seed * 3 + 7);
+    BackwardRun b;
+    prepare_backward(c, deterministic, b);
+    const Run &r = b.r;
     EmuContext cx;
     fa_plan plan;
     const bool planned = fa_plan_bwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK;
     INFO((planned ? std::string(plan.kernel) + ": " + plan.reason : "no plan"));
-    const fa_status st = fa_bwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.out.view, &r.lse.view, &dout.view,
-                                &r.params, &dq.view, &dk.view, &dv.view, nullptr, 0);
-    if (st != FA_OK) {
-        UNSCOPED_INFO(fa_last_error(cx.ctx)); // for the caller's check of st
+    const fa_status st = run_backward(cx, b);
+    if (st != FA_OK)
         return st;
-    }
-    REQUIRE(fa_oracle::all_elements_written(dq));
-    REQUIRE(fa_oracle::all_elements_written(dk));
-    REQUIRE(fa_oracle::all_elements_written(dv));
-    const auto exact = reference_backward(r.q.view, r.k.view, r.v.view, dout.view, r.params, Precision::Exact);
-    const auto naive = reference_backward(r.q.view, r.k.view, r.v.view, dout.view, r.params, Precision::Naive);
-    const fa_oracle::GradErrors error = grad_errors(dq.view, dk.view, dv.view, exact);
+    REQUIRE(fa_oracle::all_elements_written(b.dq));
+    REQUIRE(fa_oracle::all_elements_written(b.dk));
+    REQUIRE(fa_oracle::all_elements_written(b.dv));
+    const auto exact = reference_backward(r.q.view, r.k.view, r.v.view, b.dout.view, r.params, Precision::Exact);
+    const auto naive = reference_backward(r.q.view, r.k.view, r.v.view, b.dout.view, r.params, Precision::Naive);
+    const fa_oracle::GradErrors error = grad_errors(b.dq.view, b.dk.view, b.dv.view, exact);
     const fa_oracle::GradErrors slack = grad_difference(naive, exact);
     CAPTURE(error.dq, slack.dq, error.dk, slack.dk, error.dv, slack.dv);
     CHECK(error.dq <= 3.0 * slack.dq + 1e-5);
@@ -499,6 +521,31 @@ TEST_CASE("backward_d64_runs_where_its_rows_list_the_wave_size")
     const fa_status want = FA_EMU_WAVE_SIZE == 64 ? FA_OK : FA_ERR_UNSUPPORTED;
     for (int deterministic = 0; deterministic < 2; ++deterministic)
         CHECK(check_backward(odd_gqa_case(1), deterministic) == want);
+}
+
+// Research note 3.5: the deterministic backward is bitwise the same whichever wave runs
+// first in each barrier interval.
+TEST_CASE("deterministic_backward_is_the_same_in_every_wave_order")
+{
+    Case c = odd_gqa_case(1);
+    c.dim = 32;
+    EmuContext cx;
+    BackwardRun want;
+    prepare_backward(c, 1, want);
+    {
+        WaveOrder order("forward");
+        REQUIRE(run_backward(cx, want) == FA_OK);
+    }
+    for (const char *name : {"reverse", "seeded"}) {
+        INFO(name);
+        BackwardRun got;
+        prepare_backward(c, 1, got);
+        WaveOrder order(name);
+        REQUIRE(run_backward(cx, got) == FA_OK);
+        CHECK(got.dq.storage == want.dq.storage);
+        CHECK(got.dk.storage == want.dk.storage);
+        CHECK(got.dv.storage == want.dv.storage);
+    }
 }
 
 // ---- the runtime table ----
