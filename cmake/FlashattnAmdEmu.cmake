@@ -2,13 +2,22 @@
 # installed): the emulator core of src/emu (fibers, collectives, LDS arena, the ISA
 # semantics) as one library, and per emulated target (gfx942 wave64 MFMA, gfx1100 and
 # gfx1201 wave32 WMMA) a Catch2 executable of its instruction and scheduler tests,
-# registered as the ctest entries amd_emu_isa_gfx<target>_*. Built with clang (the
-# device headers need ext_vector_type and _Float16) at -O1 under ASan and UBSan
-# (docs/research/issue15_emulator.md 3.1): an out-of-range LDS access must be caught.
+# registered as the ctest entries amd_emu_isa_gfx<target>_*. Then, per target of
+# FA_EMU_API_TARGETS, flashattn itself with the emulator as its HIP runtime
+# (flashattn_amd_emu_gfx<target>) and its tests through the public API (ctest
+# amd_emu_gfx<target>_*). Built with clang (the device headers need ext_vector_type and
+# _Float16) at -O1 under ASan and UBSan (docs/research/issue15_emulator.md 3.1): an
+# out-of-range LDS access must be caught.
 
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR CMAKE_CXX_COMPILER_VERSION VERSION_LESS 17)
   message(FATAL_ERROR "FA_BUILD_AMD_EMU needs clang++ 17 or newer as the C++ compiler "
                       "(configure a fresh build directory with -DCMAKE_CXX_COMPILER=clang++-19)")
+endif()
+# The host sources join the emulated library under the same sanitizers, whose runtime
+# must be clang's.
+if(NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "FA_BUILD_AMD_EMU needs clang as the C compiler too "
+                      "(configure a fresh build directory with -DCMAKE_C_COMPILER=clang-19)")
 endif()
 find_package(Catch2 2 REQUIRED)
 include(Catch)
@@ -22,11 +31,15 @@ target_compile_options(fa_amd_emu PUBLIC -O1 -g -fno-omit-frame-pointer ${FA_EMU
 target_link_options(fa_amd_emu PUBLIC ${FA_EMU_SAN})
 set_target_properties(fa_amd_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 
+# Catch2's main, compiled once for every test executable below.
+add_library(fa_amd_emu_catch_main OBJECT ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+target_link_libraries(fa_amd_emu_catch_main PRIVATE fa_amd_emu Catch2::Catch2)
+
 # src/emu ahead of src/hip: the emulated fa_amd_isa.h, then the layouts' constants.
 foreach(target 942 1100 1201)
   set(exe fa_amd_emu_isa_gfx${target})
   add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_isa.cpp
-                 ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_sched.cpp ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+                 ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_sched.cpp $<TARGET_OBJECTS:fa_amd_emu_catch_main>)
   target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/src/emu ${PROJECT_SOURCE_DIR}/src/emu/include
                              ${PROJECT_SOURCE_DIR}/src/hip)
   target_compile_definitions(${exe} PRIVATE FA_EMU_TARGET=${target}
@@ -42,4 +55,103 @@ foreach(target 942 1100 1201)
                    -DFA_EMU_TARGET=${target} -include fa_amd_isa.h -I${PROJECT_SOURCE_DIR}/src/emu
                    -I${PROJECT_SOURCE_DIR}/src/emu/include -I${PROJECT_SOURCE_DIR}/src/hip
                    -I${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/src/hip/fa_device.h)
+endforeach()
+
+# ---- flashattn on the emulated device ----
+
+# The kernels each emulated library holds (step 3 of the research note: the shared
+# kernels, every forward d64 row in f16 and bf16, every decode d64 row and every
+# backward d32 and d64 row in f16, so the dispatcher's choice among them is the real
+# part's; every other instance stays planned in the registry, so the API refuses it as
+# not compiled). The names are those of cmake/FlashattnInstances.cmake.
+set(FA_EMU_API_TARGETS 942 1100 1201 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
+set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1 fa_hip_fwd_d64_bf16_128x64x1
+    fa_hip_fwd_d64_bf16_64x64x1 fa_hip_dec_d64_f16_16x128x1 fa_hip_dec_d64_f16_16x32x1 fa_hip_bwd_d32_f16_64x64x1
+    fa_hip_bwd_d32_f16_32x32x1 fa_hip_bwd_d64_f16_64x64x1 CACHE STRING "HIP kernel instances compiled into the emulated libraries")
+set(FA_EMU_WAVE64_TARGETS 942)
+set(FA_EMU_ARCH_942 gfx942)
+set(FA_EMU_ARCH_1100 gfx1100)
+set(FA_EMU_ARCH_1201 gfx1201)
+
+set(FA_EMU_DIR ${PROJECT_BINARY_DIR}/amd_emu)
+include(FlashattnInstances)
+fa_instance_units(hip ${FA_EMU_DIR}/units cpp)
+set(FA_EMU_UNITS ${FA_EMU_DIR}/units/fa_hip_shared_kernels.cpp)
+foreach(name IN LISTS FA_EMU_INSTANCES)
+  if(NOT EXISTS ${FA_EMU_DIR}/units/${name}.cpp)
+    message(FATAL_ERROR "FA_EMU_INSTANCES: no hip instance ${name} in the instance lists")
+  endif()
+  list(APPEND FA_EMU_UNITS ${FA_EMU_DIR}/units/${name}.cpp)
+endforeach()
+
+# The registry of one emulated target: the hip rows of FA_EMU_INSTANCES that the target
+# compiles built, the other hip rows planned, the CPU rows as always. A wave32 target
+# compiles only the rows listing wave 32 (cmake/kernel_unit.in), as on the device.
+function(fa_emu_registry target out)
+  set(FA_BUILT_cuda FALSE)
+  set(FA_BUILT_hip TRUE)
+  set(FA_BUILT_NAMES_hip "")
+  foreach(name IN LISTS FA_EMU_INSTANCES)
+    # The manifest line of its first kernel: "... DTYPE WAVE32 SOURCE".
+    string(REGEX MATCH " ([01]) [^ \n]*/${name}[.]cpp" _ "${FA_UNIT_MANIFEST}")
+    if(target IN_LIST FA_EMU_WAVE64_TARGETS OR CMAKE_MATCH_1 EQUAL 1)
+      list(APPEND FA_BUILT_NAMES_hip ${name})
+    endif()
+  endforeach()
+  fa_write_registry(${out})
+endfunction()
+
+# What every target's library and tests share, compiled once: flashattn's host side
+# with the HIP backend listed (gpu_backend.c's FA_HAVE_HIP), and the tests' oracle and
+# problem builder.
+add_library(flashattn_amd_emu_host OBJECT ${FA_COMMON_SOURCES})
+target_include_directories(flashattn_amd_emu_host PRIVATE ${PROJECT_SOURCE_DIR}/include
+                           ${PROJECT_SOURCE_DIR}/src/common)
+target_compile_definitions(flashattn_amd_emu_host PRIVATE FA_HAVE_HIP=1)
+target_link_libraries(flashattn_amd_emu_host PRIVATE fa_amd_emu)
+add_library(fa_amd_emu_test_support OBJECT ${PROJECT_SOURCE_DIR}/tests/oracle.cpp
+            ${PROJECT_SOURCE_DIR}/tests/cpu_case.cpp ${PROJECT_SOURCE_DIR}/tests/reference/fa_reference.c)
+target_include_directories(fa_amd_emu_test_support PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests
+                           ${PROJECT_SOURCE_DIR}/tests/reference ${PROJECT_SOURCE_DIR}/src/common)
+target_link_libraries(fa_amd_emu_test_support PRIVATE fa_amd_emu Catch2::Catch2)
+set_target_properties(flashattn_amd_emu_host fa_amd_emu_test_support PROPERTIES CXX_STANDARD 17
+                      CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+
+foreach(target IN LISTS FA_EMU_API_TARGETS)
+  set(arch ${FA_EMU_ARCH_${target}})
+  set(lib flashattn_amd_emu_gfx${target})
+  fa_emu_registry(${target} ${FA_EMU_DIR}/gfx${target}/registry.c)
+  # The HIP kernel units for the host: src/hip/fa_device.h over the emulated thin names
+  # (forced in, as the fa_device_h_compiles test above checks).
+  add_library(${lib}_kernels OBJECT ${FA_EMU_UNITS})
+  target_include_directories(${lib}_kernels PRIVATE ${PROJECT_SOURCE_DIR}/src/emu
+                             ${PROJECT_SOURCE_DIR}/src/emu/include ${PROJECT_SOURCE_DIR}/src/hip
+                             ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/include)
+  target_compile_definitions(${lib}_kernels PRIVATE FA_EMU_TARGET=${target})
+  # -Wno-pass-failed: clang's host passes cannot unroll every loop the kernels mark.
+  target_compile_options(${lib}_kernels PRIVATE -include fa_amd_isa.h -Wno-pass-failed)
+  target_link_libraries(${lib}_kernels PRIVATE fa_amd_emu)
+  set_target_properties(${lib}_kernels PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  # flashattn's host side, the target's registry and the emulator as its runtime table.
+  add_library(${lib} STATIC $<TARGET_OBJECTS:flashattn_amd_emu_host> ${FA_EMU_DIR}/gfx${target}/registry.c
+              ${PROJECT_SOURCE_DIR}/src/emu/fa_emu_runtime.cpp $<TARGET_OBJECTS:${lib}_kernels>)
+  target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
+  target_compile_definitions(${lib} PRIVATE FA_HAVE_HIP=1 FA_EMU_TARGET=${target})
+  target_link_libraries(${lib} PUBLIC fa_amd_emu Threads::Threads m)
+  set_target_properties(${lib} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+
+  set(exe ${lib}_tests)
+  add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp $<TARGET_OBJECTS:fa_amd_emu_test_support>
+                 $<TARGET_OBJECTS:fa_amd_emu_catch_main>)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/reference
+                             ${PROJECT_SOURCE_DIR}/src/common)
+  # FA_HAVE_HIP: gpu_runtime.h declares fa_hip_runtime, which one test calls directly.
+  set(wave 32)
+  if(target IN_LIST FA_EMU_WAVE64_TARGETS)
+    set(wave 64)
+  endif()
+  target_compile_definitions(${exe} PRIVATE FA_EMU_ARCH="${arch}" FA_EMU_WAVE_SIZE=${wave} FA_HAVE_HIP=1)
+  target_link_libraries(${exe} PRIVATE ${lib} Catch2::Catch2)
+  set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  catch_discover_tests(${exe} TEST_PREFIX amd_emu_gfx${target}_)
 endforeach()

@@ -209,7 +209,9 @@ endfunction()
 
 # fa_write_registry(OUT): the registry of every row of both lists, each dtype and wave
 # size: a config next to its kernels' launch handles where its vendor is built
-# (FA_BUILT_<vendor> true), planned (compiled 0, no handles) where not.
+# (FA_BUILT_<vendor> true), planned (compiled 0, no handles) where not. A build of some
+# of a vendor's instances only (the emulated AMD device, cmake/FlashattnAmdEmu.cmake)
+# names them in FA_BUILT_NAMES_<vendor>; the vendor's other instances stay planned.
 function(fa_write_registry out)
   set(FA_BUILT_cpu TRUE)
   set(externs "")
@@ -233,11 +235,15 @@ function(fa_write_registry out)
         foreach(dtype IN LISTS FA_DTYPES)
           fa_instance_name(${pass} ${dtype})
           set(handles "NULL, NULL")
+          set(built ${FA_BUILT_${vendor}})
+          if(built AND DEFINED FA_BUILT_NAMES_${vendor} AND NOT FA_NAME IN_LIST FA_BUILT_NAMES_${vendor})
+            set(built FALSE)
+          endif()
           set(compiled 0)
-          if(FA_BUILT_${vendor})
+          if(built)
             set(compiled 1)
           endif()
-          if(FA_BUILT_${vendor} AND NOT vendor STREQUAL "cpu")
+          if(built AND NOT vendor STREQUAL "cpu")
             fa_instance_symbols(${pass})
             set(handles "")
             foreach(symbol IN LISTS symbols)

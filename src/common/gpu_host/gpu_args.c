@@ -113,7 +113,9 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
     a.block_table = p->block_table;
     a.block_table_stride = p->block_table_stride;
     a.page_size = p->page_size;
-    if (splits > 1) {
+    /* fa_fwd_limits sizes the combine's grid from args without a workspace: no partials
+     * then (an offset from NULL is undefined behaviour). */
+    if (splits > 1 && workspace != NULL) {
         size_t rows = (size_t)splits * (size_t)p->total_q * (size_t)p->heads;
         a.partial_out = (float *)workspace;
         a.partial_lse = (float *)((char *)workspace + fa_align256(rows * (size_t)p->head_dim * sizeof(float)));

@@ -1,25 +1,31 @@
 /*
- * hip/hip_runtime.h (emulated) - the few HIP words src/hip's headers use, for the host
- * build of the emulated AMD device (test-only, issue 15): found ahead of ROCm's header
- * by the include path, so the emulated build needs no ROCm at all. Lane coordinates and
- * barriers come from the running fiber (fa_emu.h). More words join as the kernels are
- * compiled here (research note 3.1).
+ * hip/hip_runtime.h (emulated) - the HIP words src/hip/fa_device.h and the kernels of
+ * src/common/gpu_kernels use, for the host build of the emulated AMD device (test-only,
+ * issue 15): found ahead of ROCm's header by the include path, so the emulated build
+ * needs no ROCm at all. Lane coordinates and barriers come from the running fiber
+ * (fa_emu.h); a kernel's launch handle is a descriptor of it (fa_emu_kernel.h).
  */
 #ifndef FA_EMU_HIP_RUNTIME_H
 #define FA_EMU_HIP_RUNTIME_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "../../fa_emu.h"
+#include "../../fa_emu_kernel.h"
 
 /* Kernels and device functions are plain host functions. */
 #define __device__
 #define __host__
 #define __global__
 #define __forceinline__ inline __attribute__((always_inline))
-/* Ignored for now: the launch-bound check comes with the kernels (research note 3.4). */
+/* Not checked: FA_EMU_MAX_LANES bounds every launch (research note 3.4 asks more). */
 #define __launch_bounds__(...)
+/* One workgroup runs at a time and its lanes share the host thread, so a function-local
+ * static is the workgroup's memory. Unlike FA_AMD_LDS_ARRAY it is neither poisoned per
+ * workgroup nor counted against the LDS limit (attn_combine.h's FA_SHARED struct). */
+#define __shared__ static
 
 #define threadIdx (fa_emu_thread_idx())
 #define blockIdx (fa_emu_block_idx())
@@ -40,8 +46,22 @@ static inline int atomicCAS(int *p, int compare, int value)
 }
 static inline void __threadfence_system(void) {}
 
+/* HIP's overload set (amd_math_functions.h): one type for both arguments, or int, so
+ * min(long long, long long) stays 64-bit and min(int, long long) converts to int as on
+ * the device. */
+template <class T> static inline T min(T a, T b) { return a < b ? a : b; }
+template <class T> static inline T max(T a, T b) { return a > b ? a : b; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
+/* HIP compares these as unsigned too (the usual conversions), so the shim does. */
+static inline int min(uint32_t a, int b) { return a < (uint32_t)b ? (int)a : b; }
+static inline int max(uint32_t a, int b) { return a > (uint32_t)b ? (int)a : b; }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+
+/* v_log_f32's rounding is not modelled (research note 2.4, 3.8). A macro: glibc's
+ * math.h declares a __logf of its own. */
+#define __logf(x) logf(x)
 
 struct float2 {
     float x, y;
@@ -71,5 +91,17 @@ static inline unsigned __float_as_uint(float f)
 }
 static inline float __int_as_float(int i) { return __uint_as_float((unsigned)i); }
 static inline int __float_as_int(float f) { return (int)__float_as_uint(f); }
+
+/* A kernel's launch handle (cmake/kernel_unit.in's FA_KERNEL_HANDLE_VALUE): one
+ * descriptor per kernel, whose entry hands each lane its own copy of the argument struct,
+ * as a launch by value does. */
+template <class A> A fa_emu_kernel_arg(void (*)(A));
+template <auto F> void fa_emu_kernel_entry(void *arg) { F(*static_cast<decltype(fa_emu_kernel_arg(F)) *>(arg)); }
+template <auto F> const void *fa_emu_kernel_handle(const char *name)
+{
+    static const fa_emu_kernel kernel = {name, fa_emu_kernel_entry<F>};
+    return &kernel;
+}
+#define FA_KERNEL_HANDLE_VALUE(symbol) fa_emu_kernel_handle<symbol>(#symbol)
 
 #endif /* FA_EMU_HIP_RUNTIME_H */

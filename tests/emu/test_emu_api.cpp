@@ -1,0 +1,568 @@
+// test_emu_api.cpp - flashattn's public API on the emulated AMD device (issue 15, step
+// 3): fa_create(FA_BACKEND_HIP) reaches the emulator, which reports the arch table's
+// own row; the real HIP kernels then run through it. fa_combine (the shared kernels'
+// combine) on random partials, empty ones included, against an fp64 combine; a varlen
+// forward whose device check (seq_check) runs, passing a good call and reporting a bad
+// one; the forward at odd lengths with GQA against the fp64 oracle, outputs poisoned
+// first, and bitwise equal in the forward and the reverse wave order; paged decode and
+// its page check, and fa_fwd_kvcache's append and attention; the backward against the
+// fp64 gradients; an emulator error named with its kernel by the runtime
+// table. Device memory is host memory here, so the tensors are host tensors.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "api/dtype.h"
+#include "cpu_case.hpp"
+#include "flashattn.h"
+#include "gpu_host/gpu_runtime.h"
+#include "gpu_kernels/seq_check_args.h"
+#include "kvcache_case.hpp"
+#include "oracle.hpp"
+
+using fa_oracle::HostTensor;
+using fa_oracle::Precision;
+using fa_oracle::Reference;
+using fa_test::Case;
+using fa_test::Run;
+
+namespace {
+
+struct EmuContext {
+    fa_context *ctx = nullptr;
+    EmuContext()
+    {
+        const fa_status st = fa_create(&ctx, FA_BACKEND_HIP, 0);
+        INFO(fa_create_error());
+        REQUIRE(st == FA_OK);
+    }
+    ~EmuContext() { fa_destroy(ctx); }
+};
+
+// FA_EMU_ORDER for the scope of one run (the runtime reads it at every launch), the
+// caller's own restored after it.
+struct WaveOrder {
+    std::string saved;
+    bool had;
+    explicit WaveOrder(const char *order) : had(getenv("FA_EMU_ORDER") != nullptr)
+    {
+        if (had)
+            saved = getenv("FA_EMU_ORDER");
+        setenv("FA_EMU_ORDER", order, 1);
+    }
+    ~WaveOrder()
+    {
+        if (had)
+            setenv("FA_EMU_ORDER", saved.c_str(), 1);
+        else
+            unsetenv("FA_EMU_ORDER");
+    }
+};
+
+bool contains(const std::string &text, const char *part) { return text.find(part) != std::string::npos; }
+
+fa_status forward(const EmuContext &cx, Run &r, const fa_params &params)
+{
+    const fa_status st = fa_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &params, &r.out.view, &r.lse.view,
+                                nullptr, 0);
+    if (st != FA_OK)
+        UNSCOPED_INFO(fa_last_error(cx.ctx)); // for the caller's check of st
+    return st;
+}
+
+// The tolerance rule of the CPU tests: twice what a naive implementation in the dtype
+// is off by, against the fp64 oracle.
+void check_against_oracle(const Run &r, const fa_params &params)
+{
+    const Reference exact = reference_attention(r.q.view, r.k.view, r.v.view, params, Precision::Exact);
+    const Reference naive = reference_attention(r.q.view, r.k.view, r.v.view, params, Precision::Naive);
+    const double out_error = max_out_error(r.out.view, exact), lse_error = max_lse_error(r.lse.view, exact);
+    const double out_bound = 2.0 * max_out_difference(naive, exact) + 1e-5;
+    const double lse_bound = 2.0 * max_lse_difference(naive, exact) + 1e-5;
+    CAPTURE(out_error, out_bound, lse_error, lse_bound);
+    CHECK(out_error <= out_bound);
+    CHECK(lse_error <= lse_bound);
+}
+
+// ---- the combine ----
+
+// n partials of [b, s_q, h, d] in one 16-bit dtype with their f32 LSEs, and the combine
+// computed in fp64 from the values as stored.
+struct Partials {
+    fa_dtype dtype;
+    int64_t b = 2, s_q = 37, h = 3, d = 64;
+    int n = 5;
+    std::vector<std::vector<uint16_t>> outs;
+    std::vector<std::vector<float>> lses;
+    std::vector<double> want_out, want_lse;
+
+    size_t rows() const { return (size_t)(b * s_q * h); }
+    size_t out_at(int64_t bi, int64_t s, int64_t hi, int64_t c) const { return ((bi * s_q + s) * h + hi) * d + c; }
+    size_t lse_at(int64_t bi, int64_t s, int64_t hi) const { return (bi * h + hi) * s_q + s; }
+    float value(uint16_t bits) const { return dtype == FA_DTYPE_F16 ? fa_f16_to_f32(bits) : fa_bf16_to_f32(bits); }
+
+    explicit Partials(fa_dtype dt) : dtype(dt)
+    {
+        std::mt19937 rng(dt == FA_DTYPE_F16 ? 11 : 12);
+        std::normal_distribution<float> normal(0.f, 1.f);
+        outs.assign(n, std::vector<uint16_t>(rows() * d));
+        lses.assign(n, std::vector<float>(rows()));
+        for (int i = 0; i < n; ++i) {
+            for (uint16_t &x : outs[i])
+                x = dt == FA_DTYPE_F16 ? fa_f32_to_f16(normal(rng)) : fa_f32_to_bf16(normal(rng));
+            for (float &l : lses[i])
+                l = 3.f * normal(rng);
+        }
+        mark_empty();
+        combine_fp64();
+    }
+
+    // Partial 1 saw no key anywhere (-inf), partial 3 none in batch 1 (+inf, as
+    // FlashAttention-2 writes it); in batch 0, rows 5 and 36 of head 2 saw none at all.
+    void mark_empty()
+    {
+        for (float &l : lses[1])
+            l = -INFINITY;
+        for (int64_t s = 0; s < s_q; ++s)
+            for (int64_t hi = 0; hi < h; ++hi)
+                lses[3][lse_at(1, s, hi)] = INFINITY;
+        for (int i = 0; i < n; ++i)
+            lses[i][lse_at(0, 5, 2)] = lses[i][lse_at(0, 36, 2)] = -INFINITY;
+    }
+
+    void combine_fp64()
+    {
+        want_out.assign(rows() * d, 0.0);
+        want_lse.assign(rows(), -INFINITY);
+        for (int64_t bi = 0; bi < b; ++bi)
+            for (int64_t s = 0; s < s_q; ++s)
+                for (int64_t hi = 0; hi < h; ++hi)
+                    combine_row(bi, s, hi);
+    }
+
+    void combine_row(int64_t bi, int64_t s, int64_t hi)
+    {
+        const size_t row = lse_at(bi, s, hi);
+        double top = -INFINITY, sum = 0.0;
+        for (int i = 0; i < n; ++i)
+            if (std::isfinite(lses[i][row]))
+                top = std::max(top, (double)lses[i][row]);
+        if (top == -INFINITY)
+            return;
+        for (int i = 0; i < n; ++i)
+            if (std::isfinite(lses[i][row]))
+                sum += std::exp(lses[i][row] - top);
+        want_lse[row] = top + std::log(sum);
+        for (int i = 0; i < n; ++i) {
+            if (!std::isfinite(lses[i][row]))
+                continue;
+            const double w = std::exp(lses[i][row] - want_lse[row]);
+            for (int64_t c = 0; c < d; ++c)
+                want_out[out_at(bi, s, hi, c)] += w * value(outs[i][out_at(bi, s, hi, c)]);
+        }
+    }
+};
+
+TEST_CASE("combine_matches_the_fp64_combine_with_empty_partials")
+{
+    EmuContext cx;
+    for (fa_dtype dt : {FA_DTYPE_F16, FA_DTYPE_BF16}) {
+        INFO(fa_dtype_name(dt));
+        Partials p(dt);
+        std::vector<fa_tensor> part_out, part_lse;
+        for (int i = 0; i < p.n; ++i) {
+            part_out.push_back(fa_tensor_bshd(p.outs[i].data(), dt, p.b, p.s_q, p.h, p.d));
+            part_lse.push_back(fa_tensor_lse(p.lses[i].data(), p.b, p.h, p.s_q));
+        }
+        const uint16_t poison = dt == FA_DTYPE_F16 ? 0x7e00 : 0x7fc0;
+        std::vector<uint16_t> out(p.rows() * p.d, poison);
+        std::vector<float> lse(p.rows(), NAN);
+        fa_tensor tout = fa_tensor_bshd(out.data(), dt, p.b, p.s_q, p.h, p.d);
+        fa_tensor tlse = fa_tensor_lse(lse.data(), p.b, p.h, p.s_q);
+        const fa_status st = fa_combine(cx.ctx, p.n, part_out.data(), part_lse.data(), &tout, &tlse);
+        INFO(fa_last_error(cx.ctx));
+        REQUIRE(st == FA_OK);
+        // One rounding of the result to the dtype, plus fp32 arithmetic.
+        const double ulp = dt == FA_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+        double worst = 0.0, worst_lse = 0.0;
+        for (size_t i = 0; i < out.size(); ++i) {
+            const double e = std::fabs(p.value(out[i]) - p.want_out[i]) / (1.0 + std::fabs(p.want_out[i]));
+            worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+        }
+        for (size_t i = 0; i < lse.size(); ++i) {
+            const bool none = p.want_lse[i] == -INFINITY;
+            worst_lse = std::max(worst_lse, none ? (lse[i] == -INFINITY ? 0.0 : INFINITY)
+                                                 : std::fabs(lse[i] - p.want_lse[i]));
+        }
+        CAPTURE(worst, worst_lse);
+        CHECK(worst <= ulp);
+        CHECK(worst_lse <= 1e-5);
+        for (int64_t c = 0; c < p.d; ++c)
+            CHECK(p.value(out[p.out_at(0, 5, 2, c)]) == 0.f);
+    }
+}
+
+// ---- the device check ----
+
+Case varlen_case()
+{
+    Case c;
+    c.dtype = FA_DTYPE_F16;
+    c.dim = 64;
+    c.heads = 4;
+    c.heads_k = 2;
+    c.cu_q = {0, 37, 37, 101};
+    c.cu_k = {0, 71, 90, 90};
+    c.seqlen_q = 64;
+    c.seqlen_k = 71;
+    return c;
+}
+
+// Global query rows [g0, g1) of a varlen output still poisoned.
+bool rows_poisoned(const HostTensor &out, int64_t g0, int64_t g1, int heads, int dim)
+{
+    for (int64_t g = g0; g < g1; ++g)
+        for (int h = 0; h < heads; ++h)
+            for (int c = 0; c < dim; ++c) {
+                const int64_t at[3] = {g, h, c};
+                if (!std::isnan(fa_oracle::element(out.view, at)))
+                    return false;
+            }
+    return true;
+}
+
+TEST_CASE("varlen_forward_passes_its_device_check")
+{
+    const Case c = varlen_case();
+    Run r;
+    fa_test::prepare(c, r);
+    EmuContext cx;
+    REQUIRE(forward(cx, r, r.params) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+    REQUIRE(fa_oracle::all_elements_written(r.out));
+    check_against_oracle(r, r.params);
+}
+
+TEST_CASE("varlen_forward_device_check_reports_a_long_sequence")
+{
+    const Case c = varlen_case();
+    Run r;
+    fa_test::prepare(c, r);
+    EmuContext cx;
+    fa_params bad = r.params;
+    bad.max_seqlen_k = 60; // sequence 0 has 71 keys
+    REQUIRE(forward(cx, r, bad) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+    const std::string msg = fa_last_error(cx.ctx);
+    INFO(msg);
+    CHECK(contains(msg, "sequence 0 has 71 key rows > max_seqlen_k 60"));
+    CHECK(rows_poisoned(r.out, 0, 37, c.heads, c.dim));
+    CHECK(!rows_poisoned(r.out, 37, 101, c.heads, c.dim));
+    CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+}
+
+// ---- the forward ----
+
+Case odd_gqa_case(int causal, fa_dtype dtype = FA_DTYPE_F16)
+{
+    Case c;
+    c.dtype = dtype;
+    c.batch = 2;
+    c.seqlen_q = 37;
+    c.seqlen_k = 71;
+    c.heads = 6;
+    c.heads_k = 2;
+    c.dim = 64;
+    c.causal = causal;
+    c.seed = 40 + causal;
+    return c;
+}
+
+TEST_CASE("context_is_the_emulated_target_row")
+{
+    EmuContext cx;
+    fa_device_info info;
+    REQUIRE(fa_get_device_info(cx.ctx, &info) == FA_OK);
+    CHECK(std::string(info.arch) == FA_EMU_ARCH);
+    CHECK(info.row_from_table == 1);
+    CHECK(contains(info.device_name, "emulated"));
+}
+
+// The forward of c on the emulator (num_splits as fa_params takes it) against the
+// oracle; the plan it ran, for the caller.
+fa_plan check_forward(const Case &c, int num_splits = 0)
+{
+    INFO(fa_test::describe(c));
+    Run r;
+    fa_test::prepare(c, r);
+    r.params.num_splits = num_splits;
+    EmuContext cx;
+    fa_plan plan;
+    REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK);
+    INFO(plan.kernel << " splits " << plan.num_splits << ": " << plan.reason);
+    CHECK(std::string(plan.arch) == FA_EMU_ARCH);
+    REQUIRE(forward(cx, r, r.params) == FA_OK);
+    REQUIRE(fa_oracle::all_elements_written(r.out));
+    REQUIRE(fa_oracle::all_elements_written(r.lse));
+    check_against_oracle(r, r.params);
+    return plan;
+}
+
+TEST_CASE("forward_d64_odd_lengths_gqa_matches_the_oracle")
+{
+    for (fa_dtype dt : {FA_DTYPE_F16, FA_DTYPE_BF16})
+        for (int causal = 0; causal < 2; ++causal)
+            check_forward(odd_gqa_case(causal, dt));
+}
+
+TEST_CASE("forward_split_kv_and_its_combine_match_the_oracle")
+{
+    Case c = odd_gqa_case(0);
+    c.seqlen_k = 300;
+    CHECK(check_forward(c, 3).num_splits == 3);
+}
+
+TEST_CASE("forward_is_the_same_in_the_reverse_wave_order")
+{
+    const Case c = odd_gqa_case(1);
+    Run fwd, rev;
+    fa_test::prepare(c, fwd);
+    fa_test::prepare(c, rev);
+    EmuContext cx;
+    {
+        WaveOrder order("forward");
+        REQUIRE(forward(cx, fwd, fwd.params) == FA_OK);
+    }
+    {
+        WaveOrder order("reverse");
+        REQUIRE(forward(cx, rev, rev.params) == FA_OK);
+    }
+    CHECK(fwd.out.storage == rev.out.storage);
+    CHECK(fwd.lse.storage == rev.lse.storage);
+}
+
+TEST_CASE("forward_of_an_uncompiled_head_dim_is_refused")
+{
+    Case c = odd_gqa_case(0);
+    c.dim = 128;
+    Run r;
+    fa_test::prepare(c, r);
+    EmuContext cx;
+    const fa_status st = fa_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &r.out.view, &r.lse.view,
+                                nullptr, 0);
+    INFO(fa_last_error(cx.ctx));
+    CHECK(st == FA_ERR_UNSUPPORTED);
+    CHECK(contains(fa_last_error(cx.ctx), "not compiled"));
+}
+
+// ---- paged K/V and the kvcache ----
+
+// A decode-sized paged forward (the decode family): seq_check and seq_check_pages, then
+// the decode kernel over pages in random order, sequences ending inside a page.
+fa_paged::PagedCase paged_case()
+{
+    fa_paged::PagedCase c;
+    c.dtype = FA_DTYPE_F16;
+    c.page = 16;
+    c.width = 5;
+    c.keys = {80, 80};
+    c.seqused = true;
+    c.seqused_cut = 7;
+    c.causal = true;
+    return c;
+}
+
+fa_status paged_forward(const EmuContext &cx, fa_paged::PagedRun &r)
+{
+    return fa_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &r.out.view, &r.lse.view, nullptr,
+                  0);
+}
+
+TEST_CASE("paged_decode_matches_the_oracle")
+{
+    const fa_paged::PagedCase c = paged_case();
+    fa_paged::PagedRun r;
+    fa_paged::prepare(c, r);
+    EmuContext cx;
+    fa_plan plan;
+    REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &plan) == FA_OK);
+    INFO(plan.kernel << ": " << plan.reason);
+    CHECK(contains(plan.kernel, "fa_hip_dec_"));
+    REQUIRE(paged_forward(cx, r) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+    REQUIRE(fa_oracle::all_elements_written(r.out));
+    fa_paged::check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+}
+
+TEST_CASE("paged_device_check_reports_a_page_outside_the_pool")
+{
+    const fa_paged::PagedCase c = paged_case();
+    fa_paged::PagedRun r;
+    fa_paged::prepare(c, r);
+    r.table.entries[(size_t)r.table.stride + 2] = r.table.num_pages; // sequence 1, its third page
+    EmuContext cx;
+    REQUIRE(paged_forward(cx, r) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+    const std::string msg = fa_last_error(cx.ctx);
+    INFO(msg);
+    CHECK(contains(msg, "block_table"));
+    CHECK(contains(msg, "sequence 1"));
+    for (int64_t s = 0; s < c.seqlen_q; ++s)
+        for (int h = 0; h < c.heads; ++h) {
+            const int64_t written[4] = {0, s, h, 0}, skipped[4] = {1, s, h, 0};
+            CHECK(!std::isnan(fa_oracle::element(r.out.view, written)));
+            CHECK(std::isnan(fa_oracle::element(r.out.view, skipped)));
+        }
+}
+
+// fa_fwd_kvcache: seq_check over the cache lengths, kv_append (rotating k when asked),
+// then the forward over the appended cache.
+TEST_CASE("kvcache_appends_and_attends_as_the_oracle")
+{
+    for (int rotary : {0, 32}) {
+        fa_paged::KvCase c;
+        c.dtype = FA_DTYPE_F16;
+        c.rotary_dim = rotary;
+        INFO(fa_paged::describe(c));
+        fa_paged::KvRun r;
+        fa_paged::prepare(c, r);
+        EmuContext cx;
+        const fa_status st = fa_fwd_kvcache(cx.ctx, &r.q.view, &r.k_cache.view, &r.v_cache.view, &r.k_new.view,
+                                            &r.v_new.view, &r.kv, &r.params, &r.out.view, &r.lse.view, nullptr, 0);
+        INFO(fa_last_error(cx.ctx));
+        REQUIRE(st == FA_OK);
+        CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+        fa_paged::check_append(c, r);
+        fa_paged::check_attention(c, r);
+    }
+}
+
+// ---- the backward ----
+
+// A backward's inputs (out and lse from the CPU backend's forward, as in training) and
+// its poisoned gradients.
+struct BackwardRun {
+    Run r;
+    HostTensor dout, dq, dk, dv;
+};
+
+void prepare_backward(const Case &c, int deterministic, BackwardRun &b)
+{
+    fa_test::prepare(c, b.r);
+    fa_test::forward(c, b.r);
+    b.r.params.deterministic = deterministic;
+    const int64_t rows_q = fa_test::rows_q(c), rows_k = fa_test::rows_k(c);
+    b.dout = fa_test::operand(c, rows_q, c.heads);
+    b.dq = fa_test::operand(c, rows_q, c.heads);
+    b.dk = fa_test::operand(c, rows_k, c.heads_k);
+    b.dv = fa_test::operand(c, rows_k, c.heads_k);
+    fa_oracle::fill_normal(b.dout, c.seed * 3 + 7);
+}
+
+fa_status run_backward(const EmuContext &cx, BackwardRun &b)
+{
+    Run &r = b.r;
+    const fa_status st = fa_bwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.out.view, &r.lse.view, &b.dout.view,
+                                &r.params, &b.dq.view, &b.dk.view, &b.dv.view, nullptr, 0);
+    if (st != FA_OK)
+        UNSCOPED_INFO(fa_last_error(cx.ctx)); // for the caller's check of st
+    return st;
+}
+
+// The backward of c on the emulator against the fp64 reference gradients, with the CPU
+// tests' rule: 3x a naive backward's error plus 1e-5, per gradient. The status of fa_bwd
+// when it is not FA_OK.
+fa_status check_backward(const Case &c, int deterministic)
+{
+    INFO(fa_test::describe(c) << " deterministic " << deterministic);
+    BackwardRun b;
+    prepare_backward(c, deterministic, b);
+    const Run &r = b.r;
+    EmuContext cx;
+    fa_plan plan;
+    const bool planned = fa_plan_bwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK;
+    INFO((planned ? std::string(plan.kernel) + ": " + plan.reason : "no plan"));
+    const fa_status st = run_backward(cx, b);
+    if (st != FA_OK)
+        return st;
+    REQUIRE(fa_oracle::all_elements_written(b.dq));
+    REQUIRE(fa_oracle::all_elements_written(b.dk));
+    REQUIRE(fa_oracle::all_elements_written(b.dv));
+    const auto exact = reference_backward(r.q.view, r.k.view, r.v.view, b.dout.view, r.params, Precision::Exact);
+    const auto naive = reference_backward(r.q.view, r.k.view, r.v.view, b.dout.view, r.params, Precision::Naive);
+    const fa_oracle::GradErrors error = grad_errors(b.dq.view, b.dk.view, b.dv.view, exact);
+    const fa_oracle::GradErrors slack = grad_difference(naive, exact);
+    CAPTURE(error.dq, slack.dq, error.dk, slack.dk, error.dv, slack.dv);
+    CHECK(error.dq <= 3.0 * slack.dq + 1e-5);
+    CHECK(error.dk <= 3.0 * slack.dk + 1e-5);
+    CHECK(error.dv <= 3.0 * slack.dv + 1e-5);
+    return FA_OK;
+}
+
+TEST_CASE("backward_d32_odd_lengths_gqa_matches_the_oracle")
+{
+    for (int causal = 0; causal < 2; ++causal)
+        for (int deterministic = 0; deterministic < 2; ++deterministic) {
+            Case c = odd_gqa_case(causal);
+            c.dim = 32;
+            CHECK(check_backward(c, deterministic) == FA_OK);
+        }
+}
+
+// gfx942's d64 rows are wave64 only: a wave32 target refuses d64, as the real part does.
+TEST_CASE("backward_d64_runs_where_its_rows_list_the_wave_size")
+{
+    const fa_status want = FA_EMU_WAVE_SIZE == 64 ? FA_OK : FA_ERR_UNSUPPORTED;
+    for (int deterministic = 0; deterministic < 2; ++deterministic)
+        CHECK(check_backward(odd_gqa_case(1), deterministic) == want);
+}
+
+// Research note 3.5: the deterministic backward is bitwise the same whichever wave runs
+// first in each barrier interval.
+TEST_CASE("deterministic_backward_is_the_same_in_every_wave_order")
+{
+    Case c = odd_gqa_case(1);
+    c.dim = 32;
+    EmuContext cx;
+    BackwardRun want;
+    prepare_backward(c, 1, want);
+    {
+        WaveOrder order("forward");
+        REQUIRE(run_backward(cx, want) == FA_OK);
+    }
+    for (const char *name : {"reverse", "seeded"}) {
+        INFO(name);
+        BackwardRun got;
+        prepare_backward(c, 1, got);
+        WaveOrder order(name);
+        REQUIRE(run_backward(cx, got) == FA_OK);
+        CHECK(got.dq.storage == want.dq.storage);
+        CHECK(got.dk.storage == want.dk.storage);
+        CHECK(got.dv.storage == want.dv.storage);
+    }
+}
+
+// ---- the runtime table ----
+
+// A block that is not whole waves never starts; the table's error text names the
+// kernel and the emulator's reason, which gpu_backend.c puts in fa_last_error.
+TEST_CASE("runtime_table_names_the_kernel_of_a_failed_launch")
+{
+    fa_seq_check_args args;
+    memset(&args, 0, sizeof args);
+    void *kernel_args[] = {&args};
+    const int err = fa_hip_runtime.launch(*fa_hip_runtime.seq_check, {1, 1, 1}, 48, kernel_args, 0, nullptr, 0);
+    REQUIRE(err != 0);
+    const std::string text = fa_hip_runtime.error_text(err);
+    INFO(text);
+    CHECK(contains(text, "fa_hip_seq_check (emulated " FA_EMU_ARCH ")"));
+    CHECK(contains(text, "48 lanes are not whole waves"));
+}
+
+} // namespace
