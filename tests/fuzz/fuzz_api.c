@@ -123,7 +123,8 @@
 #include <string.h>
 
 #include "flashattn.h"
-#include "fuzz_input.h"
+#define FUZZ_TARGET_NAME "fuzz_api"
+#include "fuzz_common.h"
 
 #define CAP_BYTES ((int64_t)4 << 20) /* largest buffer the harness backs for real */
 #define MAX_ELEMS ((int64_t)1 << 18) /* view elements per tensor of a computed call */
@@ -152,20 +153,6 @@ static const int64_t k_int_special[] = {
 
 #define rd_int(r) rd_int_in((r), k_int_special, N_INT_SPECIAL)
 #define rd_int32(r) rd_int32_in((r), k_int_special, N_INT_SPECIAL)
-
-static float float_of_bits(uint32_t bits)
-{
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint32_t bits_of_float(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return bits;
-}
 
 static float float_special(int i)
 {
@@ -219,31 +206,6 @@ static int64_t rd_dim(reader *r, int64_t modulo, int64_t base, int64_t scale)
 /* ------------------------------------------------------------------------------------ */
 /* Small helpers                                                                        */
 /* ------------------------------------------------------------------------------------ */
-
-/* Loops over buffers: coverage feedback from them is noise and costs most of the time. */
-#define HOT __attribute__((no_sanitize("coverage"), noinline))
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list args;
-    fprintf(stderr, "\nfuzz_api: CONTRACT VIOLATION: ");
-    va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
-    va_end(args);
-    fprintf(stderr, "\n");
-    abort();
-}
-
-typedef struct rng {
-    uint64_t state;
-} rng;
-
-static uint32_t rng_next(rng *g)
-{
-    g->state = g->state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (uint32_t)(g->state >> 33);
-}
 
 /* Wrapping int64 arithmetic without undefined behaviour in the harness itself. */
 static int64_t wrap_mul(int64_t a, int64_t b)

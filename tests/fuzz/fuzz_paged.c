@@ -81,7 +81,8 @@
 #include <string.h>
 
 #include "flashattn.h"
-#include "fuzz_input.h"
+#define FUZZ_TARGET_NAME "fuzz_paged"
+#include "fuzz_common.h"
 
 #define MAX_B 4
 #define CAP_ELEMS ((int64_t)1 << 20) /* largest pool, cache or table the harness backs */
@@ -107,50 +108,12 @@ static const int64_t k_int_special[] = {
 /* Small helpers                                                                        */
 /* ------------------------------------------------------------------------------------ */
 
-/* Loops over buffers: coverage feedback from them is noise and costs most of the time. */
-#define HOT __attribute__((no_sanitize("coverage"), noinline))
 /* Small helpers those loops call per element: uninstrumented too, and inlined. */
 #define QUIET __attribute__((no_sanitize("coverage")))
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void fail(const char *fmt, ...)
-{
-    va_list args;
-    fprintf(stderr, "\nfuzz_paged: CONTRACT VIOLATION: ");
-    va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
-    va_end(args);
-    fprintf(stderr, "\n");
-    abort();
-}
-
-typedef struct rng {
-    uint64_t state;
-} rng;
-
-static uint32_t rng_next(rng *g)
-{
-    g->state = g->state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (uint32_t)(g->state >> 33);
-}
 
 static int64_t element_bytes(fa_dtype dt)
 {
     return dt == FA_DTYPE_F32 ? 4 : 2;
-}
-
-static float float_of_bits(uint32_t bits)
-{
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint32_t bits_of_float(float f)
-{
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    return bits;
 }
 
 /* fp32 to the dtype, rounded to nearest even (the library's rounding of a stored row). */
