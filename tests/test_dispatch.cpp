@@ -467,6 +467,34 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "decode family: 4 packed rows (4 query heads x 1 positions)"));
 }
 
+// The ranking is a strict order whatever the candidates' estimates: the choice does not
+// depend on where a config stands in the registry (only exact ties keep the earlier one,
+// and no two configs of one family, head dim and dtype tie on every rule).
+TEST_CASE("the choice does not depend on the registry's order", "[dispatch]")
+{
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
+    std::vector<fa_kernel_config> reversed(reg.rbegin(), reg.rend());
+    for (int r = 0; r < fa_arch_count(); r++) {
+        const fa_arch_row *row = fa_arch_at(r);
+        if (row->vendor != FA_VENDOR_NVIDIA) continue;
+        for (int d : {64, 96, 128, 256})
+            for (long long b : {1LL, 2LL, 4LL, 16LL, 64LL})
+                for (long long s_k : {4096LL, 8192LL, 32768LL})
+                    for (int paged : {0, 1}) {
+                        fa_problem_shape shape = make_shape(FA_DTYPE_BF16, b, 32, d, 1, s_k);
+                        shape.heads_k = 8;
+                        shape.paged = paged;
+                        shape.page_size = paged ? 16 : 0;
+                        fa_selection a, z;
+                        REQUIRE(select(row, reg, shape, &a) == FA_OK);
+                        REQUIRE(select(row, reversed, shape, &z) == FA_OK);
+                        INFO(row->name << " d" << d << " b" << b << " s_k " << s_k << " paged " << paged << ": "
+                                       << a.reason << " | " << z.reason);
+                        CHECK(std::string(a.config->name) == z.config->name);
+                    }
+    }
+}
+
 TEST_CASE("the decode family takes paged K/V and packs that fit its tiles", "[dispatch]")
 {
     const fa_arch_row *row = fa_arch_find("sm_90");

@@ -1261,7 +1261,7 @@ static fa_status check_rotary(fa_context *ctx, const fa_kvcache_params *kv, int6
 /* The page size of a one-page table over cache rows of s_max keys: s_max rounded up to
  * whole key tiles (the GPU kernels read pages as multiples of 16 keys, and a tile that
  * lies in one page as one copy); the keys past s_max are never read (capacity stays
- * s_max). Saturates below INT_MAX; fa_gpu_check_kvcache refuses a row longer than that. */
+ * s_max). Saturates below INT_MAX; check_cache refuses a row longer than that. */
 static int one_page_size(int64_t s_max)
 {
     const int64_t tiles = (s_max + FA_ONE_PAGE_GRANULE - 1) / FA_ONE_PAGE_GRANULE * FA_ONE_PAGE_GRANULE;

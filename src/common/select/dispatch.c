@@ -310,7 +310,7 @@ static int tile_in_page(const fa_kernel_config *c, const fa_problem_shape *shape
 }
 
 static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kernel_config *b,
-                    const estimate *eb, const fa_problem_shape *shape)
+                    const estimate *eb, const fa_problem_shape *shape, int latency_bound)
 {
     long long area_a = (long long)a->tile_m * a->tile_n, area_b = (long long)b->tile_m * b->tile_n;
     /* Decode, among near-equal byte counts: the fewest padded rows, then the longest key
@@ -319,8 +319,10 @@ static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kern
     if (a->pack_gqa && tile_in_page(a, shape) != tile_in_page(b, shape)) return tile_in_page(a, shape);
     /* Pages shorter than both tiles, or a call too small to reach the bandwidth: the more
      * threads resident per SM, the better the latency (of scattered page reads, or of
-     * each block's fixed steps) is hidden (measured, bench/NOTES.md dec3). */
-    if (a->pack_gqa && ((shape->paged && !tile_in_page(a, shape)) || (ea->cost < DECODE_LATENCY_ROWS && eb->cost < DECODE_LATENCY_ROWS)) &&
+     * each block's fixed steps) is hidden (measured, bench/NOTES.md dec3). latency_bound
+     * comes from the lowest estimate of all candidates, not from a or b: a test on each
+     * pair's own costs would not be transitive. */
+    if (a->pack_gqa && ((shape->paged && !tile_in_page(a, shape)) || latency_bound) &&
         (long long)ea->blocks_per_sm * a->threads != (long long)eb->blocks_per_sm * b->threads)
         return (long long)ea->blocks_per_sm * a->threads > (long long)eb->blocks_per_sm * b->threads;
     if (a->pack_gqa && a->tile_n != b->tile_n) return a->tile_n > b->tile_n;
@@ -498,7 +500,7 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
         if (!eligible(row, c, shape, force) || c->head_dim != head_dim) continue;
         e = estimate_config(row, c, shape);
         if (e.cost * COST_TIE_DEN > floor_cost * COST_TIE_NUM) continue;
-        if (best && !outranks(c, &e, best, &best_e, shape)) continue;
+        if (best && !outranks(c, &e, best, &best_e, shape, floor_cost < DECODE_LATENCY_ROWS)) continue;
         best = c;
         best_e = e;
     }
