@@ -49,6 +49,7 @@ struct fake_device {
     int fail_host_alloc = 0;
     int capturing = 0;
     int launches = 0;
+    int launch_overlap = 1;                // what the device reports
     std::vector<fa_seq_check_args> checks; // the device check's arguments, as launched
     fa_device_status record;               // the mapped record (host and device alike)
     alignas(256) unsigned char memory[1 << 16];
@@ -75,6 +76,7 @@ int fake_properties(int device, fa_gpu_properties *out)
     out->max_threads_per_sm = 2048;
     out->sm_count = 7;
     out->has_matrix_unit = 1;
+    out->launch_overlap = g_dev.launch_overlap;
     return 0;
 }
 
@@ -338,6 +340,19 @@ TEST_CASE("gpu backend: split-KV allocates its partials, combines, then releases
     g_dev.events.clear(); // the caller's workspace: nothing allocated
     REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
     CHECK(ops() == strings{"set_device", "launch", "launch"});
+}
+
+TEST_CASE("gpu backend: a device or build without overlapping launches gets plain ones", "[gpu_backend]")
+{
+    fake_context f;
+    g_dev.launch_overlap = 0; // e.g. an sm_80 device, or kernels JIT-compiled from older PTX
+    REQUIRE(f.attach() == FA_OK);
+    const fa_problem p = aligned_problem();
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection sel = selection(c, 3);
+    REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
+    CHECK(launched() == std::vector<const void *>{k_fwd_kernel, k_combine});
+    CHECK((nth_launch(0).overlap == 0 && nth_launch(1).overlap == 0));
 }
 
 TEST_CASE("gpu backend: fa_combine launches the combine kernel once, or refuses what it cannot read",

@@ -35,6 +35,10 @@ static void fa_rt_vendor_props(const cudaDeviceProp *prop, fa_gpu_properties *ou
     out->smem_per_sm = (int)prop->sharedMemPerMultiprocessor;
     out->regs_per_sm = prop->regsPerMultiprocessor;
     out->has_matrix_unit = prop->major >= 8;
+    /* Programmatic dependent launch needs an sm_90+ device running kernel code built for
+     * sm_90+: fa_device.h's wait and release exist only there, and a build whose newest
+     * target is older runs JIT-compiled PTX without them (FA_CUDA_NEWEST_ARCH: CMake). */
+    out->launch_overlap = prop->major >= 9 && FA_CUDA_NEWEST_ARCH >= 90;
 }
 
 static int fa_rt_alloc(void **ptr, size_t bytes, void *stream)

@@ -49,6 +49,7 @@ static void fa_rt_vendor_props(const hipDeviceProp_t *prop, fa_gpu_properties *o
     out->smem_per_sm = (int)prop->maxSharedMemoryPerMultiProcessor;
     out->regs_per_sm = prop->regsPerBlock;
     out->has_matrix_unit = 1;
+    out->launch_overlap = 0; /* no programmatic dependent launch */
 }
 
 static int fa_rt_alloc(void **ptr, size_t bytes, void *stream)

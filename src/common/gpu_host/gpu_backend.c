@@ -46,6 +46,7 @@ typedef struct gpu_state {
     const void *const **prepared;
     int prepared_count, prepared_capacity;
     fa_device_status *status_host, *status_device;
+    int launch_overlap; /* the device and build allow overlapping launches */
 } gpu_state;
 
 static gpu_state *state_of(fa_context *ctx) { return (gpu_state *)ctx->state; }
@@ -174,6 +175,8 @@ fa_status fa_gpu_attach(fa_context *ctx, const fa_gpu_runtime *rt, char *why, si
     fa_gpu_describe_device(ctx, rt->backend, props.device_name, &reported);
     st = create_state(ctx, rt, why, why_len);
     if (st == FA_OK)
+        state_of(ctx)->launch_overlap = props.launch_overlap;
+    if (st == FA_OK)
         st = create_status(ctx, why, why_len);
     if (st != FA_OK)
         destroy_state(ctx);
@@ -245,7 +248,8 @@ static void mark_prepared(gpu_state *state, const void *const *kernel)
  * launches nothing, since CUDA and HIP refuse a zero grid dimension. A kernel with
  * dynamic shared memory has its limit raised once per context first. `stage` names the
  * step in a failure's message. overlap 1 (launch_next): the kernel follows another of
- * the same call and may be scheduled while that one finishes (gpu_runtime.h). */
+ * the same call and may be scheduled while that one finishes (gpu_runtime.h), where
+ * the device and build allow it; else a plain launch. */
 static fa_status launch_kernel(fa_context *ctx, const void *const *kernel, fa_grid grid, unsigned threads,
                                void **args, int smem_bytes, const char *stage, int overlap)
 {
@@ -264,7 +268,8 @@ static fa_status launch_kernel(fa_context *ctx, const void *const *kernel, fa_gr
         mark_prepared(state, kernel);
     }
     snprintf(what, sizeof what, "launching the %s", stage);
-    return runtime_status(ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream, overlap), what);
+    return runtime_status(
+        ctx, rt->launch(*kernel, grid, threads, args, dynamic, ctx->stream, overlap && state->launch_overlap), what);
 }
 
 static fa_status launch(fa_context *ctx, const void *const *kernel, fa_grid grid, unsigned threads,

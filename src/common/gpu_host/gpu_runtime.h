@@ -30,6 +30,7 @@ typedef struct fa_gpu_properties {
     int max_threads_per_sm;
     int sm_count;
     int has_matrix_unit;
+    int launch_overlap;       /* launches may overlap the previous kernel (`launch`'s overlap) */
 } fa_gpu_properties;
 
 typedef struct fa_gpu_runtime {
