@@ -13,6 +13,8 @@ import os
 import struct
 import sys
 
+from corpus_io import enc_int_in, write_seeds
+
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
 
@@ -33,13 +35,7 @@ F_NEG0, F_DENORM, F_FLT_MIN, F_1E30, F_FLT_MAX, F_INF, F_NINF, F_NAN = 1, 11, 10
 
 
 def enc_int(v):
-    if -16 <= v < 112:
-        return bytes([v + 16])
-    if v in INT_SPECIAL:
-        return bytes([0x80 + INT_SPECIAL.index(v)])
-    if -(1 << 31) <= v < (1 << 31):
-        return b"\xfe" + struct.pack("<i", v)
-    return b"\xff" + struct.pack("<q", v)
+    return enc_int_in(v, INT_SPECIAL)
 
 
 def enc_float(v):
@@ -301,17 +297,7 @@ def seeds():
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
-    os.makedirs(out_dir, exist_ok=True)
-    for name in os.listdir(out_dir):
-        if name.startswith("seed_"):
-            os.remove(os.path.join(out_dir, name))
-    total = 0
-    for name, req in sorted(seeds().items()):
-        data = req.encode()
-        total += len(data)
-        with open(os.path.join(out_dir, "seed_" + name), "wb") as f:
-            f.write(data)
-    print("%d seeds, %d bytes, in %s" % (len(seeds()), total, out_dir))
+    write_seeds(out_dir, {name: req.encode() for name, req in seeds().items()})
 
 
 if __name__ == "__main__":

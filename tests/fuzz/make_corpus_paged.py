@@ -11,8 +11,9 @@ rotary fields, s_new mismatches, reserved fields, out / lse shapes, short worksp
 Existing files named seed_* in OUT_DIR are replaced; nothing else is touched.
 """
 import os
-import struct
 import sys
+
+from corpus_io import enc_int_in, write_seeds
 
 # The same table, in the same order, as k_int_special in fuzz_paged.c.
 INT_SPECIAL = [
@@ -31,13 +32,7 @@ PAGED, APPEND, ROTARY, INTERLEAVED, BATCH_IDX, KV_FEW, KV_ALIBI, KV_SOFTCAP = (
 
 
 def enc_int(v):
-    if -16 <= v < 112:
-        return bytes([v + 16])
-    if v in INT_SPECIAL:
-        return bytes([0x80 + INT_SPECIAL.index(v)])
-    if -(1 << 31) <= v < (1 << 31):
-        return b"\xfe" + struct.pack("<i", v)
-    return b"\xff" + struct.pack("<q", v)
+    return enc_int_in(v, INT_SPECIAL)
 
 
 def paged_fwd(mode=LSE, feat=0, b=2, s_q=8, h_k=2, group=2, d=2, page=0, width=2, extra=1,
@@ -177,16 +172,7 @@ def seeds():
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus_paged")
-    os.makedirs(out_dir, exist_ok=True)
-    for name in os.listdir(out_dir):
-        if name.startswith("seed_"):
-            os.remove(os.path.join(out_dir, name))
-    all_seeds = seeds()
-    for name, data in sorted(all_seeds.items()):
-        with open(os.path.join(out_dir, "seed_" + name), "wb") as f:
-            f.write(data)
-    print("%d seeds, %d bytes, in %s" % (len(all_seeds), sum(map(len, all_seeds.values())),
-                                         out_dir))
+    write_seeds(out_dir, seeds())
 
 
 if __name__ == "__main__":
