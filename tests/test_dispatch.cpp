@@ -457,6 +457,7 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "d128 bf16 128x128x2"));
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->warpgroup == 1);
+    CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm); // one per slot
 
     // ... unless that pads more: d72 runs mma.sync's d96, not the warpgroup d128.
     shape.head_dim = 72;
@@ -465,6 +466,7 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "padded to 96"));
     CHECK(contains(sel.reason, "mma.sync family: its d96 pads less than the warpgroup family's d128"));
     CHECK(sel.config->warpgroup == 0);
+    CHECK(sel.persistent_blocks == 0);
 
     // ... or when the operands cannot be read through tensor maps.
     shape.head_dim = 128;
@@ -475,8 +477,14 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "mma.sync family: q, k or v is not TMA-addressable"));
     shape.tma_ok = 1;
 
-    // ... or when the forced tile exists only among the mma.sync kernels.
+    // ... or when the forced tile is the mma.sync kernels' at this head dim (the warpgroup
+    // family has 128x64 only at d256), or theirs alone.
     fa_tile_override mma_tile = {128, 64, 0};
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &mma_tile) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.config->warpgroup == 0);
+    CHECK(contains(sel.reason, "mma.sync family: its d128 pads less than the warpgroup family's d256"));
+    mma_tile = {64, 64, 0};
     REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &mma_tile) == FA_OK);
     INFO(sel.reason);
     CHECK(sel.config->warpgroup == 0);

@@ -284,8 +284,8 @@ FA_DEVICE void fa_tma_load_4d(void *dst, const void *map, int c0, int c1, int c2
  * to the block's pool (the producer), .inc waits until the pool has them (consumers).
  * The kernel must be compiled with a per-thread limit (__launch_bounds__ or maxrregcount)
  * that the warpgroups' sum fits. */
-#define fa_regs_shrink(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n))
-#define fa_regs_grow(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n))
+#define fa_regs_shrink(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n) : "memory")
+#define fa_regs_grow(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n) : "memory")
 
 /* bar.sync / bar.arrive with a barrier id and a thread count (PTX ISA
  * #parallel-synchronization-and-communication-instructions-bar-barrier; ids 0..15):

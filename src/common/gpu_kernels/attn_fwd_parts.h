@@ -33,17 +33,15 @@ typedef struct fa_block_span {
     int full_lo, full_hi;      /* key tiles inside [full_lo, full_hi) need no mask      */
 } fa_block_span;
 
-FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
+/* The span of the query tile that starts at (packed) row m0 of pair (head, batch_split);
+ * batch_split == batch * splits marks a pair past the last one. */
+FA_DEVICE fa_block_span fa_span_at(const fa_fwd_args *args, int m0, unsigned head, unsigned batch_split)
 {
     fa_block_span s;
-    unsigned head, batch_split;
-    /* The host keeps batch * splits (at most the grid's pairs) below 2^32. */
 #if FA_INST_PACK_GQA
     s.group = args->heads / args->heads_k;
-    fa_block_pair(args->heads_k, (unsigned)args->batch * args->num_splits, &head, &batch_split);
 #else
     s.group = 1;
-    fa_block_pair(args->heads, (unsigned)args->batch * args->num_splits, &head, &batch_split);
 #endif
     s.batch = (int)(batch_split / args->num_splits);
     s.split = (int)(batch_split % args->num_splits);
@@ -53,8 +51,7 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
     s.k_row0 = seq.k_row0;
     s.seqlen_q = seq.seqlen_q;
     s.seqlen_k = seq.seqlen_k;
-    /* Heavy (late, causal) query tiles first: they start while the light ones fill in. */
-    s.m0 = (int)(gridDim.x - 1 - blockIdx.x) * FA_INST_M;
+    s.m0 = m0;
 #if FA_INST_PACK_GQA
     /* The host keeps G * s_q below 2^31 (gpu_args.c, fa_fwd_limits). */
     s.rows_valid = min(FA_INST_M, s.seqlen_q * s.group - s.m0);
@@ -80,6 +77,20 @@ FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
                          (long long)s.seqlen_k);
     s.full_hi = (int)max(fa_end_visible_key(first_pos, s.seqlen_q, s.seqlen_k, w), 0ll);
     return s;
+}
+
+/* This block's span in a grid of query tiles by pairs (launch_grid.h). Heavy (late,
+ * causal) query tiles first: they start while the light ones fill in. */
+FA_DEVICE fa_block_span fa_find_span(const fa_fwd_args *args)
+{
+    unsigned head, batch_split;
+    /* The host keeps batch * splits (at most the grid's pairs) below 2^32. */
+#if FA_INST_PACK_GQA
+    fa_block_pair(args->heads_k, (unsigned)args->batch * args->num_splits, &head, &batch_split);
+#else
+    fa_block_pair(args->heads, (unsigned)args->batch * args->num_splits, &head, &batch_split);
+#endif
+    return fa_span_at(args, (int)(gridDim.x - 1 - blockIdx.x) * FA_INST_M, head, batch_split);
 }
 
 #if FA_INST_PACK_GQA
