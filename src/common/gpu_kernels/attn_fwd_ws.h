@@ -64,17 +64,24 @@
 #endif
 
 /* Register budgets of the roles (setmaxnreg): the producer keeps what issuing copies
- * and walking the work needs, the consumers share the rest of the 64K registers (FA3:
- * 24 / 240 for two consumers, 32 / 160 for three; 32 / 240 here, whose producer also
- * walks a persistent grid). */
+ * and walking the work needs, the consumers share the rest (FA3's counts: 24 / 240 for
+ * two consumers, 32 / 160 for three). */
 #if FA_WS_CONSUMERS == 2
-#define FA_WS_PRODUCER_REGS 32
+#define FA_WS_PRODUCER_REGS 24
 #define FA_WS_CONSUMER_REGS 240
 #elif FA_WS_CONSUMERS == 3
 #define FA_WS_PRODUCER_REGS 32
 #define FA_WS_CONSUMER_REGS 160
 #else
 #error "warpgroup instances have two or three consumer warpgroups"
+#endif
+/* setmaxnreg moves registers within the block's allocation at launch: ptxas gives each
+ * thread the most the launch bound allows (65536 / threads, in steps of 8), and a .inc
+ * past what the others gave back waits for ever. 24 + 2 x 240 (x 128) is 384 threads at
+ * 168; 32 + 3 x 160 is 512 at 128. */
+#if FA_WARPGROUP_THREADS * (FA_WS_PRODUCER_REGS + FA_WS_CONSUMERS * FA_WS_CONSUMER_REGS) > \
+    FA_THREADS * (65536 / FA_THREADS / 8 * 8)
+#error "the roles' register budgets exceed the block's registers at launch"
 #endif
 
 /* Bytes of one 64-column block of a tile of `rows` rows, and of whole tiles. */
