@@ -40,6 +40,8 @@ set(FA_SMEM_MACRO_fwd FA_FWD_SMEM_BYTES)
 set(FA_SMEM_MACRO_dec FA_FWD_SMEM_BYTES)
 set(FA_SMEM_MACRO_bwd FA_BWD_SMEM_BYTES)
 set(FA_SMEM_MACRO_ws FA_WS_SMEM_BYTES)
+# Registers per thread a config records (0: unknown, the compiler's choice).
+set(FA_REGS_MACRO_ws FA_WS_REGS_PER_THREAD)
 set(FA_VENDORS_ws "^cuda$")
 # The enumerators of the registry's fields, per list spelling.
 set(FA_BACKEND_cuda FA_BACKEND_CUDA)
@@ -301,13 +303,17 @@ function(fa_write_registry out)
             else()
               math(EXPR threads "${FA_W} * ${wave}")
             endif()
+            set(regs 0)
+            if(FA_REGS_MACRO_${pass})
+              set(regs "${FA_REGS_MACRO_${pass}}(${threads})")
+            endif()
             set(atomic 0)
             if(pass STREQUAL "bwd" AND NOT vendor STREQUAL "cpu")
               set(atomic "FA_BWD_ATOMIC_DQ_FOR(${FA_VENDOR_${vendor}}, ${wave})")
             endif()
             string(APPEND body "    {\"${FA_NAME}\", ${FA_BACKEND_${vendor}}, ${FA_VENDOR_${vendor}}, "
                    "FA_PASS_${PASS}, ${FA_DTYPE_${dtype}}, ${FA_D}, ${FA_M}, ${FA_N}, ${threads}, ${FA_S},\n"
-                   "     ${smem}, 0, ${wave}, ${compiled}, ${atomic}, ${FA_PACK_GQA_${pass}}, ${FA_WARPGROUP_${pass}}, "
+                   "     ${smem}, ${regs}, ${wave}, ${compiled}, ${atomic}, ${FA_PACK_GQA_${pass}}, ${FA_WARPGROUP_${pass}}, "
                    "{${handles}}},\n")
           endforeach()
         endforeach()

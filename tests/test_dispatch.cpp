@@ -457,6 +457,15 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "d128 bf16 128x128x2"));
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->warpgroup == 1);
+    // Its blocks take the whole register file (one per SM), which the estimate sees: the
+    // d64 tile's shared memory alone would fit three.
+    fa_problem_shape d64 = shape;
+    d64.head_dim = 64;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, d64, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.config->warpgroup == 1);
+    CHECK(sel.blocks_per_sm == 1);
+    CHECK(contains(sel.reason, "1 blocks/SM by regs (128 regs/thread"));
 
     // ... unless that pads more: d72 runs mma.sync's d96, not the warpgroup d128.
     shape.head_dim = 72;

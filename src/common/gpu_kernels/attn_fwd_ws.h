@@ -81,7 +81,7 @@
  * past what the others gave back waits for ever. 24 + 2 x 240 (x 128) is 384 threads at
  * 168; 32 + 3 x 160 is 512 at 128. */
 #if FA_WARPGROUP_THREADS * (FA_WS_PRODUCER_REGS + FA_WS_CONSUMERS * FA_WS_CONSUMER_REGS) > \
-    FA_THREADS * (65536 / FA_THREADS / 8 * 8)
+    FA_THREADS * FA_WS_REGS_PER_THREAD(FA_THREADS)
 #error "the roles' register budgets exceed the block's registers at launch"
 #endif
 
