@@ -82,6 +82,13 @@ FA_DEVICE void fa_wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligne
             asm volatile("" : "+f"((regs)[fa_pin_i])::"memory"); \
     } while (0)
 
+/* The same for A-fragment registers (P), which an RS wgmma reads asynchronously. */
+#define fa_wg_pin_u32(regs, count)                                \
+    do {                                                          \
+        for (int fa_pin_i = 0; fa_pin_i < (count); ++fa_pin_i)    \
+            asm volatile("" : "+r"((regs)[fa_pin_i])::"memory"); \
+    } while (0)
+
 /* ---- the shared-memory matrix descriptor (PTX ISA 9.7.15.5.1.2.2) ------------------ */
 
 /* Bits 13-0 start address, 29-16 leading-dimension byte offset, 45-32 stride-dimension

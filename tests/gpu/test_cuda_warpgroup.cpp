@@ -132,10 +132,42 @@ TEST_CASE("cuda warpgroup: every compiled forward tile of both families, forced,
             Case u = prefill_case(k.head_dim, k.dtype);
             u.seqused_k = {150, 7};
             u.causal = true;
+            u.inf_past_used_keys = true;
             check_case(u, seed++);
             ++warpgroup_tiles;
         }
         unsetenv("FLASHATTN_FORCE_TILE");
     }
     CHECK(warpgroup_tiles >= 8); // four head dims x two dtypes
+}
+
+TEST_CASE("cuda warpgroup: more query tiles than SMs, Inf past the used keys", "[cuda][warpgroup]")
+{
+    if (!warpgroup_device()) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
+        return;
+    }
+    // 3 x 16 heads x 6 query tiles of d128 = 288 tiles: a persistent grid of 132 blocks
+    // walks two or three each, the ring and the turns running on from one to the next.
+    uint64_t seed = 5300;
+    for (int d : {64, 128})
+        for (bool causal : {false, true}) {
+            Case c = prefill_case(d, FA_DTYPE_BF16);
+            c.batch = 3;
+            c.heads = 16;
+            c.heads_k = 4;
+            c.seqlen_q = 700;
+            c.seqlen_k = 700;
+            c.causal = causal;
+            check_case(c, seed++);
+            c.seqused_k = {700, 333, 1};
+            c.inf_past_used_keys = true;
+            check_case(c, seed++);
+        }
+    Case v = prefill_case(128, FA_DTYPE_F16);
+    v.cu_q = {0, 400, 400, 1100, 1500};
+    v.cu_k = {0, 300, 650, 1300, 1777};
+    v.heads = 16;
+    v.heads_k = 4;
+    check_case(v, seed++);
 }

@@ -231,22 +231,30 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
     float acc_s[FA_MF][FA_NF][FA_ACC_REGS];
     uint32_t p[FA_MF][FA_KS][FA_A_REGS];
 
+/* Before a batch of products is issued: every register it reads or writes (S, O, P) was
+ * last touched by ordinary instructions; pinned first, so that none of those moves past
+ * the fence, then the fence that orders them before the wgmma (PTX ISA 9.7.15.7.1). */
+#define FA_WS_FENCE_OPERANDS()                                                                        \
+    do {                                                                                              \
+        fa_wg_pin(&acc_s[0][0][0], FA_NF * FA_ACC_REGS);                                              \
+        fa_wg_pin(&acc_o[0][0][0], FA_DF * FA_ACC_REGS);                                              \
+        fa_wg_pin_u32(&p[0][0][0], FA_KS * FA_A_REGS);                                                \
+        fa_wg_fence();                                                                                \
+    } while (0)
 /* S of tile t issued and committed as one group (K(t) has landed: FA_WS_WAIT_K). */
 #define FA_WS_WAIT_K(t) fa_mbar_wait(&ring->k_full[fa_ws_stage(t)], fa_ws_parity(t))
 #define FA_WS_ISSUE_S(t)                                                                              \
     do {                                                                                              \
-        fa_wg_fence();                                                                                \
         FA_WG_QK(FA_INST_N, FA_INST_D, FA_WS_TYPE, &acc_s[0][0][0], q_addr, FA_WS_BLOCK(FA_INST_M),    \
-                 k_addr + fa_ws_stage(t) * FA_WS_KV_BYTES);                                    \
+                 k_addr + fa_ws_stage(t) * FA_WS_KV_BYTES);                                           \
         fa_wg_commit();                                                                               \
     } while (0)
 /* P·V of tile t issued and committed (V(t) has landed: FA_WS_WAIT_V). */
 #define FA_WS_WAIT_V(t) fa_mbar_wait(&ring->v_full[fa_ws_stage(t)], fa_ws_parity(t))
 #define FA_WS_ISSUE_PV(t)                                                                             \
     do {                                                                                              \
-        fa_wg_pin(&acc_o[0][0][0], FA_DF * FA_ACC_REGS);                                              \
         FA_WG_PV(FA_INST_N, FA_INST_D, FA_WS_TYPE, &acc_o[0][0][0], p[0],                             \
-                 v_addr + fa_ws_stage(t) * FA_WS_KV_BYTES);                                    \
+                 v_addr + fa_ws_stage(t) * FA_WS_KV_BYTES);                                           \
         fa_wg_commit();                                                                               \
     } while (0)
 
@@ -260,6 +268,7 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
         }
         FA_WS_WAIT_K(0);
         fa_ws_turn_wait(consumer);
+        FA_WS_FENCE_OPERANDS();
         FA_WS_ISSUE_S(0);
         fa_ws_turn_pass(consumer);
         fa_wg_wait(0);
@@ -271,6 +280,7 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
             FA_WS_WAIT_K(t);
             FA_WS_WAIT_V(t - 1);
             fa_ws_turn_wait(consumer);
+            FA_WS_FENCE_OPERANDS();
             FA_WS_ISSUE_S(t);
             FA_WS_ISSUE_PV(t - 1);
             fa_ws_turn_pass(consumer);
@@ -287,12 +297,14 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
         }
         FA_WS_WAIT_V(n_tiles - 1);
         fa_ws_turn_wait(consumer);
+        FA_WS_FENCE_OPERANDS();
         FA_WS_ISSUE_PV(n_tiles - 1);
         fa_ws_turn_pass(consumer);
         fa_wg_wait(0);
         fa_wg_pin(&acc_o[0][0][0], FA_DF * FA_ACC_REGS);
         fa_ws_release(&ring->v_empty[fa_ws_stage(n_tiles - 1)]);
     }
+#undef FA_WS_FENCE_OPERANDS
 #undef FA_WS_WAIT_K
 #undef FA_WS_WAIT_V
 #undef FA_WS_ISSUE_S
