@@ -457,6 +457,7 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "d128 bf16 128x128x2"));
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->warpgroup == 1);
+    CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm); // one per slot
     // Its blocks take the whole register file (one per SM), which the estimate sees: the
     // d64 tile's shared memory alone would fit three.
     fa_problem_shape d64 = shape;
@@ -474,6 +475,7 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "padded to 96"));
     CHECK(contains(sel.reason, "mma.sync family: its d96 pads less than the warpgroup family's d128"));
     CHECK(sel.config->warpgroup == 0);
+    CHECK(sel.persistent_blocks == 0);
 
     // ... or when the operands cannot be read through tensor maps.
     shape.head_dim = 128;

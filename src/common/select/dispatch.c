@@ -63,6 +63,8 @@
  */
 #include "select/dispatch.h"
 
+#include "gpu_kernels/launch_grid.h"
+
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -547,6 +549,8 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     out->config = best;
     out->blocks_per_sm = best_e.blocks_per_sm;
     out->num_splits = best_e.splits;
+    out->persistent_blocks =
+        best->warpgroup && FA_WS_PERSISTENT(best->head_dim) ? sm_count_of(row) * best_e.blocks_per_sm : 0;
     describe_choice(row, best, shape, &best_e, family_note, out->reason, sizeof out->reason);
     return FA_OK;
 }

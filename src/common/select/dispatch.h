@@ -75,6 +75,9 @@ typedef struct fa_selection {
     const fa_kernel_config *config;
     int blocks_per_sm;
     int num_splits;
+    int persistent_blocks;   /* warpgroup family, FA_WS_PERSISTENT instances: the grid  */
+                             /* (SMs x blocks per SM), whose blocks walk the query      */
+                             /* tiles; 0 for the others (a block per tile)              */
     char reason[256];
 } fa_selection;
 
