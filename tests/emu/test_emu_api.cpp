@@ -76,8 +76,12 @@ struct Partials {
 
     // Partial 1 saw no key anywhere (-inf), partial 3 none in batch 1 (+inf, as
     // FlashAttention-2 writes it); in batch 0, rows 5 and 36 of head 2 saw none at all.
+    // In batch 0, row 7 of head 0, partial 3's LSE lies 150 above the others: exp of the
+    // difference overflows fp32, so only a shift by the group's true maximum combines it
+    // (a maximum over part of the group's lanes is still a valid shift elsewhere).
     void mark_empty()
     {
+        lses[3][lse_at(0, 7, 0)] = 150.f;
         for (float &l : lses[1])
             l = -INFINITY;
         for (int64_t s = 0; s < s_q; ++s)

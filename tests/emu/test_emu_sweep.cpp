@@ -5,9 +5,10 @@
 // FLASHATTN_FORCE_BWD_TILE, in fp16 and bf16, at odd lengths in both directions (causal
 // with s_q > s_k leaves rows without a key); a head dim with no row for this target's
 // wave size must be refused. Then masks (windows, softcap, ALiBi, mixed), GQA 6/6, 6/2,
-// 6/1, fully masked rows (0 and -inf), varlen with empty sequences, seqused_k, split-KV
-// with its combine, the decode family and paged K/V on every head dim it has, and the
-// backward (every tile) in both dQ modes.
+// 6/1, fully masked rows (0 and -inf), varlen with empty sequences, seqused_k, strided
+// tensors, split-KV with its combine, the decode family and paged K/V on every head dim
+// it has, the backward (every tile) in both dQ modes, and every head dim bitwise the
+// same in every wave order.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -234,21 +235,76 @@ TEST_CASE("forward_varlen_with_empty_sequences_and_seqused_k")
 
 // ---- split-KV and the decode family ----
 
-// Three forced splits and their fp32 combine, both dtypes; a decode-sized problem (s_q
-// 1, GQA 8, d96: every target has a decode row) goes to the decode family, which
-// chooses its own splits.
-TEST_CASE("forward_split_kv_and_decode_with_the_combine")
+// Three forced splits and their fp32 combine (three partials: a combine group of 32
+// lanes, within one wave on every target), both dtypes.
+TEST_CASE("forward_split_kv_forced_with_the_combine")
 {
     uint64_t seed = 800;
     for (fa_dtype dt : kDtypes) {
         fa_plan plan;
         CHECK(check_forward(sweep_case(dt, 64, 37, 300, 1, seed++), 3, &plan) == FA_OK);
         CHECK(plan.num_splits == 3);
+    }
+}
+
+// A decode-sized problem (s_q 1, GQA 8, d96: every target has a decode row) goes to the
+// decode family, which chooses its own splits.
+TEST_CASE("forward_decode_family_chooses_its_splits")
+{
+    uint64_t seed = 810;
+    for (fa_dtype dt : kDtypes) {
         Case decode = sweep_case(dt, 96, 1, 700, 0, seed++);
         decode.heads = 8;
         decode.heads_k = 1;
+        fa_plan plan;
         CHECK(check_forward(decode, 0, &plan) == FA_OK);
         CHECK(contains(plan.kernel, "fa_hip_dec_"));
+    }
+}
+
+// Strided (padded, BHSD-like) q, k, v, out and lse, forward and backward.
+TEST_CASE("strided_inputs_forward_and_backward")
+{
+    Case c = sweep_case(FA_DTYPE_BF16, 64, 45, 70, 1, 830);
+    c.strided = true;
+    CHECK(check_forward(c) == FA_OK);
+    c.dim = FA_EMU_WAVE_SIZE == 64 ? 64 : 32;
+    CHECK(check_backward(c, 1) == FA_OK);
+}
+
+// Research note 3.5 on every head dim: a missing barrier between a writer wave and a
+// reader wave shows as a difference between wave orders. The forward (default tile)
+// and the deterministic backward bitwise the same in the forward, reverse and seeded
+// orders.
+TEST_CASE("every_head_dim_is_the_same_in_every_wave_order")
+{
+    uint64_t seed = 850;
+    for (int dim : {32, 64, 96, 128, 192, 256}) {
+        INFO("d" << dim);
+        const Case c = sweep_case(kDtypes[seed % 2], dim, 71, 37, 1, seed);
+        ++seed;
+        std::vector<Run> runs(3);
+        std::vector<fa_emu_test::BackwardRun> grads(3);
+        const char *orders[] = {"forward", "reverse", "seeded"};
+        EmuContext cx;
+        for (int o = 0; o < 3; ++o) {
+            fa_emu_test::WaveOrder order(orders[o]);
+            fa_test::prepare(c, runs[o]);
+            const fa_status st = fa_emu_test::forward(cx, runs[o], runs[o].params);
+            CHECK(st == (forward_listed(dim) ? FA_OK : FA_ERR_UNSUPPORTED));
+            if (backward_listed(dim)) {
+                fa_emu_test::prepare_backward(c, 1, grads[o]);
+                REQUIRE(fa_emu_test::run_backward(cx, grads[o]) == FA_OK);
+            }
+        }
+        for (int o = 1; o < 3; ++o) {
+            INFO(orders[o]);
+            CHECK(runs[o].out.storage == runs[0].out.storage);
+            CHECK(runs[o].lse.storage == runs[0].lse.storage);
+            CHECK(grads[o].dq.storage == grads[0].dq.storage);
+            CHECK(grads[o].dk.storage == grads[0].dk.storage);
+            CHECK(grads[o].dv.storage == grads[0].dv.storage);
+        }
     }
 }
 
@@ -343,17 +399,22 @@ TEST_CASE("backward_softcap_alibi_window_gqa_both_dq_modes")
     }
 }
 
-// Varlen with a sequence without query rows and one without keys, and causal s_q 60 >
-// s_k 20 (rows without keys: zero dq; keys seen by no query: zero dk, dv), both modes.
-TEST_CASE("backward_varlen_empty_sequences_and_fully_masked_rows_both_dq_modes")
+// Varlen with a sequence without query rows and one without keys, causal s_q 60 > s_k
+// 20 (rows without keys: zero dq; keys seen by no query: zero dk, dv), and seqused_k
+// (keys past it: zero dk, dv), both modes.
+TEST_CASE("backward_varlen_empty_sequences_fully_masked_rows_seqused_k_both_dq_modes")
 {
     uint64_t seed = 5600;
     for (int deterministic = 0; deterministic < 2; ++deterministic) {
         Case v = varlen_case(FA_DTYPE_F16, 1, seed++);
         v.dim = backward_mask_dim();
         Case m = sweep_case(FA_DTYPE_BF16, backward_mask_dim(), 60, 20, 1, seed++);
+        Case used = sweep_case(FA_DTYPE_F16, backward_mask_dim(), 40, 100, 0, seed++);
+        used.batch = 3;
+        used.seqused_k = {100, 17, 0};
         CHECK(check_backward(v, deterministic) == FA_OK);
         CHECK(check_backward(m, deterministic) == FA_OK);
+        CHECK(check_backward(used, deterministic) == FA_OK);
     }
 }
 
