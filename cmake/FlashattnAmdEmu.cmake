@@ -62,7 +62,7 @@ endforeach()
 # The kernels each emulated library holds: by default every hip instance of the
 # instance lists, so for every head dim and dtype the dispatcher's choice is the real
 # part's. A shorter list (names of cmake/FlashattnInstances.cmake, e.g.
-# fa_hip_fwd_d64_f16_128x64x1) builds faster, as tests/emu/mutation_check.sh does; the
+# fa_hip_fwd_d64_f16_128x64x1) builds faster, as tests/emu/mutation_check.py does; the
 # rows left out stay planned in the registry, so the API refuses them as not compiled.
 set(FA_EMU_API_TARGETS 942 1100 1201 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
 set(FA_EMU_INSTANCES all CACHE STRING "HIP kernel instances compiled into the emulated libraries: all, or a list of names")
