@@ -5,7 +5,8 @@ flashattn vs torch SDPA's FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION
 Shapes as docs/anchors.md#shapes-and-flop-counting: b*s = 16384 tokens, h*d = 2048,
 FLOPs = 4*b*h*s^2*d (halved when causal). q/k/v are allocated in torch's [b, h, s, d]
 layout; flashattn reads the same memory as a strided BSHD view (any outer strides are part
-of its contract).
+of its contract). Each dtype's dense matrix rate (cuBLAS 8192^3) is measured first in the
+same run; "of ceil" is flashattn's rate as a fraction of it.
 
     python3 bench/compare_sdpa.py [--dims 64,128,256] [--seqlens 512,...] [--dtypes bf16,f16]
                                   [--json out.json]
@@ -102,6 +103,14 @@ def bench_row(d, s, causal, dtype, backward=False, forward=True):
     return row
 
 
+def matrix_ceiling(dtype, n=8192):
+    """The device's dense matrix rate in this run: torch.matmul (cuBLAS) of n x n x n in
+    `dtype`, TFLOP/s, so that a kernel's rate can be read as a fraction of it."""
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    return tflops(2.0 * n ** 3, time_ms(lambda: torch.matmul(a, b)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dims", default="64,128,256")
@@ -113,8 +122,11 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
-    print("%-5s %-4s %6s %-6s %9s %9s %9s %7s %7s %9s" % ("dtype", "d", "seqlen", "causal", "ours", "FA2", "cuDNN",
-                                                       "vs FA2", "vs cuDNN", "maxdiff"), flush=True)
+    ceilings = {dt: matrix_ceiling(DTYPES[dt]) for dt in args.dtypes.split(",")}
+    for dt, rate in ceilings.items():
+        print("matrix ceiling %s (cuBLAS 8192^3, this run): %.1f TFLOP/s" % (dt, rate), flush=True)
+    print("%-5s %-4s %6s %-6s %9s %9s %9s %7s %7s %9s %8s" % ("dtype", "d", "seqlen", "causal", "ours", "FA2", "cuDNN",
+                                                       "vs FA2", "vs cuDNN", "maxdiff", "of ceil"), flush=True)
     for dt in args.dtypes.split(","):
         for d in map(int, args.dims.split(",")):
             for s in map(int, args.seqlens.split(",")):
@@ -122,12 +134,14 @@ def main():
                     r = bench_row(d, s, causal, DTYPES[dt], args.backward, not args.no_forward)
                     rows.append(r)
                     ratio = lambda other: ("%7.2f" % (r["flashattn"] / r[other])) if r.get(other) else "    n/a"  # noqa: E731
+                    r["ceiling"] = ceilings[dt]
                     if r["flashattn"] is not None:
-                        print("%-5s %-4d %6d %-6s %9.1f %9s %9s %7s %7s %9.2e" % (
+                        print("%-5s %-4d %6d %-6s %9.1f %9s %9s %7s %7s %9.2e %8.2f" % (
                             dt, d, s, "yes" if causal else "no", r["flashattn"],
                             "%.1f" % r["fa2"] if r.get("fa2") else "n/a",
                             "%.1f" % r["cudnn"] if r.get("cudnn") else "n/a",
-                            ratio("fa2"), ratio("cudnn"), r["max_abs_diff_vs_fa2"]), flush=True)
+                            ratio("fa2"), ratio("cudnn"), r["max_abs_diff_vs_fa2"], r["flashattn"] / ceilings[dt]),
+                              flush=True)
                     if args.backward:
                         fmt = lambda key: "%.1f" % r[key] if r.get(key) else "n/a"  # noqa: E731
                         rel = lambda key: "%.2f" % (r["flashattn_bwd"] / r[key]) if r.get(key) and r.get("flashattn_bwd") else "n/a"  # noqa: E731
@@ -137,7 +151,8 @@ def main():
                             rel("fa2_bwd"), det, rel("cudnn_bwd")), flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "matrix_ceiling": ceilings,
+                       "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 # device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the four
 # compute-sanitizer tools over the GPU suite, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
-# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|hopper|all] [extra args for compare_sdpa.py]
+# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|hopper|warpgroup|all] [extra args for compare_sdpa.py]
+# warpgroup (not part of all): issue 13's forward tests with a time limit, sanitizers over
+# the warpgroup tests, and the side-by-side table.
 # hopper (not part of all): issue 13's sm_90a primitive tests ([hopper]) with their output,
 # then memcheck and racecheck over them.
 # decode: issue 12's decode table with paged rows, then d64, MQA and s_q 4 (compare_decode.py),
@@ -21,6 +23,22 @@ if [[ $what == hopper ]]; then
       > "$OUT/hopper_$tool.log" 2>&1
     echo "$tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/hopper_$tool.log" | tail -1)"
   done
+fi
+if [[ $what == warpgroup ]]; then
+  # issue 13: the warpgroup forward's tests under a time limit (a barrier or setmaxnreg
+  # deadlock shows as rc 124), one sanitizer pass each, then the side-by-side table.
+  echo "== warpgroup forward (attn_fwd_ws.h): tests"
+  (cd .carry && timeout 240 ./flashattn_gpu_tests "cuda forward*,cuda empty*,cuda plan*,cuda decode*,cuda warpgroup*" \
+     --durations yes) > "$OUT/warpgroup_tests.log" 2>&1
+  echo "tests rc=$?"; grep -E "test cases|assertions|FAILED" "$OUT/warpgroup_tests.log" | tail -8
+  for tool in memcheck synccheck racecheck; do
+    (cd .carry && timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 ./flashattn_gpu_tests "cuda warpgroup*") \
+      > "$OUT/warpgroup_$tool.log" 2>&1
+    echo "$tool rc=$?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/warpgroup_$tool.log" | tail -1)"
+  done
+  echo "== benchmark vs torch SDPA (FA2, cuDNN)"
+  timeout 200 python3 bench/compare_sdpa.py --json "$OUT/bench.json" "$@" > "$OUT/bench.txt" 2>&1
+  cat "$OUT/bench.txt"
 fi
 if [[ $what == all || $what == tests ]]; then
   echo "== GPU tests"

@@ -38,5 +38,24 @@ set_target_properties(flashattn_objects flashattn PROPERTIES CUDA_ARCHITECTURES 
 option(FA_CUDA_VERBOSE_PTXAS "Print registers/spills per kernel (-Xptxas -v)" OFF)
 target_compile_options(flashattn_objects PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 -lineinfo
   $<$<BOOL:${FA_CUDA_VERBOSE_PTXAS}>:-Xptxas=-v>>)
+# The warpgroup forward (ws_instances.txt): wgmma and setmaxnreg exist only in sm_90a
+# code, which runs on sm_90 devices alone, so its units are an object library of their
+# own built for that one target (no PTX: "a" features are not forward compatible), and
+# only when 90 is a target of this build. Their objects join the library's
+# (FA_WS_OBJECTS, CMakeLists.txt); the registry marks the rows compiled from
+# FA_CUDA_WARPGROUP.
+set(FA_CUDA_WARPGROUP OFF)
+if("90" IN_LIST FA_CUDA_ARCHS AND FA_UNIT_SOURCES_ws)
+  set(FA_CUDA_WARPGROUP ON)
+  add_library(flashattn_ws_objects OBJECT ${FA_UNIT_SOURCES_ws})
+  set_target_properties(flashattn_ws_objects PROPERTIES CUDA_ARCHITECTURES OFF CUDA_VISIBILITY_PRESET hidden
+                        POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(flashattn_ws_objects PRIVATE ${PROJECT_SOURCE_DIR}/include
+                             ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/src/cuda)
+  target_compile_definitions(flashattn_ws_objects PRIVATE FA_HAVE_CUDA=1)
+  target_compile_options(flashattn_ws_objects PRIVATE -gencode=arch=compute_90a,code=sm_90a -O3 -lineinfo
+    $<$<BOOL:${FA_CUDA_VERBOSE_PTXAS}>:-Xptxas=-v>)
+  set(FA_WS_OBJECTS $<TARGET_OBJECTS:flashattn_ws_objects>)
+endif()
 list(APPEND FA_LINK_DEPS CUDA::cudart_static)
-message(STATUS "flashattn: CUDA backend for ${FA_CUDA_ARCH_LIST}")
+message(STATUS "flashattn: CUDA backend for ${FA_CUDA_ARCH_LIST}; warpgroup forward (sm_90a): ${FA_CUDA_WARPGROUP}")

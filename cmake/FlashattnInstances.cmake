@@ -1,5 +1,5 @@
 # FlashattnInstances.cmake - the instance lists (src/common/select/fwd_instances.txt,
-# dec_instances.txt and bwd_instances.txt) turned into the build. For a vendor's backend: one translation unit
+# dec_instances.txt, bwd_instances.txt and ws_instances.txt) turned into the build. For a vendor's backend: one translation unit
 # per row and dtype, and one for the vendor's shared kernels (fa_instance_units). For
 # every vendor, built or only planned: the registry the dispatcher selects from,
 # generated/registry.c (fa_write_registry). Names come from here alone:
@@ -10,13 +10,15 @@ include_guard(GLOBAL)
 if(NOT FA_INSTANCE_DIR)
   set(FA_INSTANCE_DIR ${PROJECT_SOURCE_DIR}/src/common/select)
 endif()
-set(FA_PASSES fwd dec bwd)
+set(FA_PASSES fwd dec bwd ws)
 set(FA_KERNEL_HEADER_fwd gpu_kernels/attn_fwd.h)
 set(FA_KERNEL_HEADER_dec gpu_kernels/attn_fwd.h)
 set(FA_KERNEL_HEADER_bwd gpu_kernels/attn_bwd.h)
+set(FA_KERNEL_HEADER_ws gpu_kernels/attn_fwd_ws.h)
 set(FA_KERNEL_SUFFIXES_fwd "")
 set(FA_KERNEL_SUFFIXES_dec "")
 set(FA_KERNEL_SUFFIXES_bwd _dkdv _dq)
+set(FA_KERNEL_SUFFIXES_ws "")
 # The decode family is the forward kernel with packed GQA rows (attn_fwd.h): a forward
 # pass in the registry, its own list and names.
 set(FA_REGISTRY_PASS_fwd FWD)
@@ -25,6 +27,22 @@ set(FA_REGISTRY_PASS_bwd BWD)
 set(FA_PACK_GQA_fwd 0)
 set(FA_PACK_GQA_dec 1)
 set(FA_PACK_GQA_bwd 0)
+set(FA_PACK_GQA_ws 0)
+# The warpgroup forward (attn_fwd_ws.h): a forward pass in the registry, its own family,
+# its own shared-memory rule, units of its own (FA_UNIT_SOURCES_ws: compiled for sm_90a
+# only), NVIDIA rows only.
+set(FA_REGISTRY_PASS_ws FWD)
+set(FA_WARPGROUP_fwd 0)
+set(FA_WARPGROUP_dec 0)
+set(FA_WARPGROUP_bwd 0)
+set(FA_WARPGROUP_ws 1)
+set(FA_SMEM_MACRO_fwd FA_FWD_SMEM_BYTES)
+set(FA_SMEM_MACRO_dec FA_FWD_SMEM_BYTES)
+set(FA_SMEM_MACRO_bwd FA_BWD_SMEM_BYTES)
+set(FA_SMEM_MACRO_ws FA_WS_SMEM_BYTES)
+# Registers per thread a config records (0: unknown, the compiler's choice).
+set(FA_REGS_MACRO_ws FA_WS_REGS_PER_THREAD)
+set(FA_VENDORS_ws "^cuda$")
 # The enumerators of the registry's fields, per list spelling.
 set(FA_BACKEND_cuda FA_BACKEND_CUDA)
 set(FA_BACKEND_hip FA_BACKEND_HIP)
@@ -74,6 +92,10 @@ set(FA_DTYPES_cpu "^(f32|f16|bf16)(,(f32|f16|bf16))*$")
 # configuration with the line: a malformed list never builds silently.
 function(fa_instance_rows pass out)
   set(list_file ${FA_INSTANCE_DIR}/${pass}_instances.txt)
+  if(NOT EXISTS ${list_file}) # a test's own lists may leave a pass out
+    set(${out} "" PARENT_SCOPE)
+    return()
+  endif()
   if(NOT CMAKE_SCRIPT_MODE_FILE) # a configure re-runs when a list changes
     set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${list_file})
   endif()
@@ -99,6 +121,10 @@ function(fa_instance_rows pass out)
          dtypes MATCHES "${FA_DTYPES_${vendor}}")
         set(valid TRUE)
       endif()
+    endif()
+    if(valid AND DEFINED FA_VENDORS_${pass} AND NOT vendor MATCHES "${FA_VENDORS_${pass}}")
+      message(FATAL_ERROR "${list_file}: row \"${line}\" is for ${vendor}; this list's kernels "
+                          "exist for vendors matching ${FA_VENDORS_${pass}} only")
     endif()
     if(NOT valid)
       message(FATAL_ERROR "${list_file}: malformed row \"${line}\" (want: vendor head_dim tile_m "
@@ -146,12 +172,14 @@ function(fa_write_unit file what defines includes symbols)
 endfunction()
 
 # fa_instance_units(VENDOR DIR EXT): writes VENDOR's translation units into DIR and sets,
-# in the caller's scope, FA_UNIT_SOURCES (the files) and FA_UNIT_MANIFEST (one line per
+# in the caller's scope, FA_UNIT_SOURCES (the files; the warpgroup pass's apart, in
+# FA_UNIT_SOURCES_ws, for their own device flags) and FA_UNIT_MANIFEST (one line per
 # kernel symbol: "kernel SYMBOL PASS HEAD_DIM TILE_M TILE_N WARPS STAGES DTYPE WAVE32
 # SOURCE", and for the shared kernels "kernel SYMBOL shared 0 0 0 0 0 any 1 SOURCE").
 function(fa_instance_units vendor dir ext)
   set(FA_UNIT_VENDOR ${vendor})
   set(sources "")
+  set(sources_ws "")
   set(manifest "")
   foreach(pass IN LISTS FA_PASSES)
     fa_instance_rows(${pass} rows)
@@ -176,6 +204,9 @@ function(fa_instance_units vendor dir ext)
         if(FA_PACK_GQA_${pass})
           list(APPEND defines "#define FA_INST_PACK_GQA 1")
         endif()
+        if(FA_WARPGROUP_${pass})
+          list(APPEND defines "#define FA_INST_WARPGROUP 1")
+        endif()
         if(bf16)
           list(APPEND defines "#define FA_INST_BF16 1")
         endif()
@@ -184,7 +215,11 @@ function(fa_instance_units vendor dir ext)
         string(REPLACE ":" " " row_text "${row}")
         fa_write_unit(${file} "the row \"${row_text}\" of\n// src/common/select/${pass}_instances.txt, as ${dtype}"
                       "${defines}" "${FA_KERNEL_HEADER_${pass}}" "${symbols}")
-        list(APPEND sources ${file})
+        if(FA_WARPGROUP_${pass})
+          list(APPEND sources_ws ${file})
+        else()
+          list(APPEND sources ${file})
+        endif()
         foreach(symbol IN LISTS symbols)
           string(APPEND manifest "kernel ${symbol} ${pass} ${FA_D} ${FA_M} ${FA_N} ${FA_W} ${FA_S} "
                  "${dtype} ${wave32} ${file}\n")
@@ -204,12 +239,14 @@ function(fa_instance_units vendor dir ext)
     string(APPEND manifest "kernel ${symbol} shared 0 0 0 0 0 any 1 ${file}\n")
   endforeach()
   set(FA_UNIT_SOURCES ${sources} PARENT_SCOPE)
+  set(FA_UNIT_SOURCES_ws ${sources_ws} PARENT_SCOPE)
   set(FA_UNIT_MANIFEST "${manifest}" PARENT_SCOPE)
 endfunction()
 
 # fa_write_registry(OUT): the registry of every row of both lists, each dtype and wave
 # size: a config next to its kernels' launch handles where its vendor is built
-# (FA_BUILT_<vendor> true), planned (compiled 0, no handles) where not. A build of some
+# (FA_BUILT_<vendor> true) and its pass too (FA_BUILT_PASS_<pass>, where defined: the
+# warpgroup pass needs an sm_90a target), planned (compiled 0, no handles) where not. A build of some
 # of a vendor's instances only (the emulated AMD device, cmake/FlashattnAmdEmu.cmake)
 # names them in FA_BUILT_NAMES_<vendor>; the vendor's other instances stay planned.
 function(fa_write_registry out)
@@ -230,13 +267,16 @@ function(fa_write_registry out)
         if(vendor STREQUAL "cpu")
           set(smem "FA_CPU_${PASS}_TILE_BYTES(${FA_D}, ${FA_M}, ${FA_N})")
         else()
-          set(smem "FA_${PASS}_SMEM_BYTES(${FA_D}, ${FA_M}, ${FA_N}, ${FA_S})")
+          set(smem "${FA_SMEM_MACRO_${pass}}(${FA_D}, ${FA_M}, ${FA_N}, ${FA_S})")
         endif()
         foreach(dtype IN LISTS FA_DTYPES)
           fa_instance_name(${pass} ${dtype})
           set(handles "NULL, NULL")
           set(built ${FA_BUILT_${vendor}})
           if(built AND DEFINED FA_BUILT_NAMES_${vendor} AND NOT FA_NAME IN_LIST FA_BUILT_NAMES_${vendor})
+            set(built FALSE)
+          endif()
+          if(built AND DEFINED FA_BUILT_PASS_${pass} AND NOT FA_BUILT_PASS_${pass})
             set(built FALSE)
           endif()
           set(compiled 0)
@@ -263,13 +303,18 @@ function(fa_write_registry out)
             else()
               math(EXPR threads "${FA_W} * ${wave}")
             endif()
+            set(regs 0)
+            if(FA_REGS_MACRO_${pass})
+              set(regs "${FA_REGS_MACRO_${pass}}(${threads})")
+            endif()
             set(atomic 0)
             if(pass STREQUAL "bwd" AND NOT vendor STREQUAL "cpu")
               set(atomic "FA_BWD_ATOMIC_DQ_FOR(${FA_VENDOR_${vendor}}, ${wave})")
             endif()
             string(APPEND body "    {\"${FA_NAME}\", ${FA_BACKEND_${vendor}}, ${FA_VENDOR_${vendor}}, "
                    "FA_PASS_${PASS}, ${FA_DTYPE_${dtype}}, ${FA_D}, ${FA_M}, ${FA_N}, ${threads}, ${FA_S},\n"
-                   "     ${smem}, 0, ${wave}, ${compiled}, ${atomic}, ${FA_PACK_GQA_${pass}}, {${handles}}},\n")
+                   "     ${smem}, ${regs}, ${wave}, ${compiled}, ${atomic}, ${FA_PACK_GQA_${pass}}, ${FA_WARPGROUP_${pass}}, "
+                   "{${handles}}},\n")
           endforeach()
         endforeach()
       endforeach()
@@ -288,8 +333,8 @@ function(fa_write_registry out)
     endforeach()
   endforeach()
   file(CONFIGURE OUTPUT ${out} CONTENT [==[
-/* registry.c - generated by cmake/FlashattnInstances.cmake from
- * src/common/select/fwd_instances.txt, dec_instances.txt and bwd_instances.txt: every row for each dtype
+/* registry.c - generated by cmake/FlashattnInstances.cmake from src/common/select/
+ * fwd_instances.txt, dec_instances.txt, bwd_instances.txt and ws_instances.txt: every row for each dtype
  * and wave size. Fields in fa_kernel_config's order (select/dispatch.h). */
 #include <stddef.h>
 

@@ -56,7 +56,8 @@ TEST_CASE("vendor families have their wave size, matrix unit and async copy", "[
         const fa_arch_row *row = fa_arch_find(name);
         CHECK(row->vendor == FA_VENDOR_NVIDIA);
         CHECK(row->wave_size == 32);
-        CHECK(row->matrix_unit == FA_MATRIX_MMA_SYNC);
+        // sm_90 has warpgroup MMA (and mma.sync); the others mma.sync only.
+        CHECK(row->matrix_unit == (std::string(name) == "sm_90" ? FA_MATRIX_WGMMA : FA_MATRIX_MMA_SYNC));
         CHECK(row->has_async_copy == 1);
         CHECK(row->regs_per_sm == 65536);
         CHECK(row->max_regs_per_thread == 255);
@@ -129,6 +130,13 @@ TEST_CASE("fallback row: reported limits win, the nearest row gives the matrix u
     CHECK(r.matrix_unit == FA_MATRIX_MMA_SYNC); // nearest older row: sm_100
     CHECK(r.has_async_copy == 1);
     CHECK(r.max_regs_per_thread == 255);
+
+    // An sm_9x part the table lacks: sm_90's facts but not its warpgroup MMA, whose sm_90a
+    // code runs on sm_90 alone; sm_90 itself, as reported, keeps it.
+    r = fa_arch_from_device("sm_92", FA_VENDOR_NVIDIA, 32, 232448, 233472, 65536, 1024, 2048, 132, 1);
+    CHECK(r.matrix_unit == FA_MATRIX_MMA_SYNC);
+    r = fa_arch_from_device("sm_90", FA_VENDOR_NVIDIA, 32, 232448, 233472, 65536, 1024, 2048, 132, 1);
+    CHECK(r.matrix_unit == FA_MATRIX_WGMMA);
 
     // sm_87 (Orin) falls back to sm_86's family facts.
     r = fa_arch_from_device("sm_87", FA_VENDOR_NVIDIA, 32, 166912, 167936, 65536, 1024, 2048,

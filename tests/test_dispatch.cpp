@@ -39,7 +39,9 @@ fa_problem_shape make_shape(fa_dtype dtype, int batch, int heads, int head_dim,
     s.num_splits_request = 0;
     s.paged = 0;
     s.page_size = 0;
+    s.tma_ok = 1;
     s.pack_gqa = 0;
+    s.warpgroup = 0;
     return s;
 }
 
@@ -441,16 +443,59 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA);
     fa_selection sel;
     fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 2, 32, 128, 2048, 2048);
+    REQUIRE(select(fa_arch_find("sm_80"), reg, shape, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(contains(sel.reason, "d128 bf16 128x64x2"));
+    CHECK(contains(sel.reason, "1 blocks/SM by smem"));
+    CHECK(contains(sel.reason, "grid 1024 blocks"));
+    CHECK(contains(sel.reason, "waves"));
+    CHECK(!contains(sel.reason, "family ("));
+
+    // sm_90: the warpgroup family, said so.
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(contains(sel.reason, "d128 bf16 128x128x2"));
+    CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
+    CHECK(sel.config->warpgroup == 1);
+    // Its blocks take the whole register file (one per SM), which the estimate sees: the
+    // d64 tile's shared memory alone would fit three.
+    fa_problem_shape d64 = shape;
+    d64.head_dim = 64;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, d64, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.config->warpgroup == 1);
+    CHECK(sel.blocks_per_sm == 1);
+    CHECK(contains(sel.reason, "1 blocks/SM by regs (128 regs/thread"));
+
+    // ... unless that pads more: d72 runs mma.sync's d96, not the warpgroup d128.
+    shape.head_dim = 72;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(contains(sel.reason, "padded to 96"));
+    CHECK(contains(sel.reason, "mma.sync family: its d96 pads less than the warpgroup family's d128"));
+    CHECK(sel.config->warpgroup == 0);
+
+    // ... or when the operands cannot be read through tensor maps.
+    shape.head_dim = 128;
+    shape.tma_ok = 0;
     REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
     INFO(sel.reason);
     CHECK(contains(sel.reason, "d128 bf16 128x64x2"));
-    CHECK(contains(sel.reason, "2 blocks/SM by smem"));
-    CHECK(contains(sel.reason, "grid 1024 blocks"));
-    CHECK(contains(sel.reason, "waves"));
+    CHECK(contains(sel.reason, "mma.sync family: q, k or v is not TMA-addressable"));
+    shape.tma_ok = 1;
 
-    shape.head_dim = 72;
-    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
-    CHECK(contains(sel.reason, "padded to 96"));
+    // ... or when the forced tile is the mma.sync kernels' at this head dim (the warpgroup
+    // family has 128x64 only at d256), or theirs alone.
+    fa_tile_override mma_tile = {128, 64, 0};
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &mma_tile) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.config->warpgroup == 0);
+    CHECK(contains(sel.reason, "mma.sync family: its d128 pads less than the warpgroup family's d256"));
+    mma_tile = {64, 64, 0};
+    REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel, &mma_tile) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.config->warpgroup == 0);
+    CHECK(contains(sel.reason, "mma.sync family: no warpgroup instance has the forced tile"));
 
     // 4 x 8 x 4096 K/V rows are ~1000 per SM, latency-bound: the 16-row tile with the most
     // resident threads; 64 x 8 x 4096 are past DECODE_LATENCY_ROWS: the longest key tile.

@@ -230,8 +230,12 @@ TEST_CASE("gpu device description: table row with the reported SM count and smal
     CHECK(cx.ctx->info.backend == FA_BACKEND_CUDA);
     CHECK(cx.ctx->info.row_from_table == 1);
     CHECK(std::string(cx.ctx->info.device_name) == "test H100 PCIe");
-    CHECK(std::string(cx.ctx->info.matrix_unit) == "mma.sync");
+    CHECK(std::string(cx.ctx->info.matrix_unit) == "wgmma");
     CHECK(cx.ctx->info.sm_count == 114);
+    // Without tensor maps the row's forwards take mma.sync (gpu_backend.c's attach).
+    fa_gpu_set_matrix_unit(cx.ctx, FA_MATRIX_MMA_SYNC);
+    CHECK(cx.ctx->row.matrix_unit == FA_MATRIX_MMA_SYNC);
+    CHECK(std::string(cx.ctx->info.matrix_unit) == "mma.sync");
 
     // An architecture the table lacks: the reported row as it is.
     fa_arch_row unknown = fa_arch_from_device("gfx1151", FA_VENDOR_AMD, 32, 65536, 65536, 65536, 1024,

@@ -76,8 +76,20 @@ bool built(fa_backend backend)
     return backend == FA_BACKEND_CPU;
 }
 
-int expected_smem(fa_pass pass, const list_row &r)
+// The warpgroup pass (ws_instances.txt) is built only with an sm_90a target.
+bool pass_built(const std::string &pass_name)
 {
+#ifdef FA_TEST_WARPGROUP_BUILT
+    return true;
+#else
+    return pass_name != "ws";
+#endif
+}
+
+int expected_smem(fa_pass pass, const list_row &r, const std::string &pass_name)
+{
+    if (pass_name == "ws")
+        return FA_WS_SMEM_BYTES(r.head_dim, r.tile_m, r.tile_n, r.stages);
     if (r.vendor == "cpu")
         return pass == FA_PASS_FWD ? FA_CPU_FWD_TILE_BYTES(r.head_dim, r.tile_m, r.tile_n)
                                    : FA_CPU_BWD_TILE_BYTES(r.head_dim, r.tile_m, r.tile_n);
@@ -105,8 +117,8 @@ void check_config(const fa_kernel_config &c, fa_pass pass, const char *pass_name
     CHECK(c.stages == r.stages);
     CHECK(c.min_wave_size == wave_size);
     CHECK(c.threads == r.warps * (wave_size ? wave_size : 1));
-    CHECK(c.smem_bytes == expected_smem(pass, r));
-    CHECK(c.regs_per_thread == 0);
+    CHECK(c.smem_bytes == expected_smem(pass, r, pass_name));
+    CHECK(c.regs_per_thread == (std::string(pass_name) == "ws" ? FA_WS_REGS_PER_THREAD(c.threads) : 0));
     // attn_bwd.h's shape: 16 resident rows per warp, whole row groups per warp.
     if (pass == FA_PASS_BWD && r.vendor != "cpu") {
         CHECK(r.tile_n % 16 == 0);
@@ -115,7 +127,8 @@ void check_config(const fa_kernel_config &c, fa_pass pass, const char *pass_name
     // Wave32 AMD dK/dV kernels have no atomic dQ phase (src/hip/fa_device.h).
     CHECK(c.atomic_dq == (pass == FA_PASS_BWD && r.vendor != "cpu" && !(r.vendor == "hip" && wave_size == 32)));
     CHECK(c.pack_gqa == (std::string(pass_name) == "dec" ? 1 : 0));
-    CHECK(c.compiled == (built(c.backend) ? 1 : 0));
+    CHECK(c.warpgroup == (std::string(pass_name) == "ws" ? 1 : 0));
+    CHECK(c.compiled == (built(c.backend) && pass_built(pass_name) ? 1 : 0));
     const bool launchable = c.compiled && r.vendor != "cpu";
     CHECK((c.kernels[0] != nullptr) == launchable);
     CHECK((c.kernels[1] != nullptr) == (launchable && pass == FA_PASS_BWD));
@@ -143,9 +156,10 @@ void check_registry(fa_pass pass, std::initializer_list<const char *> lists)
 
 } // namespace
 
-TEST_CASE("the forward registry is fwd_instances.txt then dec_instances.txt, row by row", "[registry]")
+TEST_CASE("the forward registry is fwd_instances.txt, dec_instances.txt, then ws_instances.txt, row by row",
+          "[registry]")
 {
-    check_registry(FA_PASS_FWD, {"fwd", "dec"});
+    check_registry(FA_PASS_FWD, {"fwd", "dec", "ws"});
 }
 
 TEST_CASE("the backward registry is bwd_instances.txt, row by row", "[registry]")

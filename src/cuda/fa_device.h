@@ -36,6 +36,14 @@
 #define FA_ACC_PAIR_STRIDE 1
 #include "gpu_kernels/device_common.h"
 
+/* The warpgroup vocabulary (wgmma, TMA, mbarriers, setmaxnreg) for the warpgroup
+ * forward's units only (FA_INST_WARPGROUP, ws_instances.txt), which the build compiles
+ * for sm_90a alone; fa_hopper.h refuses any other device pass. */
+#if defined(FA_INST_WARPGROUP) && FA_INST_WARPGROUP
+#include "fa_hopper.h"
+#define FA_HAVE_WARPGROUP_MMA 1
+#endif
+
 /* Accumulator ownership of mma.sync m16n8k16 (fa_nv_layouts.h). */
 FA_DEVICE int fa_acc_row(int lane, int reg) { return fa_nv_acc_row(lane, reg); }
 FA_DEVICE int fa_acc_col(int lane, int reg) { return fa_nv_acc_col(lane, reg); }

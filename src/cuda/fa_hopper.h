@@ -37,6 +37,11 @@
 #include "fa_nv_layouts.h"
 #include "fa_wgmma_shapes.h"
 
+#ifndef FA_CAT
+#define FA_CAT_(a, b) a##b
+#define FA_CAT(a, b) FA_CAT_(a, b)
+#endif
+
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "fa_hopper.h is sm_90a vocabulary: compile with -gencode=arch=compute_90a,code=sm_90a"
 #endif
@@ -75,6 +80,13 @@ FA_DEVICE void fa_wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligne
     do {                                                          \
         for (int fa_pin_i = 0; fa_pin_i < (count); ++fa_pin_i)    \
             asm volatile("" : "+f"((regs)[fa_pin_i])::"memory"); \
+    } while (0)
+
+/* The same for A-fragment registers (P), which an RS wgmma reads asynchronously. */
+#define fa_wg_pin_u32(regs, count)                                \
+    do {                                                          \
+        for (int fa_pin_i = 0; fa_pin_i < (count); ++fa_pin_i)    \
+            asm volatile("" : "+r"((regs)[fa_pin_i])::"memory"); \
     } while (0)
 
 /* ---- the shared-memory matrix descriptor (PTX ISA 9.7.15.5.1.2.2) ------------------ */
@@ -153,6 +165,38 @@ FA_WG_DEFINE_TYPES(256)
 #undef FA_WG_DEFINE_TYPES
 #undef FA_WG_DEFINE
 #undef FA_WG_DEFINE
+
+/* ---- the two products of the warpgroup forward, on the tiles as TMA lands them ---------- */
+
+/* fa_wgmma_m64n<N>_<form>_<type> for macro arguments (N and the type expand first). */
+#define FA_WG_MMA(N, form, type) FA_CAT(FA_CAT(FA_CAT(fa_wgmma_m64n, N), _##form##_), type)
+
+/* S = Q·Kᵀ: one warpgroup's 64 query rows (at shared address q_addr, inside a Q tile whose
+ * 64-column blocks lie q_block_bytes apart) against the N keys of a K tile at k_addr (its
+ * blocks N x 128 bytes apart), over head dim D: D / 16 k-steps, 32 bytes each inside a
+ * 128-byte row, then the next column block. acc holds N / 2 floats; the first step
+ * overwrites them. Issued, not waited for (fa_wg_commit / fa_wg_wait). */
+#define FA_WG_QK(N, D, type, acc, q_addr, q_block_bytes, k_addr)                                      \
+    do {                                                                                              \
+        _Pragma("unroll") for (int fa_ks = 0; fa_ks < (D) / 16; ++fa_ks)                              \
+        {                                                                                             \
+            const uint32_t fa_in_row = 32u * (uint32_t)(fa_ks % 4), fa_block = (uint32_t)(fa_ks / 4);  \
+            FA_WG_MMA(N, ss_kmaj, type)                                                               \
+            ((acc), fa_wg_desc_sw128((q_addr) + fa_block * (q_block_bytes) + fa_in_row, 16, 1024),     \
+             fa_wg_desc_sw128((k_addr) + fa_block * (N) * 128u + fa_in_row, 16, 1024), fa_ks > 0);      \
+        }                                                                                             \
+    } while (0)
+
+/* O += P·V: P of the warpgroup's 64 rows from registers (p[ks]: the A operand of keys
+ * 16 ks .. 16 ks + 15), V as stored ([key][d], MN-major B) in a tile of N keys at v_addr
+ * whose 64-column blocks of d lie N x 128 bytes apart (the leading byte offset); a k-step
+ * of 16 keys is 16 rows = 2048 bytes. acc holds D / 2 floats. Issued, not waited for. */
+#define FA_WG_PV(N, D, type, acc, p, v_addr)                                                          \
+    do {                                                                                              \
+        _Pragma("unroll") for (int fa_ks = 0; fa_ks < (N) / 16; ++fa_ks)                              \
+            FA_WG_MMA(D, rs_nmaj, type)((acc), (p)[fa_ks],                                            \
+                                        fa_wg_desc_sw128((v_addr) + 2048u * (uint32_t)fa_ks, (N) * 128u, 1024), 1); \
+    } while (0)
 
 /* ---- mbarriers (PTX ISA #parallel-synchronization-and-communication-instructions-mbarrier) */
 
@@ -247,8 +291,8 @@ FA_DEVICE void fa_tma_load_4d(void *dst, const void *map, int c0, int c1, int c2
  * to the block's pool (the producer), .inc waits until the pool has them (consumers).
  * The kernel must be compiled with a per-thread limit (__launch_bounds__ or maxrregcount)
  * that the warpgroups' sum fits. */
-#define fa_regs_shrink(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n))
-#define fa_regs_grow(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n))
+#define fa_regs_shrink(n) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n) : "memory")
+#define fa_regs_grow(n) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n) : "memory")
 
 /* bar.sync / bar.arrive with a barrier id and a thread count (PTX ISA
  * #parallel-synchronization-and-communication-instructions-bar-barrier; ids 0..15):

@@ -12,7 +12,9 @@
 
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "fa_tensor_map.h"
 #include "gpu_host/gpu_runtime.h"
 
 #define FA_RT(name) cuda##name
@@ -39,7 +41,47 @@ static void fa_rt_vendor_props(const cudaDeviceProp *prop, fa_gpu_properties *ou
      * sm_90+: fa_device.h's wait and release exist only there, and a build whose newest
      * target is older runs JIT-compiled PTX without them (FA_CUDA_NEWEST_ARCH: CMake). */
     out->launch_overlap = prop->major >= 9 && FA_CUDA_NEWEST_ARCH >= 90;
+    out->has_tensor_maps = prop->major >= 9 && fa_nv_find_encode_tiled() != NULL;
 }
+
+/* One operand as a rank-4 map (head dim, head, row, batch) with the layout's strides in
+ * bytes; a varlen operand (batch stride 0) is one batch entry of `rows` rows. */
+static cudaError_t fa_rt_operand_map(fa_nv_encode_tiled_fn encode, unsigned char out[FA_TMA_MAP_BYTES],
+                                     const void *data, const fa_operand_layout *layout, const fa_fwd_args *a,
+                                     int bf16, int heads, long long rows, int box_rows)
+{
+    const int varlen = a->cu_seqlens_q != NULL;
+    /* A map's dimensions are positive: an operand without rows (no keys at all) gets one,
+     * which the kernel never reads (it has no key tile). */
+    const cuuint64_t dims[4] = {(cuuint64_t)a->head_dim, (cuuint64_t)heads, (cuuint64_t)(rows > 0 ? rows : 1),
+                                (cuuint64_t)(varlen ? 1 : a->batch)};
+    const cuuint64_t strides[3] = {2ull * (cuuint64_t)layout->head, 2ull * (cuuint64_t)layout->row,
+                                   2ull * (cuuint64_t)(varlen ? layout->row : layout->batch)};
+    const cuuint32_t box[4] = {64, 1, (cuuint32_t)box_rows, 1};
+    CUtensorMap map;
+    if (fa_nv_tensor_map_16bit(encode, &map, bf16, 4, data, dims, strides, box, 1) != CUDA_SUCCESS)
+        return cudaErrorInvalidValue;
+    memcpy(out, &map, FA_TMA_MAP_BYTES);
+    return cudaSuccess;
+}
+
+/* The runtime table's encode_fwd_maps; the driver function is looked up once. */
+static int fa_rt_encode_fwd_maps(const fa_fwd_args *a, int bf16, long long rows_q, long long rows_k, int tile_m,
+                                 int tile_n, fa_tma_maps *maps)
+{
+    static const fa_nv_encode_tiled_fn encode = fa_nv_find_encode_tiled();
+    typedef char fa_map_size_matches[sizeof(CUtensorMap) == FA_TMA_MAP_BYTES ? 1 : -1];
+    cudaError_t err;
+    if (!encode)
+        return cudaErrorNotSupported;
+    err = fa_rt_operand_map(encode, maps->q, a->q, &a->q_layout, a, bf16, a->heads, rows_q, tile_m);
+    if (err == cudaSuccess)
+        err = fa_rt_operand_map(encode, maps->k, a->k, &a->k_layout, a, bf16, a->heads_k, rows_k, tile_n);
+    if (err == cudaSuccess)
+        err = fa_rt_operand_map(encode, maps->v, a->v, &a->v_layout, a, bf16, a->heads_k, rows_k, tile_n);
+    return err;
+}
+#define FA_RT_ENCODE_FWD_MAPS fa_rt_encode_fwd_maps
 
 static int fa_rt_alloc(void **ptr, size_t bytes, void *stream)
 {

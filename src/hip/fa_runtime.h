@@ -29,6 +29,7 @@
 #define FA_RT_BACKEND FA_BACKEND_HIP
 #define FA_RT_VENDOR FA_VENDOR_AMD
 #define FA_RT_BUILT_TARGETS FA_HIP_ARCH_LIST
+#define FA_RT_ENCODE_FWD_MAPS NULL /* no warpgroup kernels on AMD */
 #define FA_RT_TARGETS_OPTION "FA_HIP_ARCHS"
 #define fa_rt_prepare_kernel NULL
 typedef hipDeviceProp_t fa_rt_device_prop;
@@ -50,6 +51,7 @@ static void fa_rt_vendor_props(const hipDeviceProp_t *prop, fa_gpu_properties *o
     out->regs_per_sm = prop->regsPerBlock;
     out->has_matrix_unit = 1;
     out->launch_overlap = 0; /* no programmatic dependent launch */
+    out->has_tensor_maps = 0;
 }
 
 static int fa_rt_alloc(void **ptr, size_t bytes, void *stream)

@@ -29,6 +29,10 @@ struct Case {
     std::vector<int32_t> cu_q, cu_k, seqused_k;
     // Extra elements between rows (packed-qkv style strides) when > 0.
     int row_padding = 0;
+    // Fixed length with seqused_k: the K and V rows past each sequence's used keys hold
+    // +Inf (a cache's unused rows may hold anything): no query sees them, so the output
+    // stays finite and equal to the oracle's only if no kernel lets them into a product.
+    bool inf_past_used_keys = false;
 };
 
 // One line naming a case, for failure messages.
@@ -147,6 +151,10 @@ struct GpuProblem {
         fa_oracle::fill_normal(q, seed);
         fa_oracle::fill_normal(k, seed + 1);
         fa_oracle::fill_normal(v, seed + 2);
+        if (spec.inf_past_used_keys && !varlen && !spec.seqused_k.empty()) {
+            set_rows_inf(k, spec.seqused_k);
+            set_rows_inf(v, spec.seqused_k);
+        }
         fa_oracle::poison(out);
         fa_oracle::poison(lse);
 
@@ -193,6 +201,19 @@ struct GpuProblem {
             dused.reset(new DeviceArray<int32_t>(spec.seqused_k));
             dev_params.seqused_k = dused->get();
         }
+    }
+    // Rows used[b] .. seqlen - 1 of every head of batch entry b of a [b, s, h, d] tensor
+    // of 16-bit elements set to +Inf.
+    static void set_rows_inf(HostTensor &t, const std::vector<int32_t> &used)
+    {
+        const uint16_t inf = t.view.dtype == FA_DTYPE_BF16 ? 0x7F80 : 0x7C00;
+        uint16_t *data = reinterpret_cast<uint16_t *>(t.view.data);
+        const int64_t *n = t.view.shape, *st = t.view.stride;
+        for (int64_t b = 0; b < n[0]; ++b)
+            for (int64_t r = used[b]; r < n[1]; ++r)
+                for (int64_t h = 0; h < n[2]; ++h)
+                    for (int64_t d = 0; d < n[3]; ++d)
+                        data[b * st[0] + r * st[1] + h * st[2] + d * st[3]] = inf;
     }
     GpuProblem(const GpuProblem &) = delete;
     GpuProblem &operator=(const GpuProblem &) = delete;

@@ -97,6 +97,8 @@ TEST_CASE("cuda forward: varlen with empty sequences, seqused_k", "[cuda][saniti
     u.seqused_k = {300, 17, 0};
     u.causal = true;
     check_case(u, seed++);
+    u.inf_past_used_keys = true; // unused cache rows may hold anything
+    check_case(u, seed++);
 }
 
 TEST_CASE("cuda forward: split-KV forced and chosen for decode", "[cuda][sanitize]")

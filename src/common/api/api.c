@@ -991,6 +991,24 @@ static fa_status read_tile_override(fa_context *ctx, fa_pass pass, fa_tile_overr
     return FA_OK;
 }
 
+/* TMA tensor maps (the warpgroup forward) take 16-byte-aligned data and byte strides
+ * that are positive multiples of 16 below 2^40 (cuTensorMapEncodeTiled's rules; 16-bit
+ * elements, so multiples of 8 elements). A varlen operand's batch stride (0) is not one
+ * of its map's strides. */
+static int tma_stride_ok(int64_t elements) { return elements > 0 && elements % 8 == 0 && elements < ((int64_t)1 << 39); }
+
+static int tma_operand_ok(const void *data, const fa_strides *s, int varlen)
+{
+    return data != NULL && (uintptr_t)data % 16 == 0 && tma_stride_ok(s->row) && tma_stride_ok(s->head) &&
+           (varlen || tma_stride_ok(s->batch));
+}
+
+static int tma_addressable(const fa_problem *p)
+{
+    return tma_operand_ok(p->q, &p->q_stride, p->varlen) && tma_operand_ok(p->k, &p->k_stride, p->varlen) &&
+           tma_operand_ok(p->v, &p->v_stride, p->varlen);
+}
+
 static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pass,
                                fa_selection *sel)
 {
@@ -1014,6 +1032,7 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
     shape.num_splits_request = p->num_splits_request;
     shape.paged = p->block_table != NULL;
     shape.page_size = p->page_size;
+    shape.tma_ok = tma_addressable(p);
     memset(sel, 0, sizeof *sel);
     registry = pass == FA_PASS_BWD ? fa_registry_bwd(ctx->backend, &count)
                                    : fa_registry(ctx->backend, &count);
@@ -1031,7 +1050,7 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
 
 /* The "kernel" of a call with nothing to compute: its plan names it, nothing launches. */
 static const fa_kernel_config no_kernel = {"none", FA_BACKEND_AUTO, FA_VENDOR_CPU, FA_PASS_FWD,
-                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL}};
+                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL}};
 
 /* Empty problems are valid calls: a forward without query rows, or a backward without
  * query and key rows, has no output element to write. A backward with rows on one side

@@ -341,10 +341,17 @@ static const char *fa_matrix_unit_name(fa_matrix_unit unit)
 {
     switch (unit) {
     case FA_MATRIX_MMA_SYNC: return "mma.sync";
+    case FA_MATRIX_WGMMA: return "wgmma";
     case FA_MATRIX_MFMA: return "mfma";
     case FA_MATRIX_WMMA: return "wmma";
     default: return "none";
     }
+}
+
+void fa_gpu_set_matrix_unit(fa_context *ctx, fa_matrix_unit unit)
+{
+    ctx->row.matrix_unit = unit;
+    snprintf(ctx->info.matrix_unit, sizeof ctx->info.matrix_unit, "%s", fa_matrix_unit_name(unit));
 }
 
 void fa_gpu_describe_device(fa_context *ctx, fa_backend backend, const char *device_name,

@@ -101,6 +101,9 @@ fa_status fa_gpu_check_bwd(fa_context *ctx, const fa_problem *p, const fa_select
  * built by fa_arch_from_device): the table's row of that name when there is one, with
  * the reported SM count and, when smaller, the reported shared memory per block (a
  * cut-down part or a future driver may differ); else the reported row itself. */
+/* The context's matrix unit (ctx->row and ctx->info) set to `unit`: a row whose unit the
+ * runtime cannot drive (warpgroup MMA without tensor maps) falls back to an older one. */
+void fa_gpu_set_matrix_unit(fa_context *ctx, fa_matrix_unit unit);
 void fa_gpu_describe_device(fa_context *ctx, fa_backend backend, const char *device_name,
                             const fa_arch_row *reported);
 

@@ -176,6 +176,10 @@ fa_status fa_gpu_attach(fa_context *ctx, const fa_gpu_runtime *rt, char *why, si
     st = create_state(ctx, rt, why, why_len);
     if (st == FA_OK)
         state_of(ctx)->launch_overlap = props.launch_overlap;
+    /* No tensor maps (an old driver, a runtime without warpgroup kernels): the row's
+     * warpgroup MMA is out of reach, its forwards take mma.sync. */
+    if (st == FA_OK && ctx->row.matrix_unit == FA_MATRIX_WGMMA && (!props.has_tensor_maps || !rt->encode_fwd_maps))
+        fa_gpu_set_matrix_unit(ctx, FA_MATRIX_MMA_SYNC);
     if (st == FA_OK)
         st = create_status(ctx, why, why_len);
     if (st != FA_OK)
@@ -346,9 +350,17 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
 {
     const fa_kernel_config *cfg = sel->config;
     gpu_state *state = state_of(ctx);
-    void *kernel_args[] = {args};
-    fa_status st = launch_kernel(ctx, cfg->kernels[0], fa_fwd_grid(p, sel), (unsigned)cfg->threads, kernel_args,
-                                 cfg->smem_bytes, "forward kernel", follows);
+    fa_tma_maps maps;
+    void *kernel_args[] = {args, &maps};
+    fa_status st = FA_OK;
+    if (cfg->warpgroup) {
+        int err = state->rt->encode_fwd_maps(args, p->dtype == FA_DTYPE_BF16, p->varlen ? p->total_q : p->seqlen_q,
+                                             p->varlen ? p->total_k : p->seqlen_k, cfg->tile_m, cfg->tile_n, &maps);
+        if (err != 0)
+            return runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, "encoding the forward's TMA tensor maps");
+    }
+    st = launch_kernel(ctx, cfg->kernels[0], fa_fwd_grid(p, sel), (unsigned)cfg->threads, kernel_args,
+                       cfg->smem_bytes, "forward kernel", follows);
     if (st != FA_OK || sel->num_splits <= 1)
         return st;
     fa_combine_args combine = fa_make_split_combine_args(p, args);

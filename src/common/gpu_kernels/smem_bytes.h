@@ -15,6 +15,17 @@
 #define FA_FWD_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
     (2 * ((tile_m) + 2 * (stages) * (tile_n)) * FA_FWD_SMEM_PITCH(head_dim))
 
+/* The warpgroup forward (attn_fwd_ws.h): the Q tile and `stages` K and V tiles, each
+ * head_dim / 64 column blocks of rows x 128 bytes (TMA's 128-byte-swizzled boxes), plus
+ * 1024 bytes to start the first tile on a 1024-byte boundary (the swizzle's period). The
+ * ring's mbarriers are static shared memory (under 1 KiB). */
+#define FA_WS_SMEM_BYTES(head_dim, tile_m, tile_n, stages) (2 * (head_dim) * ((tile_m) + 2 * (stages) * (tile_n)) + 1024)
+/* Its registers per thread at launch: one block per SM (__launch_bounds__(threads, 1))
+ * takes the whole 64K register file, as many per thread as fit in steps of 8 (ptxas),
+ * which setmaxnreg then moves between the roles. The registry records it, so the
+ * dispatcher's occupancy sees one block per SM. */
+#define FA_WS_REGS_PER_THREAD(threads) (65536 / (threads) / 8 * 8)
+
 /* Warps that share one 16-row group of the dQ kernel's resident tile (attn_bwd.h). */
 #define FA_BWD_SPLIT(warps, resident) ((warps) * 16 / (resident))
 

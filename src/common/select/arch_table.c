@@ -55,9 +55,10 @@ static const fa_arch_row k_rows[] = {
     {"sm_89", FA_VENDOR_NVIDIA, 32, 99 * KIB, 100 * KIB, 65536, 255, 1024, 1536, 142,
      FA_MATRIX_MMA_SYNC, 1},
     /* sm_90 (H100, H200): 227 KB/block, 228 KB/SM, 2048 threads/SM [CUDA-TS]; 132 SMs
-     * [H100-WP]. wgmma/TMA exist but our kernels use mma.sync + cp.async. */
+     * [H100-WP]. Warpgroup MMA (wgmma.mma_async) and TMA: PTX ISA 9.7.15 and
+     * cp.async.bulk.tensor, "requires sm_90a" (docs/research/issue13_hopper.md). */
     {"sm_90", FA_VENDOR_NVIDIA, 32, 227 * KIB, 228 * KIB, 65536, 255, 1024, 2048, 132,
-     FA_MATRIX_MMA_SYNC, 1},
+     FA_MATRIX_WGMMA, 1},
     /* sm_100 (B200): 227 KB/block, 228 KB/SM, 2048 threads/SM [CUDA-TS]; 148 SMs
      * [B200]. tcgen05 exists but our kernels use mma.sync + cp.async. */
     {"sm_100", FA_VENDOR_NVIDIA, 32, 227 * KIB, 228 * KIB, 65536, 255, 1024, 2048, 148,
@@ -193,6 +194,8 @@ static int reported_or(int reported, int fallback) { return reported > 0 ? repor
  *     the vendor's usual one (32 NVIDIA, 64 AMD CDNA-style, 1 CPU).
  *  4. The matrix unit and async copy come from the nearest row of the family, and only
  *     when the device says it has a matrix unit; no nearest row means the scalar path.
+ *     Warpgroup MMA only for the row's own architecture (sm_90a code runs on sm_90
+ *     alone): another one near it gets mma.sync.
  *  5. Consistency: per-block shared memory never exceeds per-SM shared memory, and
  *     threads per block never exceed threads per SM; sm_count is at least 1. */
 fa_arch_row fa_arch_from_device(const char *name, fa_vendor vendor, int wave_size,
@@ -219,6 +222,10 @@ fa_arch_row fa_arch_from_device(const char *name, fa_vendor vendor, int wave_siz
         reported_or(max_threads_per_sm, VENDOR_MIN(vendor, max_threads_per_sm));
     row.sm_count = reported_or(sm_count, 1);
     row.matrix_unit = (has_matrix_unit && near) ? near->matrix_unit : FA_MATRIX_NONE;
+    /* sm_90a machine code runs on sm_90 alone ("a" features are not forward compatible):
+     * a nearest row's warpgroup MMA does not carry over to another architecture. */
+    if (row.matrix_unit == FA_MATRIX_WGMMA && strcmp(near->name, row.name) != 0)
+        row.matrix_unit = FA_MATRIX_MMA_SYNC;
     row.has_async_copy = near ? near->has_async_copy : 0;
 
     if (row.smem_per_block > row.smem_per_sm) row.smem_per_block = row.smem_per_sm;

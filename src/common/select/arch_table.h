@@ -14,6 +14,8 @@ typedef enum fa_vendor { FA_VENDOR_CPU = 0, FA_VENDOR_NVIDIA, FA_VENDOR_AMD } fa
 typedef enum fa_matrix_unit {
     FA_MATRIX_NONE = 0, /* scalar FMA only                        */
     FA_MATRIX_MMA_SYNC, /* NVIDIA mma.sync m16n8k16 (sm_80+)       */
+    FA_MATRIX_WGMMA,    /* NVIDIA wgmma.mma_async + TMA (sm_90a); such a row also runs */
+                        /* mma.sync kernels                                           */
     FA_MATRIX_MFMA,     /* AMD CDNA v_mfma                         */
     FA_MATRIX_WMMA      /* AMD RDNA3/4 v_wmma                      */
 } fa_matrix_unit;

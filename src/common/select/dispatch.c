@@ -4,7 +4,12 @@
  * FLASHATTN_FORCE_TILE syntax.
  *
  * Selection rule (fa_select_config):
- *  Family (forward, GPU vendors with decode configs): the decode family (pack_gqa,
+ *  Family (forward): on a row with warpgroup MMA (sm_90), every forward the decode family
+ *    does not take goes to the warpgroup family (ws_instances.txt) when its operands are
+ *    TMA-addressable and one of its configs passes the filters below (the forced tile
+ *    included); otherwise, and on every other row, to the mma.sync kernels, the reason
+ *    saying which family ran and why.
+ *  Decode family (forward, GPU vendors with decode configs): the decode family (pack_gqa,
  *    dec_instances.txt) serves paged K/V always, and every problem whose packed rows
  *    G * s_q (G = heads / heads_k) are at most FA_DECODE_PACKED_ROWS: one packed tile then
  *    reads each K/V tile once per KV head, where a prefill tile reads it once per query
@@ -143,7 +148,8 @@ static int limit_failure(const fa_arch_row *row, const fa_kernel_config *c, char
 static passed filter_stage(const fa_arch_row *row, const fa_kernel_config *c,
                            const fa_problem_shape *shape)
 {
-    if (c->vendor != row->vendor || c->pass != shape->pass || c->pack_gqa != shape->pack_gqa)
+    if (c->vendor != row->vendor || c->pass != shape->pass || c->pack_gqa != shape->pack_gqa ||
+        c->warpgroup != shape->warpgroup)
         return PASSED_NONE;
     if (c->dtype != shape->dtype) return PASSED_VENDOR;
     if (c->head_dim < shape->head_dim) return PASSED_DTYPE;
@@ -334,8 +340,8 @@ static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kern
 /* ---- reasons ------------------------------------------------------------------------ */
 
 static void describe_choice(const fa_arch_row *row, const fa_kernel_config *c,
-                            const fa_problem_shape *shape, const estimate *e, char *out,
-                            size_t len)
+                            const fa_problem_shape *shape, const estimate *e, const char *family,
+                            char *out, size_t len)
 {
     long long slots = (long long)sm_count_of(row) * e->blocks_per_sm;
     const char *unit = sm_word(row->vendor);
@@ -366,7 +372,9 @@ static void describe_choice(const fa_arch_row *row, const fa_kernel_config *c,
                                                     : "grid under 80% of a wave");
     /* CPU loops take the head dim at run time: only GPU instances really pad. */
     if (n > 0 && (size_t)n < len && c->head_dim > shape->head_dim && c->vendor != FA_VENDOR_CPU)
-        snprintf(out + n, len - n, ", head dim %d padded to %d", shape->head_dim, c->head_dim);
+        n += snprintf(out + n, len - n, ", head dim %d padded to %d", shape->head_dim, c->head_dim);
+    if (n > 0 && (size_t)n < len && family[0])
+        snprintf(out + n, len - n, ", %s", family);
 }
 
 static void describe_no_config(const fa_arch_row *row, const fa_problem_shape *shape,
@@ -438,6 +446,34 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
     return shape->paged || (long long)(shape->heads / shape->heads_k) * shape->seqlen_q <= FA_DECODE_PACKED_ROWS;
 }
 
+/* 1 when the forward goes to the warpgroup family (see the header); on a row that has
+ * warpgroup MMA, `note` says which family runs and, for mma.sync, why. */
+static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg, int count,
+                            const fa_problem_shape *shape, const fa_tile_override *force, char *note,
+                            size_t len)
+{
+    fa_problem_shape wg = *shape, mma = *shape;
+    int wg_head_dim, mma_head_dim;
+    note[0] = '\0';
+    if (row->matrix_unit != FA_MATRIX_WGMMA || shape->pass != FA_PASS_FWD || shape->pack_gqa) return 0;
+    wg.warpgroup = 1;
+    mma.warpgroup = 0;
+    wg_head_dim = smallest_head_dim(row, reg, count, &wg, force);
+    mma_head_dim = smallest_head_dim(row, reg, count, &mma, force);
+    if (!shape->tma_ok)
+        snprintf(note, len, "mma.sync family: q, k or v is not TMA-addressable (data 16-byte aligned, "
+                            "strides multiples of 8 elements)");
+    else if (wg_head_dim == INT_MAX)
+        snprintf(note, len, "mma.sync family: no warpgroup instance %s", force && force->tile_m > 0
+                 ? "has the forced tile" : "covers this head dim and dtype in this build");
+    else if (wg_head_dim > mma_head_dim) /* never pad more than needed, across families too */
+        snprintf(note, len, "mma.sync family: its d%d pads less than the warpgroup family's d%d", mma_head_dim,
+                 wg_head_dim);
+    else
+        snprintf(note, len, "warpgroup family (wgmma + TMA, sm_90a)");
+    return note[0] == 'w';
+}
+
 /* Why nothing is eligible: the furthest filter stage any config reached, and the first
  * limit message at the limits stage. Returns FA_ERR_BAD_TILE_OVERRIDE when configs fit
  * but the override excludes them all. */
@@ -472,6 +508,7 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     double floor_cost;
     int i, head_dim;
     fa_problem_shape family;
+    char family_note[128];
 
     memset(&best_e, 0, sizeof best_e);
     if (!out) return FA_ERR_NULL_POINTER;
@@ -482,12 +519,14 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     }
     if (count < 0) count = 0;
     family = *shape;
-    family.pack_gqa = decode_family(row, registry, count, shape);
+    family.warpgroup = 0;
+    family.pack_gqa = decode_family(row, registry, count, &family);
     /* A decode-sized problem no decode config fits (the device's limits, a forced prefill
      * tile) takes the prefill family; paged K/V has no other. */
     if (family.pack_gqa && !family.paged &&
         smallest_head_dim(row, registry, count, &family, force) == INT_MAX)
         family.pack_gqa = 0;
+    family.warpgroup = warpgroup_family(row, registry, count, &family, force, family_note, sizeof family_note);
     shape = &family;
 
     head_dim = smallest_head_dim(row, registry, count, shape, force);
@@ -508,7 +547,7 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     out->config = best;
     out->blocks_per_sm = best_e.blocks_per_sm;
     out->num_splits = best_e.splits;
-    describe_choice(row, best, shape, &best_e, out->reason, sizeof out->reason);
+    describe_choice(row, best, shape, &best_e, family_note, out->reason, sizeof out->reason);
     return FA_OK;
 }
 

@@ -1,0 +1,173 @@
+// test_cuda_warpgroup.cpp - the warpgroup forward family (ws_instances.txt, attn_fwd_ws.h:
+// wgmma, TMA, warp specialisation; sm_90a) on an sm_90 device: which family the plan
+// names and why (covered head dims, head dims it would pad more than mma.sync, strides
+// TMA cannot address), and every compiled forward tile of both families, forced with
+// FLASHATTN_FORCE_TILE, against the fp64 oracle on odd lengths, GQA 6/2, causal both
+// ways and varlen with seqused_k (the V tail the kernel zeroes). The rest of the GPU
+// sweep (test_cuda_forward.cpp) runs on this family already wherever the dispatcher
+// picks it. On a device other than sm_90, or a build without sm_90a code, each case
+// WARNs and passes (Catch2 2 has no skip). Exits with code 4 without a CUDA device.
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "forward_check.hpp"
+#include "gpu_case.hpp"
+#include "select/registry.h"
+
+namespace {
+
+// 1 when this device runs sm_90a code and the build holds warpgroup kernels.
+bool warpgroup_device()
+{
+    cudaDeviceProp prop;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+        return false;
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry(FA_BACKEND_CUDA, &count);
+    bool built = false;
+    for (int i = 0; i < count; ++i)
+        built = built || (reg[i].warpgroup && reg[i].compiled);
+    return prop.major == 9 && prop.minor == 0 && built;
+}
+
+struct Plan {
+    std::string kernel, reason;
+};
+
+Plan plan_of(const Case &c)
+{
+    GpuProblem p(c, 1);
+    Context ctx;
+    fa_plan plan;
+    REQUIRE(fa_plan_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &plan) == FA_OK);
+    return {plan.kernel, plan.reason};
+}
+
+bool starts(const std::string &s, const char *prefix) { return s.rfind(prefix, 0) == 0; }
+
+Case prefill_case(int head_dim, fa_dtype dtype)
+{
+    Case c;
+    c.batch = 2;
+    c.heads = 6;
+    c.heads_k = 2;
+    c.seqlen_q = 301;
+    c.seqlen_k = 517;
+    c.head_dim = head_dim;
+    c.dtype = dtype;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("cuda warpgroup: the plan names the family and why", "[cuda][warpgroup]")
+{
+    if (!warpgroup_device()) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
+        return;
+    }
+    for (int d : {64, 128, 192, 256, 56, 120}) {
+        const Plan plan = plan_of(prefill_case(d, FA_DTYPE_BF16));
+        INFO("d" << d << ": " << plan.kernel << ": " << plan.reason);
+        CHECK(starts(plan.kernel, "fa_cuda_ws_"));
+        CHECK(plan.reason.find("warpgroup family (wgmma + TMA, sm_90a)") != std::string::npos);
+    }
+    // d32 and d96 have mma.sync instances of their own: the warpgroup d64 / d128 would pad more.
+    for (int d : {32, 96}) {
+        const Plan plan = plan_of(prefill_case(d, FA_DTYPE_F16));
+        INFO("d" << d << ": " << plan.kernel << ": " << plan.reason);
+        CHECK(starts(plan.kernel, "fa_cuda_fwd_"));
+        CHECK(plan.reason.find("pads less than the warpgroup family") != std::string::npos);
+    }
+    // Rows 3 elements apart from whole 16-byte steps: no tensor map, mma.sync.
+    Case odd = prefill_case(128, FA_DTYPE_BF16);
+    odd.row_padding = 3;
+    const Plan plan = plan_of(odd);
+    INFO(plan.kernel << ": " << plan.reason);
+    CHECK(starts(plan.kernel, "fa_cuda_fwd_"));
+    CHECK(plan.reason.find("not TMA-addressable") != std::string::npos);
+    check_case(odd, 5100);
+}
+
+TEST_CASE("cuda warpgroup: every compiled forward tile of both families, forced, against the oracle",
+          "[cuda][warpgroup]")
+{
+    if (!warpgroup_device()) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
+        return;
+    }
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry(FA_BACKEND_CUDA, &count);
+    uint64_t seed = 5200;
+    int warpgroup_tiles = 0;
+    for (int i = 0; i < count; ++i) {
+        const fa_kernel_config &k = reg[i];
+        if (k.pass != FA_PASS_FWD || k.pack_gqa || !k.compiled)
+            continue;
+        const std::string tile =
+            std::to_string(k.tile_m) + "x" + std::to_string(k.tile_n) + ":" + std::to_string(k.stages);
+        REQUIRE(setenv("FLASHATTN_FORCE_TILE", tile.c_str(), 1) == 0);
+        Case c = prefill_case(k.head_dim, k.dtype);
+        INFO(k.name << " forced as " << tile);
+        // A forced tile that both families have at this head dim runs the warpgroup one.
+        if (k.warpgroup)
+            CHECK(plan_of(c).kernel == k.name);
+        check_case(c, seed++);
+        c.causal = true;
+        c.seqlen_q = 517; // causal with more queries than keys
+        c.seqlen_k = 301;
+        check_case(c, seed++);
+        if (k.warpgroup) {
+            // A sequence's last key tile runs into rows that are not its keys: the next
+            // sequence's (varlen) or unused ones (seqused_k), which the kernel zeroes in V
+            // before P·V.
+            Case v = prefill_case(k.head_dim, k.dtype);
+            v.cu_q = {0, 77, 77, 301};
+            v.cu_k = {0, 200, 333, 517};
+            check_case(v, seed++);
+            Case u = prefill_case(k.head_dim, k.dtype);
+            u.seqused_k = {150, 7};
+            u.causal = true;
+            u.inf_past_used_keys = true;
+            check_case(u, seed++);
+            ++warpgroup_tiles;
+        }
+        unsetenv("FLASHATTN_FORCE_TILE");
+    }
+    CHECK(warpgroup_tiles >= 8); // four head dims x two dtypes
+}
+
+TEST_CASE("cuda warpgroup: more query tiles than SMs, Inf past the used keys", "[cuda][warpgroup]")
+{
+    if (!warpgroup_device()) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
+        return;
+    }
+    // 3 x 16 heads x 6 query tiles of d128 = 288 tiles: a persistent grid of 132 blocks
+    // walks two or three each, the ring and the turns running on from one to the next.
+    uint64_t seed = 5300;
+    for (int d : {64, 128})
+        for (bool causal : {false, true}) {
+            Case c = prefill_case(d, FA_DTYPE_BF16);
+            c.batch = 3;
+            c.heads = 16;
+            c.heads_k = 4;
+            c.seqlen_q = 700;
+            c.seqlen_k = 700;
+            c.causal = causal;
+            check_case(c, seed++);
+            c.seqused_k = {700, 333, 1};
+            c.inf_past_used_keys = true;
+            check_case(c, seed++);
+        }
+    Case v = prefill_case(128, FA_DTYPE_F16);
+    v.cu_q = {0, 400, 400, 1100, 1500};
+    v.cu_k = {0, 300, 650, 1300, 1777};
+    v.heads = 16;
+    v.heads_k = 4;
+    check_case(v, seed++);
+}
