@@ -34,19 +34,6 @@ bool warpgroup_device()
     return prop.major == 9 && prop.minor == 0 && built;
 }
 
-struct Plan {
-    std::string kernel, reason;
-};
-
-Plan plan_of(const Case &c)
-{
-    GpuProblem p(c, 1);
-    Context ctx;
-    fa_plan plan;
-    REQUIRE(fa_plan_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &plan) == FA_OK);
-    return {plan.kernel, plan.reason};
-}
-
 bool starts(const std::string &s, const char *prefix) { return s.rfind(prefix, 0) == 0; }
 
 Case prefill_case(int head_dim, fa_dtype dtype)
