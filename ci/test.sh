@@ -88,10 +88,12 @@ section "HIP backend for gfx90a;gfx942;gfx1100;gfx1201: build, check code object
 build_and_test "$WORK/build-hip" -DFA_ENABLE_HIP=ON -DFA_HIP_ARCHS="gfx90a;gfx942;gfx1100;gfx1201" \
   -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
 
-section "Emulated AMD device: instruction and scheduler tests (clang-19, ASan + UBSan)"
+section "Emulated AMD device: instructions, scheduler, and the HIP kernels' sweep (clang-19, ASan + UBSan)"
 # src/emu (issue 15): the thin ISA names of src/hip run on the CPU on an emulated wave64
 # (gfx942) and wave32 (gfx1100, gfx1201) device, checked against AMD's Matrix Instruction
-# Calculator tables (tests/emu/calc) and for the scheduler's named errors. Test-only.
+# Calculator tables (tests/emu/calc) and for the scheduler's named errors; then every hip
+# kernel instance (FA_EMU_INSTANCES=all) through the public API against the fp64 oracle
+# (tests/emu/test_emu_sweep.cpp). Test-only.
 cmake -S "$ROOT" -B "$WORK/build-emu" -G Ninja -DFA_BUILD_TESTS=OFF -DFA_BUILD_AMD_EMU=ON \
   -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 cmake --build "$WORK/build-emu" --parallel "$JOBS"

@@ -59,15 +59,13 @@ endforeach()
 
 # ---- flashattn on the emulated device ----
 
-# The kernels each emulated library holds (step 3 of the research note: the shared
-# kernels, every forward d64 row in f16 and bf16, every decode d64 row and every
-# backward d32 and d64 row in f16, so the dispatcher's choice among them is the real
-# part's; every other instance stays planned in the registry, so the API refuses it as
-# not compiled). The names are those of cmake/FlashattnInstances.cmake.
+# The kernels each emulated library holds: by default every hip instance of the
+# instance lists, so for every head dim and dtype the dispatcher's choice is the real
+# part's. A shorter list (names of cmake/FlashattnInstances.cmake, e.g.
+# fa_hip_fwd_d64_f16_128x64x1) builds faster, as tests/emu/mutation_check.py does; the
+# rows left out stay planned in the registry, so the API refuses them as not compiled.
 set(FA_EMU_API_TARGETS 942 1100 1201 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
-set(FA_EMU_INSTANCES fa_hip_fwd_d64_f16_128x64x1 fa_hip_fwd_d64_f16_64x64x1 fa_hip_fwd_d64_bf16_128x64x1
-    fa_hip_fwd_d64_bf16_64x64x1 fa_hip_dec_d64_f16_16x128x1 fa_hip_dec_d64_f16_16x32x1 fa_hip_bwd_d32_f16_64x64x1
-    fa_hip_bwd_d32_f16_32x32x1 fa_hip_bwd_d64_f16_64x64x1 CACHE STRING "HIP kernel instances compiled into the emulated libraries")
+set(FA_EMU_INSTANCES all CACHE STRING "HIP kernel instances compiled into the emulated libraries: all, or a list of names")
 set(FA_EMU_WAVE64_TARGETS 942)
 set(FA_EMU_ARCH_942 gfx942)
 set(FA_EMU_ARCH_1100 gfx1100)
@@ -76,28 +74,42 @@ set(FA_EMU_ARCH_1201 gfx1201)
 set(FA_EMU_DIR ${PROJECT_BINARY_DIR}/amd_emu)
 include(FlashattnInstances)
 fa_instance_units(hip ${FA_EMU_DIR}/units cpp)
-set(FA_EMU_UNITS ${FA_EMU_DIR}/units/fa_hip_shared_kernels.cpp)
-foreach(name IN LISTS FA_EMU_INSTANCES)
+set(FA_EMU_INSTANCE_NAMES ${FA_EMU_INSTANCES})
+if(FA_EMU_INSTANCES STREQUAL "all")
+  set(FA_EMU_INSTANCE_NAMES "")
+  foreach(file IN LISTS FA_UNIT_SOURCES)
+    get_filename_component(name ${file} NAME_WE)
+    if(NOT name STREQUAL "fa_hip_shared_kernels")
+      list(APPEND FA_EMU_INSTANCE_NAMES ${name})
+    endif()
+  endforeach()
+endif()
+foreach(name IN LISTS FA_EMU_INSTANCE_NAMES)
   if(NOT EXISTS ${FA_EMU_DIR}/units/${name}.cpp)
     message(FATAL_ERROR "FA_EMU_INSTANCES: no hip instance ${name} in the instance lists")
   endif()
-  list(APPEND FA_EMU_UNITS ${FA_EMU_DIR}/units/${name}.cpp)
 endforeach()
 
-# The registry of one emulated target: the hip rows of FA_EMU_INSTANCES that the target
-# compiles built, the other hip rows planned, the CPU rows as always. A wave32 target
-# compiles only the rows listing wave 32 (cmake/kernel_unit.in), as on the device.
-function(fa_emu_registry target out)
-  set(FA_BUILT_cuda FALSE)
-  set(FA_BUILT_hip TRUE)
-  set(FA_BUILT_NAMES_hip "")
-  foreach(name IN LISTS FA_EMU_INSTANCES)
+# The instances one emulated target compiles, into ${out}: a wave32 target only the rows
+# listing wave 32 (cmake/kernel_unit.in leaves the others' kernels out, as on the device).
+function(fa_emu_target_instances target out)
+  set(names "")
+  foreach(name IN LISTS FA_EMU_INSTANCE_NAMES)
     # The manifest line of its first kernel: "... DTYPE WAVE32 SOURCE".
     string(REGEX MATCH " ([01]) [^ \n]*/${name}[.]cpp" _ "${FA_UNIT_MANIFEST}")
     if(target IN_LIST FA_EMU_WAVE64_TARGETS OR CMAKE_MATCH_1 EQUAL 1)
-      list(APPEND FA_BUILT_NAMES_hip ${name})
+      list(APPEND names ${name})
     endif()
   endforeach()
+  set(${out} ${names} PARENT_SCOPE)
+endfunction()
+
+# The registry of one emulated target: the instances it compiles built, the other hip
+# rows planned, the CPU rows as always.
+function(fa_emu_registry target out)
+  set(FA_BUILT_cuda FALSE)
+  set(FA_BUILT_hip TRUE)
+  fa_emu_target_instances(${target} FA_BUILT_NAMES_hip)
   fa_write_registry(${out})
 endfunction()
 
@@ -123,7 +135,12 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
   fa_emu_registry(${target} ${FA_EMU_DIR}/gfx${target}/registry.c)
   # The HIP kernel units for the host: src/hip/fa_device.h over the emulated thin names
   # (forced in, as the fa_device_h_compiles test above checks).
-  add_library(${lib}_kernels OBJECT ${FA_EMU_UNITS})
+  fa_emu_target_instances(${target} names)
+  set(units ${FA_EMU_DIR}/units/fa_hip_shared_kernels.cpp)
+  foreach(name IN LISTS names)
+    list(APPEND units ${FA_EMU_DIR}/units/${name}.cpp)
+  endforeach()
+  add_library(${lib}_kernels OBJECT ${units})
   target_include_directories(${lib}_kernels PRIVATE ${PROJECT_SOURCE_DIR}/src/emu
                              ${PROJECT_SOURCE_DIR}/src/emu/include ${PROJECT_SOURCE_DIR}/src/hip
                              ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/include)
@@ -141,7 +158,8 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
   set_target_properties(${lib} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 
   set(exe ${lib}_tests)
-  add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp $<TARGET_OBJECTS:fa_amd_emu_test_support>
+  add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_sweep.cpp
+                 ${PROJECT_SOURCE_DIR}/tests/emu/emu_api_checks.cpp $<TARGET_OBJECTS:fa_amd_emu_test_support>
                  $<TARGET_OBJECTS:fa_amd_emu_catch_main>)
   target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/reference
                              ${PROJECT_SOURCE_DIR}/src/common)

@@ -34,13 +34,8 @@
 
 #include <stdint.h>
 
-#include "fa_nv_layouts.h"
+#include "fa_nv_layouts.h" /* and, through it, api/fa_hd.h's FA_CAT */
 #include "fa_wgmma_shapes.h"
-
-#ifndef FA_CAT
-#define FA_CAT_(a, b) a##b
-#define FA_CAT(a, b) FA_CAT_(a, b)
-#endif
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "fa_hopper.h is sm_90a vocabulary: compile with -gencode=arch=compute_90a,code=sm_90a"

@@ -1,7 +1,8 @@
 /*
- * fa_emu.cpp - the emulated AMD device's scheduler: fibers (ucontext) for the lanes of
- * one workgroup, the wave-wide collective points, the workgroup barriers, the LDS
- * arena, and the named errors of fa_emu.h. Design: docs/research/issue15_emulator.md
+ * fa_emu.cpp - the emulated AMD device's scheduler: fibers for the lanes of one
+ * workgroup (a register switch of their own on x86-64, ucontext elsewhere), the
+ * wave-wide collective points, the workgroup barriers, the LDS arena, and the named
+ * errors of fa_emu.h. Design: docs/research/issue15_emulator.md
  * 3.2 (fibers), 3.3 (collectives and their errors), 3.5 (LDS and wave order).
  *
  * Lanes run to their next collective point (a wave op, a barrier, or the end of the
@@ -16,8 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -58,6 +62,89 @@ static void stack_unpoison(void *stack, size_t size)
 #endif
 }
 
+/* ---- the context switch ----
+ *
+ * A fiber is a stack and the place its suspended state is kept. With ucontext, glibc's
+ * swapcontext makes a sigprocmask system call at every switch and ASan intercepts
+ * makecontext and swapcontext (warning that it does not fully support them); a split-KV
+ * forward took four times as long as with the switch below (research note, step 4). On
+ * x86-64 the switch is therefore our own: push the SysV callee-saved registers and the
+ * SSE/x87 control words, swap stack pointers, pop. The switch_begin/switch_end
+ * annotations around every switch tell ASan which stack runs. Other architectures keep
+ * ucontext. */
+#if defined(__x86_64__)
+struct fiber {
+    void *sp; /* the suspended fiber's stack pointer: its saved registers lie there */
+};
+
+extern "C" void fa_emu_fiber_switch(void **save_sp, void *next_sp);
+__asm__(".pushsection .text\n"
+        ".globl fa_emu_fiber_switch\n"
+        ".hidden fa_emu_fiber_switch\n"
+        ".type fa_emu_fiber_switch, @function\n"
+        "fa_emu_fiber_switch:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    subq $8, %rsp\n"
+        "    stmxcsr (%rsp)\n"
+        "    fnstcw 4(%rsp)\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    ldmxcsr (%rsp)\n"
+        "    fldcw 4(%rsp)\n"
+        "    addq $8, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size fa_emu_fiber_switch, .-fa_emu_fiber_switch\n"
+        ".popsection\n");
+
+/* A fresh fiber's stack as fa_emu_fiber_switch leaves a suspended one: the control
+ * words, six zeroed registers, and entry as the return address, placed so that entry
+ * starts with the stack alignment of a called function (rsp + 8 a multiple of 16).
+ * entry never returns: it ends by switching away. */
+static void fiber_start(struct fiber *f, unsigned char *stack, size_t size, void (*entry)(void))
+{
+    uint64_t *top = (uint64_t *)((uintptr_t)(stack + size) & ~(uintptr_t)15);
+    uint64_t *sp = top - 9;
+    uint32_t mxcsr;
+    uint16_t fpucw;
+    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+    sp[0] = (uint64_t)mxcsr | (uint64_t)fpucw << 32;
+    for (int r = 1; r <= 6; ++r)
+        sp[r] = 0;
+    sp[7] = (uint64_t)(uintptr_t)entry;
+    sp[8] = 0; /* entry's own return address: none */
+    f->sp = sp;
+}
+
+static void fiber_switch(struct fiber *from, struct fiber *to) { fa_emu_fiber_switch(&from->sp, to->sp); }
+#else
+struct fiber {
+    ucontext_t uc;
+};
+
+static void fiber_start(struct fiber *f, unsigned char *stack, size_t size, void (*entry)(void))
+{
+    getcontext(&f->uc);
+    f->uc.uc_stack.ss_sp = stack;
+    f->uc.uc_stack.ss_size = size;
+    f->uc.uc_link = NULL;
+    makecontext(&f->uc, entry, 0);
+}
+
+static void fiber_switch(struct fiber *from, struct fiber *to) { swapcontext(&from->uc, &to->uc); }
+#endif
+
 /* ASan enlarges frames; d256's fp32 accumulators are 1-2 KiB per lane (note 3.2). */
 #define FA_EMU_STACK_BYTES (256u * 1024u)
 #define FA_EMU_MAX_LDS_DECLS 8
@@ -66,7 +153,7 @@ static void stack_unpoison(void *stack, size_t size)
 enum lane_state { LANE_READY, LANE_WAVE_OP, LANE_BARRIER, LANE_EXITED, LANE_FAILED };
 
 struct lane {
-    ucontext_t uc;
+    struct fiber fib;
     int started;
     enum lane_state state;
     struct fa_emu_dim3 tid;
@@ -92,7 +179,7 @@ struct workgroup {
     void (*kernel)(void *);
     void *arg;
     int n_lanes, n_waves;
-    ucontext_t sched_uc;
+    struct fiber sched;
     void *sched_fake;
     const void *sched_bottom;
     size_t sched_size;
@@ -106,6 +193,15 @@ static struct lane g_lanes[FA_EMU_MAX_LANES];
 static struct lane *g_cur;
 /* Fiber stacks live for the process: a launch reuses those of the previous ones. */
 static unsigned char *g_stacks[FA_EMU_MAX_LANES];
+/* 1 when the last lane on the stack ran its kernel to the end: every frame then cleared
+ * its own redzones on return, so the stack's shadow is clean without clearing it again
+ * (32 KiB of shadow per lane and workgroup: it was a third of a launch's time). */
+static unsigned char g_stack_clean[FA_EMU_MAX_LANES];
+/* ASan's fake stack (detect_stack_use_after_return, on by default) of the last lane that
+ * ran its kernel to the end on each stack, handed to the next lane there: like a thread
+ * calling its next function. Dropping it at every exit cost an mmap, its page faults and
+ * a munmap per lane and workgroup. */
+static void *g_fake_stacks[FA_EMU_MAX_LANES];
 static int g_err;
 static char g_text[FA_EMU_TEXT_BYTES];
 
@@ -194,20 +290,26 @@ static unsigned char *lane_stack(int i)
         mprotect(p, (size_t)page, PROT_NONE);
         g_stacks[i] = (unsigned char *)p + page;
     }
-    /* A lane that ended in an error left its frames' redzones poisoned. */
-    stack_unpoison(g_stacks[i], FA_EMU_STACK_BYTES);
+    /* A lane that ended in an error, or whose workgroup did, left its frames' redzones
+     * poisoned. */
+    if (!g_stack_clean[i])
+        stack_unpoison(g_stacks[i], FA_EMU_STACK_BYTES);
+    g_stack_clean[i] = 0;
     return g_stacks[i];
 }
 
 static void lane_main(void)
 {
     struct lane *ln = g_cur;
-    switch_end(NULL, &g_wg.sched_bottom, &g_wg.sched_size);
+    const int i = lane_index(ln);
+    void *fake = g_fake_stacks[i];
+    g_fake_stacks[i] = NULL;
+    switch_end(fake, &g_wg.sched_bottom, &g_wg.sched_size);
     g_wg.kernel(g_wg.arg);
     ln->state = LANE_EXITED;
-    /* NULL: this fiber never runs again, so ASan may drop its fake stack. */
-    switch_begin(NULL, g_wg.sched_bottom, g_wg.sched_size);
-    swapcontext(&ln->uc, &g_wg.sched_uc);
+    g_stack_clean[i] = 1;
+    switch_begin(&g_fake_stacks[i], g_wg.sched_bottom, g_wg.sched_size);
+    fiber_switch(&ln->fib, &g_wg.sched);
 }
 
 static void lane_yield(struct lane *ln, enum lane_state state)
@@ -215,7 +317,7 @@ static void lane_yield(struct lane *ln, enum lane_state state)
     void *fake = NULL;
     ln->state = state;
     switch_begin(&fake, g_wg.sched_bottom, g_wg.sched_size);
-    swapcontext(&ln->uc, &g_wg.sched_uc);
+    fiber_switch(&ln->fib, &g_wg.sched);
     switch_end(fake, NULL, NULL);
 }
 
@@ -224,16 +326,12 @@ static void lane_run(int i)
 {
     struct lane *ln = &g_lanes[i];
     if (!ln->started) {
-        getcontext(&ln->uc);
-        ln->uc.uc_stack.ss_sp = lane_stack(i);
-        ln->uc.uc_stack.ss_size = FA_EMU_STACK_BYTES;
-        ln->uc.uc_link = NULL;
-        makecontext(&ln->uc, lane_main, 0);
+        fiber_start(&ln->fib, lane_stack(i), FA_EMU_STACK_BYTES, lane_main);
         ln->started = 1;
     }
     g_cur = ln;
     switch_begin(&g_wg.sched_fake, g_stacks[i], FA_EMU_STACK_BYTES);
-    swapcontext(&g_wg.sched_uc, &ln->uc);
+    fiber_switch(&g_wg.sched, &ln->fib);
     switch_end(g_wg.sched_fake, NULL, NULL);
     g_cur = NULL;
 }

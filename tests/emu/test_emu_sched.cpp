@@ -1,7 +1,8 @@
 // test_emu_sched.cpp - the emulator's execution model on this build's target: lane
 // coordinates, barriers (and __syncthreads_or), the wave order per barrier interval, the
 // LDS arena, and the named errors of a partial barrier, a divergent wave op, an LDS
-// over-allocation and a bad launch; an out-of-range LDS write caught by ASan in a child.
+// over-allocation and a bad launch; an out-of-range LDS write and a lane's stack overflow
+// caught by ASan in a child.
 #include <catch2/catch.hpp>
 
 #include <stdio.h>
@@ -387,6 +388,30 @@ TEST_CASE("lds_out_of_range_write_caught_by_asan")
     report = child_report(lds_overflow_kernel, -1, &status); // one byte before the start
     REQUIRE(report.find("AddressSanitizer: heap-buffer-overflow") != std::string::npos);
     report = child_report(lds_overflow_kernel, 255, &status); // the last byte: no report
+    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    REQUIRE(report.find("AddressSanitizer") == std::string::npos);
+}
+
+// A lane's frame keeps its redzones across a switch out and back in (the barrier), and
+// ASan reports an overflow there as one of that lane's stack.
+static void stack_overflow_kernel(void *arg)
+{
+    volatile char local[32];
+    volatile char *at = local; // through a pointer: UBSan's bounds check would report first
+    local[0] = 1;
+    __syncthreads();
+    if (threadIdx.x == 1)
+        at[*(const int *)arg] = local[0];
+}
+
+TEST_CASE("lane_stack_overflow_after_a_switch_caught_by_asan")
+{
+    int status = 0;
+    std::string report = child_report(stack_overflow_kernel, 32, &status); // one past the end
+    INFO(report);
+    REQUIRE(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    REQUIRE(report.find("AddressSanitizer: stack-buffer-overflow") != std::string::npos);
+    report = child_report(stack_overflow_kernel, 31, &status); // the last byte: no report
     REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
     REQUIRE(report.find("AddressSanitizer") == std::string::npos);
 }

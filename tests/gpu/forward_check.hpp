@@ -42,6 +42,21 @@ inline Outcome run_case(const Case &c, uint64_t seed)
     return o;
 }
 
+// The kernel fa_plan_fwd names for a case, and its reason.
+struct Plan {
+    std::string kernel, reason;
+};
+
+inline Plan plan_of(const Case &c)
+{
+    GpuProblem p(c, 1);
+    Context ctx;
+    fa_plan plan;
+    REQUIRE(fa_plan_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &plan) == FA_OK);
+    INFO(plan.reason);
+    return {plan.kernel, plan.reason};
+}
+
 inline void check_case(const Case &c, uint64_t seed)
 {
     Outcome o = run_case(c, seed);

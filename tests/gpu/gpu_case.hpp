@@ -33,6 +33,9 @@ struct Case {
     // +Inf (a cache's unused rows may hold anything): no query sees them, so the output
     // stays finite and equal to the oracle's only if no kernel lets them into a product.
     bool inf_past_used_keys = false;
+    // Fixed length: K and V with batch stride 0, one cache that every batch entry reads
+    // (a shared prompt). The CUDA backend takes it; a tensor map cannot (strides > 0).
+    bool shared_kv = false;
 };
 
 // One line naming a case, for failure messages.
@@ -138,12 +141,13 @@ struct GpuProblem {
             lse = fa_oracle::make_tensor(FA_DTYPE_F32, {spec.heads, spec.cu_q.back()});
         } else {
             int p = spec.row_padding;
+            std::vector<int64_t> kv_strides = bshd_strides(spec.seqlen_k, spec.heads_k, spec.head_dim, p);
+            if (spec.shared_kv)
+                kv_strides[0] = 0;
             q = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_q, spec.heads, spec.head_dim},
                                        bshd_strides(spec.seqlen_q, spec.heads, spec.head_dim, p));
-            k = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_k, spec.heads_k, spec.head_dim},
-                                       bshd_strides(spec.seqlen_k, spec.heads_k, spec.head_dim, p));
-            v = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_k, spec.heads_k, spec.head_dim},
-                                       bshd_strides(spec.seqlen_k, spec.heads_k, spec.head_dim, p));
+            k = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_k, spec.heads_k, spec.head_dim}, kv_strides);
+            v = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_k, spec.heads_k, spec.head_dim}, kv_strides);
             out = fa_oracle::make_tensor(spec.dtype, {batch, spec.seqlen_q, spec.heads, spec.head_dim},
                                          bshd_strides(spec.seqlen_q, spec.heads, spec.head_dim, p));
             lse = fa_oracle::make_tensor(FA_DTYPE_F32, {batch, spec.heads, spec.seqlen_q});

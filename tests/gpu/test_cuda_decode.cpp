@@ -28,15 +28,7 @@ Case decode_case(int heads, int heads_k, int s_q, int s_k, int head_dim)
     return c;
 }
 
-std::string plan_kernel(const Case &c)
-{
-    GpuProblem p(c, 1);
-    Context ctx;
-    fa_plan plan;
-    REQUIRE(fa_plan_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &plan) == FA_OK);
-    INFO(plan.reason);
-    return plan.kernel;
-}
+std::string plan_kernel(const Case &c) { return plan_of(c).kernel; }
 
 }  // namespace
 

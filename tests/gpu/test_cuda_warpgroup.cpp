@@ -1,7 +1,7 @@
 // test_cuda_warpgroup.cpp - the warpgroup forward family (ws_instances.txt, attn_fwd_ws.h:
 // wgmma, TMA, warp specialisation; sm_90a) on an sm_90 device: which family the plan
-// names and why (covered head dims, head dims it would pad more than mma.sync, strides
-// TMA cannot address), and every compiled forward tile of both families, forced with
+// names and why (covered head dims, head dims it would pad more than mma.sync, a batch
+// stride of 0, which TMA cannot address), and every compiled forward tile of both families, forced with
 // FLASHATTN_FORCE_TILE, against the fp64 oracle on odd lengths, GQA 6/2, causal both
 // ways and varlen with seqused_k (the V tail the kernel zeroes). The rest of the GPU
 // sweep (test_cuda_forward.cpp) runs on this family already wherever the dispatcher
@@ -32,19 +32,6 @@ bool warpgroup_device()
     for (int i = 0; i < count; ++i)
         built = built || (reg[i].warpgroup && reg[i].compiled);
     return prop.major == 9 && prop.minor == 0 && built;
-}
-
-struct Plan {
-    std::string kernel, reason;
-};
-
-Plan plan_of(const Case &c)
-{
-    GpuProblem p(c, 1);
-    Context ctx;
-    fa_plan plan;
-    REQUIRE(fa_plan_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &plan) == FA_OK);
-    return {plan.kernel, plan.reason};
 }
 
 bool starts(const std::string &s, const char *prefix) { return s.rfind(prefix, 0) == 0; }
@@ -83,14 +70,16 @@ TEST_CASE("cuda warpgroup: the plan names the family and why", "[cuda][warpgroup
         CHECK(starts(plan.kernel, "fa_cuda_fwd_"));
         CHECK(plan.reason.find("pads less than the warpgroup family") != std::string::npos);
     }
-    // Rows 3 elements apart from whole 16-byte steps: no tensor map, mma.sync.
-    Case odd = prefill_case(128, FA_DTYPE_BF16);
-    odd.row_padding = 3;
-    const Plan plan = plan_of(odd);
+    // K and V shared by every batch entry (batch stride 0): the backend takes it, a tensor
+    // map cannot (its strides are positive), so mma.sync runs it. (Rows that are not whole
+    // 16-byte steps apart are refused by the CUDA backend as a whole, before any family.)
+    Case shared = prefill_case(128, FA_DTYPE_BF16);
+    shared.shared_kv = true;
+    const Plan plan = plan_of(shared);
     INFO(plan.kernel << ": " << plan.reason);
     CHECK(starts(plan.kernel, "fa_cuda_fwd_"));
     CHECK(plan.reason.find("not TMA-addressable") != std::string::npos);
-    check_case(odd, 5100);
+    check_case(shared, 5100);
 }
 
 TEST_CASE("cuda warpgroup: every compiled forward tile of both families, forced, against the oracle",

@@ -351,8 +351,8 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
     const fa_kernel_config *cfg = sel->config;
     gpu_state *state = state_of(ctx);
     fa_tma_maps maps;
-    void *kernel_args[] = {args, &maps};
-    fa_status st = FA_OK;
+    void *kernel_args[] = {args, &maps}; /* the maps: the warpgroup kernels' second parameter */
+    fa_status st;
     if (cfg->warpgroup) {
         int err = state->rt->encode_fwd_maps(args, p->dtype == FA_DTYPE_BF16, p->varlen ? p->total_q : p->seqlen_q,
                                              p->varlen ? p->total_k : p->seqlen_k, cfg->tile_m, cfg->tile_n, &maps);

@@ -9,10 +9,6 @@
 
 #include "api/fa_hd.h"
 
-/* Token pasting after expansion, for kernel names made of generated parts. */
-#define FA_CAT_(a, b) a##b
-#define FA_CAT(a, b) FA_CAT_(a, b)
-
 /* Threads per block of the backward's preprocess (one thread per row). */
 #define FA_PREP_ROWS 64
 
