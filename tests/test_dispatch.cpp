@@ -486,6 +486,19 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "mma.sync family: q, k or v is not TMA-addressable"));
     shape.tma_ok = 1;
 
+    // ... or when its walk could count more work tiles than 32 bits hold: 2^20 sequences
+    // (varlen, at most 1024 queries each) x 32 heads x 16 query tiles x up to 128 splits.
+    fa_problem_shape many = shape;
+    many.batch = 1 << 20;
+    many.seqlen_q = 1024;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, many, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.config->warpgroup == 0);
+    CHECK(contains(sel.reason, "mma.sync family: more work tiles than the warpgroup walk counts (2^32)"));
+    many.batch = 1 << 10; // 2^10 x 32 x 16 x 128 = 2^26: the warpgroup family
+    REQUIRE(select(fa_arch_find("sm_90"), reg, many, &sel) == FA_OK);
+    CHECK(sel.config->warpgroup == 1);
+
     // ... or when the forced tile is the mma.sync kernels' at this head dim (the warpgroup
     // family has 128x64 only at d256), or theirs alone.
     fa_tile_override mma_tile = {128, 64, 0};

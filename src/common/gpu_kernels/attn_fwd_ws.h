@@ -13,7 +13,7 @@
  * warpgroup gives its registers to the others. Warpgroups 1 .. FA_WS_CONSUMERS each own
  * 64 query rows of the tile and compute S = Q·Kᵀ and O += P·V with wgmma, P staying in
  * registers; they take turns issuing them (ping-pong). Up to d128 the grid is persistent
- * (FA_WS_PERSISTENT): each block walks work tiles (fa_ws_work), and the producer runs
+ * (FA_WS_PERSISTENT): each block walks work tiles (fa_ws_span), and the producer runs
  * ahead into the next one; above, a block per query tile.
  *
  * Overlap inside a consumer: S of tile t is issued before P·V of tile t-1, and the softmax
@@ -108,31 +108,39 @@ typedef struct fa_ws_ring {
 FA_DEVICE unsigned fa_ws_stage(unsigned g) { return g % FA_INST_STAGES; }
 FA_DEVICE unsigned fa_ws_parity(unsigned g) { return (g / FA_INST_STAGES) & 1u; }
 
-/* The block's work: a persistent grid (at most one block per SM) walks the query tiles
- * of every pair, w = blockIdx.x, + gridDim.x, ... of x_blocks * pairs tiles, the query
- * tiles of one pair consecutive (last, heaviest when causal, first): the blocks running
- * at a time then read the K/V of a few pairs, which stay in L2, not of 132 different
- * ones (pairs fastest measured 15% slower at d128 for that). The producer starts loading
- * a work tile while the consumers finish the one before. */
-typedef struct fa_ws_work {
-    long long pairs, total; /* heads * batch * splits (< 2^32), and x_blocks of each */
-    int x_blocks;
-} fa_ws_work;
+/* The block's work: a persistent grid (at most one block per SM) walks the work tiles
+ * w = blockIdx.x, + gridDim.x, ... of x_blocks * pairs. They are ordered in sections of
+ * a few pairs whose K/V fit in L2 together (FA_WS_L2_SECTION_BYTES), and within a section
+ * by the query tile, the last (heaviest when causal) first, then the pair: the blocks
+ * running at a time read the K/V of one section, and each round of gridDim.x tiles
+ * costs about the same in every block. Measured on the H200 (bench/NOTES.md, ws3): pairs
+ * fastest over all pairs lost 15% at d128 (132 K/V streams at once, no L2 reuse); query
+ * tiles fastest lost up to 45% when causal (with gridDim.x a multiple of x_blocks each
+ * block always drew the same query tile). The producer starts loading a work tile while
+ * the consumers finish the one before. */
+#define FA_WS_L2_SECTION_BYTES (24ll << 20)
 
-FA_DEVICE fa_ws_work fa_ws_work_of(const fa_fwd_args *args)
+/* All computed from args at each use, not kept, and in 32 bits (the dispatcher keeps
+ * the warpgroup family below FA_WS_WALK_TILES work tiles): a consumer has no registers to
+ * spare across the walk (ptxas spilled at d128 with 64-bit state kept live). */
+FA_DEVICE unsigned fa_ws_x_blocks(const fa_fwd_args *args) { return (unsigned)(args->seqlen_q + FA_INST_M - 1) / FA_INST_M; }
+FA_DEVICE unsigned fa_ws_pairs(const fa_fwd_args *args)
 {
-    fa_ws_work work;
-    work.x_blocks = (args->seqlen_q + FA_INST_M - 1) / FA_INST_M;
-    work.pairs = (long long)args->heads * args->batch * args->num_splits;
-    work.total = work.pairs * work.x_blocks;
-    return work;
+    return (unsigned)args->heads * (unsigned)args->batch * (unsigned)args->num_splits;
 }
+FA_DEVICE unsigned fa_ws_total(const fa_fwd_args *args) { return fa_ws_pairs(args) * fa_ws_x_blocks(args); }
 
-FA_DEVICE fa_block_span fa_ws_span(const fa_fwd_args *args, const fa_ws_work *work, long long w)
+FA_DEVICE fa_block_span fa_ws_span(const fa_fwd_args *args, unsigned w)
 {
-    const long long pair = w / work->x_blocks, from_last = w - pair * work->x_blocks;
-    return fa_span_at(args, (work->x_blocks - 1 - (int)from_last) * FA_INST_M, (unsigned)(pair % args->heads),
-                      (unsigned)(pair / args->heads));
+    const long long kv_bytes = 4ll * FA_INST_D * (args->seqlen_k > 0 ? args->seqlen_k : 1); /* K and V, 16-bit */
+    const unsigned pairs = fa_ws_pairs(args), x_blocks = fa_ws_x_blocks(args);
+    const long long fit = FA_WS_L2_SECTION_BYTES / kv_bytes;
+    const unsigned section = fit < 1 ? 1u : fit > pairs ? pairs : (unsigned)fit;
+    const unsigned first_pair = w / (section * x_blocks) * section, in_section = w % (section * x_blocks);
+    const unsigned pairs_here = pairs - first_pair < section ? pairs - first_pair : section;
+    const unsigned from_last = in_section / pairs_here, pair = first_pair + in_section % pairs_here;
+    return fa_span_at(args, (int)(x_blocks - 1 - from_last) * FA_INST_M, pair % (unsigned)args->heads,
+                      pair / (unsigned)args->heads);
 }
 
 /* One tile of `rows` rows at (row, head, batch) of an operand's map, as D / 64 boxes of
@@ -355,9 +363,8 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
  * persistent grid (FA_WS_PERSISTENT, launch_grid.h), or the block's own one. */
 #if FA_WS_PERSISTENT(FA_INST_D)
 #define FA_WS_FOR_EACH_WORK_TILE(s)                                                 \
-    const fa_ws_work work = fa_ws_work_of(&args);                                   \
-    for (long long w = blockIdx.x; w < work.total; w += gridDim.x)                  \
-        for (fa_block_span s = fa_ws_span(&args, &work, w), *once = &s; once; once = NULL)
+    for (unsigned w = blockIdx.x; w < fa_ws_total(&args); w += gridDim.x)          \
+        for (fa_block_span s = fa_ws_span(&args, w), *once = &s; once; once = NULL)
 #else
 #define FA_WS_FOR_EACH_WORK_TILE(s) \
     for (fa_block_span s = fa_find_span(&args), *once = &s; once; once = NULL)

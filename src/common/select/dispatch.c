@@ -450,6 +450,18 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
 
 /* 1 when the forward goes to the warpgroup family (see the header); on a row that has
  * warpgroup MMA, `note` says which family runs and, for mma.sync, why. */
+/* At most how many work tiles a warpgroup launch of this shape walks: its smallest query
+ * tile (64 rows) and every split there could be. */
+static long long walk_tiles_bound(const fa_problem_shape *shape)
+{
+    const long long factors[4] = {(shape->seqlen_q + 63) / 64, shape->heads, shape->batch, FA_MAX_SPLITS};
+    long long tiles = 1;
+    int i;
+    for (i = 0; i < 4; i++) /* saturating at the limit: the product can pass 2^63 */
+        tiles = factors[i] > 0 && tiles > FA_WS_WALK_TILES / factors[i] ? FA_WS_WALK_TILES : tiles * factors[i];
+    return tiles;
+}
+
 static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg, int count,
                             const fa_problem_shape *shape, const fa_tile_override *force, char *note,
                             size_t len)
@@ -465,6 +477,8 @@ static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg,
     if (!shape->tma_ok)
         snprintf(note, len, "mma.sync family: q, k or v is not TMA-addressable (data 16-byte aligned, "
                             "strides multiples of 8 elements)");
+    else if (walk_tiles_bound(shape) >= FA_WS_WALK_TILES)
+        snprintf(note, len, "mma.sync family: more work tiles than the warpgroup walk counts (2^32)");
     else if (wg_head_dim == INT_MAX)
         snprintf(note, len, "mma.sync family: no warpgroup instance %s", force && force->tile_m > 0
                  ? "has the forced tile" : "covers this head dim and dtype in this build");
