@@ -76,8 +76,8 @@ typedef struct fa_selection {
     int blocks_per_sm;
     int num_splits;
     int persistent_blocks;   /* warpgroup family, FA_WS_PERSISTENT instances: the grid  */
-                             /* (SMs x blocks per SM), whose blocks walk the query      */
-                             /* tiles; 0 for the others (a block per tile)              */
+                             /* (SMs x blocks per SM) whose blocks walk the work tiles, */
+                             /* or 0: a block per work tile (walk_pays in dispatch.c)   */
     char reason[256];
 } fa_selection;
 
