@@ -457,6 +457,16 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "d128 bf16 128x128x2"));
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->warpgroup == 1);
+    CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm); // one per slot
+    // Causal: persistent over at most 2048 keys, a block per work tile beyond (walk_pays).
+    fa_problem_shape causal = shape;
+    causal.has_mask = 1;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
+    CHECK(sel.persistent_blocks > 0);
+    causal.seqlen_q = causal.seqlen_k = 4096;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
+    CHECK(sel.config->warpgroup == 1);
+    CHECK(sel.persistent_blocks == 0);
     // Its blocks take the whole register file (one per SM), which the estimate sees: the
     // d64 tile's shared memory alone would fit three.
     fa_problem_shape d64 = shape;
@@ -474,6 +484,7 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "padded to 96"));
     CHECK(contains(sel.reason, "mma.sync family: its d96 pads less than the warpgroup family's d128"));
     CHECK(sel.config->warpgroup == 0);
+    CHECK(sel.persistent_blocks == 0);
 
     // ... or when the operands cannot be read through tensor maps.
     shape.head_dim = 128;
@@ -483,6 +494,19 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "d128 bf16 128x64x2"));
     CHECK(contains(sel.reason, "mma.sync family: q, k or v is not TMA-addressable"));
     shape.tma_ok = 1;
+
+    // ... or when its walk could count 2^31 work tiles or more: 2^20 sequences
+    // (varlen, at most 1024 queries each) x 32 heads x 16 query tiles x up to 128 splits.
+    fa_problem_shape many = shape;
+    many.batch = 1 << 20;
+    many.seqlen_q = 1024;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, many, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(sel.config->warpgroup == 0);
+    CHECK(contains(sel.reason, "mma.sync family: more work tiles than the warpgroup walk counts (2^31)"));
+    many.batch = 1 << 10; // 2^10 x 32 x 16 x 128 = 2^26: the warpgroup family
+    REQUIRE(select(fa_arch_find("sm_90"), reg, many, &sel) == FA_OK);
+    CHECK(sel.config->warpgroup == 1);
 
     // ... or when the forced tile is the mma.sync kernels' at this head dim (the warpgroup
     // family has 128x64 only at d256), or theirs alone.

@@ -101,6 +101,24 @@ TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_
 
     fa_grid g = fa_fwd_grid(&p, &sel);
     CHECK((g.x == 3 && g.y == 6 && g.z == 6)); // ceil(300/128), heads, batch * splits
+    // The warpgroup family's persistent grid: its work tiles (3 x 6 x 6), at most one
+    // block per slot.
+    fa_kernel_config ws = cfg;
+    ws.warpgroup = 1;
+    fa_selection ws_sel = selection_of(ws, 3);
+    ws_sel.persistent_blocks = 132;
+    g = fa_fwd_grid(&p, &ws_sel);
+    CHECK((g.x == 108 && g.y == 1 && g.z == 1));
+    ws_sel.persistent_blocks = 100;
+    g = fa_fwd_grid(&p, &ws_sel);
+    CHECK((g.x == 100 && g.y == 1 && g.z == 1));
+    ws_sel.persistent_blocks = 0; // not persistent: the same walk, a block per work tile
+    g = fa_fwd_grid(&p, &ws_sel);
+    CHECK((g.x == 108 && g.y == 1 && g.z == 1));
+    ws.head_dim = 256; // no walk above d128 (FA_WS_PERSISTENT): the grid of the mma.sync kernels
+    ws_sel = selection_of(ws, 3);
+    g = fa_fwd_grid(&p, &ws_sel);
+    CHECK((g.x == 3 && g.y == 6 && g.z == 6));
     // The combine: 600 rows x heads per batch entry over (1, batch); few of them, so
     // 32-lane groups (8 chunk lanes x 4 shares of the 3 splits), 4 per block.
     const fa_fwd_args fwd = fa_make_args(&p, 3, kFakeWorkspace);

@@ -395,6 +395,12 @@ static fa_grid fa_pair_grid(unsigned x, long long inner, long long outer)
 fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel)
 {
     const fa_kernel_config *c = sel->config;
+    if (c->warpgroup && FA_WS_PERSISTENT(c->head_dim)) { /* attn_fwd_ws.h's walk: blocks along x */
+        const long long tiles = (long long)fa_blocks(p->seqlen_q, c->tile_m) * p->heads * p->batch * sel->num_splits;
+        const long long blocks = sel->persistent_blocks > 0 && sel->persistent_blocks < tiles ? sel->persistent_blocks
+                                                                                                : tiles;
+        return fa_pair_grid((unsigned)blocks, 1, 1);
+    }
     if (c->pack_gqa)
         return fa_pair_grid(fa_blocks(p->seqlen_q * (p->heads / p->heads_k), c->tile_m), p->heads_k,
                             (long long)p->batch * sel->num_splits);

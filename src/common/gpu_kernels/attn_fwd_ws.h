@@ -12,9 +12,9 @@
  * mbarrier the copies complete and an "empty" one the consumers release), and the
  * warpgroup gives its registers to the others. Warpgroups 1 .. FA_WS_CONSUMERS each own
  * 64 query rows of the tile and compute S = Q·Kᵀ and O += P·V with wgmma, P staying in
- * registers; they take turns issuing them (ping-pong). A block per query tile (the grid
- * of launch_grid.h); a persistent grid is on branch issue13-persistent, not yet run on a
- * device.
+ * registers; they take turns issuing them (ping-pong). Up to d128 the grid is persistent
+ * (FA_WS_PERSISTENT): each block walks work tiles (fa_ws_span), and the producer runs
+ * ahead into the next one; above, a block per query tile.
  *
  * Overlap inside a consumer: S of tile t is issued before P·V of tile t-1, and the softmax
  * of tile t runs while that P·V is still in the tensor cores; O is rescaled once it is
@@ -98,14 +98,50 @@
  * plus the bytes; empty: one arrival per consumer warp, once its products are done with
  * the stage. */
 typedef struct fa_ws_ring {
-    uint64_t q_full;
+    uint64_t q_full, q_empty;
     uint64_t k_full[FA_INST_STAGES], v_full[FA_INST_STAGES];
     uint64_t k_empty[FA_INST_STAGES], v_empty[FA_INST_STAGES];
 } fa_ws_ring;
 
-/* Stage and phase parity of the block's K/V tile t in the ring. */
-FA_DEVICE unsigned fa_ws_stage(int t) { return (unsigned)t % FA_INST_STAGES; }
-FA_DEVICE unsigned fa_ws_parity(int t) { return ((unsigned)t / FA_INST_STAGES) & 1u; }
+/* Stage and phase parity of the g-th K/V tile through the ring (counted over all the
+ * work tiles of the block: the ring runs on from one to the next). */
+FA_DEVICE unsigned fa_ws_stage(unsigned g) { return g % FA_INST_STAGES; }
+FA_DEVICE unsigned fa_ws_parity(unsigned g) { return (g / FA_INST_STAGES) & 1u; }
+
+/* The block's work: a persistent grid (at most one block per SM) walks the work tiles
+ * w = blockIdx.x, + gridDim.x, ... of x_blocks * pairs. They are ordered in sections of
+ * a few pairs whose K/V fit in L2 together (FA_WS_L2_SECTION_BYTES), and within a section
+ * by the query tile, the last (heaviest when causal) first, then the pair: the blocks
+ * running at a time read the K/V of one section, and each round of gridDim.x tiles
+ * costs about the same in every block. Measured on the H200 (bench/NOTES.md, ws3): pairs
+ * fastest over all pairs lost 15% at d128 (132 K/V streams at once, no L2 reuse); query
+ * tiles fastest lost up to 45% when causal (with gridDim.x a multiple of x_blocks each
+ * block always drew the same query tile). The producer starts loading a work tile while
+ * the consumers finish the one before. */
+#define FA_WS_L2_SECTION_BYTES (24ll << 20)
+
+/* All computed from args at each use, not kept, and in 32 bits (the dispatcher keeps
+ * the warpgroup family below FA_WS_WALK_TILES work tiles): a consumer has no registers to
+ * spare across the walk (ptxas spilled at d128 with 64-bit state kept live). */
+FA_DEVICE unsigned fa_ws_x_blocks(const fa_fwd_args *args) { return (unsigned)(args->seqlen_q + FA_INST_M - 1) / FA_INST_M; }
+FA_DEVICE unsigned fa_ws_pairs(const fa_fwd_args *args)
+{
+    return (unsigned)args->heads * (unsigned)args->batch * (unsigned)args->num_splits;
+}
+FA_DEVICE unsigned fa_ws_total(const fa_fwd_args *args) { return fa_ws_pairs(args) * fa_ws_x_blocks(args); }
+
+FA_DEVICE fa_block_span fa_ws_span(const fa_fwd_args *args, unsigned w)
+{
+    const long long kv_bytes = 4ll * FA_INST_D * (args->seqlen_k > 0 ? args->seqlen_k : 1); /* K and V, 16-bit */
+    const unsigned pairs = fa_ws_pairs(args), x_blocks = fa_ws_x_blocks(args);
+    const long long fit = FA_WS_L2_SECTION_BYTES / kv_bytes;
+    const unsigned section = fit < 1 ? 1u : fit > pairs ? pairs : (unsigned)fit;
+    const unsigned first_pair = w / (section * x_blocks) * section, in_section = w % (section * x_blocks);
+    const unsigned pairs_here = pairs - first_pair < section ? pairs - first_pair : section;
+    const unsigned from_last = in_section / pairs_here, pair = first_pair + in_section % pairs_here;
+    return fa_span_at(args, (int)(x_blocks - 1 - from_last) * FA_INST_M, pair % (unsigned)args->heads,
+                      pair / (unsigned)args->heads);
+}
 
 /* One tile of `rows` rows at (row, head, batch) of an operand's map, as D / 64 boxes of
  * 64 columns into consecutive column blocks, on one barrier. */
@@ -117,29 +153,34 @@ FA_DEVICE void fa_ws_load(unsigned char *dst, const void *map, int rows, int hea
         fa_tma_load_4d(dst + b * FA_WS_BLOCK(rows), map, 64 * b, head, (int)row, batch, bar);
 }
 
-/* The producer's one thread: Q, then K(0), and per step K(t) ahead of V(t-1), each into
- * its stage once the consumers released the stage's previous tile. */
+/* The producer's one thread, for one work tile: Q (once the consumers released the
+ * previous one: q_loads tiles so far), then K(0), and per step K(t) ahead of V(t-1),
+ * each into its stage once the consumers released the stage's previous tile (kv tiles
+ * through the ring so far). */
 FA_DEVICE void fa_ws_produce(const fa_fwd_args *args, const fa_tma_maps *maps, const fa_block_span *s,
-                             fa_ws_ring *ring, unsigned char *smem_q, unsigned char *smem_k, unsigned char *smem_v)
+                             fa_ws_ring *ring, unsigned char *smem_q, unsigned char *smem_k, unsigned char *smem_v,
+                             unsigned kv, unsigned q_loads)
 {
     const int n_tiles = s->tile_hi - s->tile_lo;
     const int kv_head = s->head / (args->heads / args->heads_k);
     const int batch = args->cu_seqlens_q ? 0 : s->batch; /* varlen maps have one batch entry */
+    if (q_loads > 0)
+        fa_mbar_wait(&ring->q_empty, (q_loads - 1) & 1u);
     fa_mbar_arrive_expect_tx(&ring->q_full, FA_WS_Q_BYTES);
     fa_ws_load(smem_q, maps->q, FA_INST_M, s->head, s->q_row0 + s->m0, batch, &ring->q_full);
     for (int t = 0; t <= n_tiles; ++t) {
         if (t < n_tiles) {
-            const unsigned st = fa_ws_stage(t);
-            if (t >= FA_INST_STAGES)
-                fa_mbar_wait(&ring->k_empty[st], fa_ws_parity(t) ^ 1u);
+            const unsigned g = kv + t, st = fa_ws_stage(g);
+            if (g >= FA_INST_STAGES)
+                fa_mbar_wait(&ring->k_empty[st], fa_ws_parity(g) ^ 1u);
             fa_mbar_arrive_expect_tx(&ring->k_full[st], FA_WS_KV_BYTES);
             fa_ws_load(smem_k + st * FA_WS_KV_BYTES, maps->k, FA_INST_N, kv_head,
                        s->k_row0 + (long long)(s->tile_hi - 1 - t) * FA_INST_N, batch, &ring->k_full[st]);
         }
         if (t >= 1) {
-            const unsigned st = fa_ws_stage(t - 1);
-            if (t - 1 >= FA_INST_STAGES)
-                fa_mbar_wait(&ring->v_empty[st], fa_ws_parity(t - 1) ^ 1u);
+            const unsigned g = kv + t - 1, st = fa_ws_stage(g);
+            if (g >= FA_INST_STAGES)
+                fa_mbar_wait(&ring->v_empty[st], fa_ws_parity(g) ^ 1u);
             fa_mbar_arrive_expect_tx(&ring->v_full[st], FA_WS_KV_BYTES);
             fa_ws_load(smem_v + st * FA_WS_KV_BYTES, maps->v, FA_INST_N, kv_head,
                        s->k_row0 + (long long)(s->tile_hi - t) * FA_INST_N, batch, &ring->v_full[st]);
@@ -202,11 +243,12 @@ FA_DEVICE int fa_ws_block_idle(const fa_fwd_args *args, const fa_block_span *s)
     return s->rows_valid <= 0 || s->batch == args->batch || fa_sequence_bad(args, s->batch);
 }
 
-/* One consumer warpgroup's tile: S(t) issued before P·V(t-1), the softmax of t under
+/* One consumer warpgroup's work tile: S(t) issued before P·V(t-1), the softmax of t under
  * that product, O rescaled once it is done; then O and LSE (or the split's partials)
- * written. */
+ * written. kv and q_loads as for fa_ws_produce. */
 FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa_ws_ring *ring,
-                             unsigned char *smem_q, unsigned char *smem_k, unsigned char *smem_v, int consumer)
+                             unsigned char *smem_q, unsigned char *smem_k, unsigned char *smem_v, int consumer,
+                             unsigned kv, unsigned q_loads)
 {
     const int warp_row0 = 64 * consumer + FA_MMA_M * (fa_warp() % 4);
     const int n_tiles = s->tile_hi - s->tile_lo;
@@ -242,29 +284,29 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
         fa_wg_fence();                                                                                \
     } while (0)
 /* S of tile t issued and committed as one group (K(t) has landed: FA_WS_WAIT_K). */
-#define FA_WS_WAIT_K(t) fa_mbar_wait(&ring->k_full[fa_ws_stage(t)], fa_ws_parity(t))
+#define FA_WS_WAIT_K(t) fa_mbar_wait(&ring->k_full[fa_ws_stage(kv + (t))], fa_ws_parity(kv + (t)))
 #define FA_WS_ISSUE_S(t)                                                                              \
     do {                                                                                              \
         FA_WG_QK(FA_INST_N, FA_INST_D, FA_WS_TYPE, &acc_s[0][0][0], q_addr, FA_WS_BLOCK(FA_INST_M),    \
-                 k_addr + fa_ws_stage(t) * FA_WS_KV_BYTES);                                           \
+                 k_addr + fa_ws_stage(kv + (t)) * FA_WS_KV_BYTES);                                    \
         fa_wg_commit();                                                                               \
     } while (0)
 /* P·V of tile t issued and committed (V(t) has landed: FA_WS_WAIT_V). */
-#define FA_WS_WAIT_V(t) fa_mbar_wait(&ring->v_full[fa_ws_stage(t)], fa_ws_parity(t))
+#define FA_WS_WAIT_V(t) fa_mbar_wait(&ring->v_full[fa_ws_stage(kv + (t))], fa_ws_parity(kv + (t)))
 #define FA_WS_ISSUE_PV(t)                                                                             \
     do {                                                                                              \
         FA_WG_PV(FA_INST_N, FA_INST_D, FA_WS_TYPE, &acc_o[0][0][0], p[0],                             \
-                 v_addr + fa_ws_stage(t) * FA_WS_KV_BYTES);                                           \
+                 v_addr + fa_ws_stage(kv + (t)) * FA_WS_KV_BYTES);                                    \
         fa_wg_commit();                                                                               \
     } while (0)
 
     if (n_tiles > 0) {
-        fa_mbar_wait(&ring->q_full, 0);
+        fa_mbar_wait(&ring->q_full, q_loads & 1u);
         /* The one tile whose keys run past the sequence's end into rows of other data,
          * zeroed outside the turns: every consumer takes part. */
         if ((args->cu_seqlens_q || args->seqused_k) && (long long)s->tile_hi * FA_INST_N > s->seqlen_k) {
             FA_WS_WAIT_V(0);
-            fa_ws_zero_tail(smem_v + fa_ws_stage(0) * FA_WS_KV_BYTES, s->seqlen_k - FA_TILE_N0(0));
+            fa_ws_zero_tail(smem_v + fa_ws_stage(kv) * FA_WS_KV_BYTES, s->seqlen_k - FA_TILE_N0(0));
         }
         FA_WS_WAIT_K(0);
         fa_ws_turn_wait(consumer);
@@ -273,7 +315,9 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
         fa_ws_turn_pass(consumer);
         fa_wg_wait(0);
         fa_wg_pin(&acc_s[0][0][0], FA_NF * FA_ACC_REGS);
-        fa_ws_release(&ring->k_empty[fa_ws_stage(0)]);
+        fa_ws_release(&ring->k_empty[fa_ws_stage(kv)]);
+        if (n_tiles == 1)
+            fa_ws_release(&ring->q_empty);
         fa_ws_softmax(acc_s, args, s, warp_row0, FA_TILE_N0(0), alibi_log2, row_max, row_sum, correction);
         fa_pack_p(p, acc_s); /* O is still zero: nothing to rescale */
         for (int t = 1; t < n_tiles; ++t) {
@@ -286,12 +330,14 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
             fa_ws_turn_pass(consumer);
             fa_wg_wait(1); /* S(t) is done; P·V(t-1) still runs under the softmax */
             fa_wg_pin(&acc_s[0][0][0], FA_NF * FA_ACC_REGS);
-            fa_ws_release(&ring->k_empty[fa_ws_stage(t)]);
+            fa_ws_release(&ring->k_empty[fa_ws_stage(kv + t)]);
+            if (t == n_tiles - 1)
+                fa_ws_release(&ring->q_empty); /* the last S read of this Q */
             const int rescale = fa_ws_softmax(acc_s, args, s, warp_row0, FA_TILE_N0(t), alibi_log2, row_max,
                                               row_sum, correction);
             fa_wg_wait(0);
             fa_wg_pin(&acc_o[0][0][0], FA_DF * FA_ACC_REGS);
-            fa_ws_release(&ring->v_empty[fa_ws_stage(t - 1)]);
+            fa_ws_release(&ring->v_empty[fa_ws_stage(kv + t - 1)]);
             fa_rescale_o(acc_o, correction, rescale);
             fa_pack_p(p, acc_s);
         }
@@ -302,7 +348,7 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
         fa_ws_turn_pass(consumer);
         fa_wg_wait(0);
         fa_wg_pin(&acc_o[0][0][0], FA_DF * FA_ACC_REGS);
-        fa_ws_release(&ring->v_empty[fa_ws_stage(n_tiles - 1)]);
+        fa_ws_release(&ring->v_empty[fa_ws_stage(kv + n_tiles - 1)]);
     }
 #undef FA_WS_FENCE_OPERANDS
 #undef FA_WS_WAIT_K
@@ -312,6 +358,17 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
 #undef FA_TILE_N0
     fa_write_output(args, s, warp_row0, acc_o, row_max, row_sum);
 }
+
+/* The work tiles of this block, each as its span `s`: every gridDim.x-th one of the
+ * persistent grid (FA_WS_PERSISTENT, launch_grid.h), or the block's own one. */
+#if FA_WS_PERSISTENT(FA_INST_D)
+#define FA_WS_FOR_EACH_WORK_TILE(s)                                                 \
+    for (unsigned w = blockIdx.x; w < fa_ws_total(&args); w += gridDim.x)          \
+        for (fa_block_span s = fa_ws_span(&args, w), *once = &s; once; once = NULL)
+#else
+#define FA_WS_FOR_EACH_WORK_TILE(s) \
+    for (fa_block_span s = fa_find_span(&args), *once = &s; once; once = NULL)
+#endif
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     FA_INST_NAME(fa_fwd_args args, const __grid_constant__ fa_tma_maps maps)
@@ -323,11 +380,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     unsigned char *smem_k = smem_q + FA_WS_Q_BYTES;
     unsigned char *smem_v = smem_k + FA_INST_STAGES * FA_WS_KV_BYTES;
 
-    /* The barriers, then the roles. Each role finds its block's span after taking its
-     * registers: nothing computed before setmaxnreg may stay live across it (the
-     * producer's 24 registers would force it into local memory). */
+    /* The barriers, then the roles. Each role walks the work after taking its registers:
+     * nothing computed before setmaxnreg may stay live across it (the producer's few
+     * registers would force it into local memory). */
     if (threadIdx.x == 0) {
         fa_mbar_init(&ring.q_full, 1);
+        fa_mbar_init(&ring.q_empty, FA_WS_CONSUMERS * 4);
         for (int i = 0; i < FA_INST_STAGES; ++i) {
             fa_mbar_init(&ring.k_full[i], 1);
             fa_mbar_init(&ring.v_full[i], 1);
@@ -340,26 +398,37 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     fa_wait_prior_grid(); /* the device check before this kernel wrote seq_ok */
     fa_allow_next_grid(); /* the combine may be scheduled; it waits for this grid's end */
 
+    unsigned kv = 0, q_loads = 0; /* K/V tiles through the ring, Q tiles loaded */
     if (fa_warpgroup() == 0) {
         fa_regs_shrink(FA_WS_PRODUCER_REGS);
-        const fa_block_span s = fa_find_span(&args);
-        if (threadIdx.x == 0 && !fa_ws_block_idle(&args, &s) && s.tile_hi > s.tile_lo) {
-            fa_tma_prefetch_map(maps.q);
-            fa_tma_prefetch_map(maps.k);
-            fa_tma_prefetch_map(maps.v);
-            fa_ws_produce(&args, &maps, &s, &ring, smem_q, smem_k, smem_v);
+        if (threadIdx.x != 0)
+            return;
+        fa_tma_prefetch_map(maps.q);
+        fa_tma_prefetch_map(maps.k);
+        fa_tma_prefetch_map(maps.v);
+        FA_WS_FOR_EACH_WORK_TILE(s) {
+            if (fa_ws_block_idle(&args, &s) || s.tile_hi <= s.tile_lo)
+                continue;
+            fa_ws_produce(&args, &maps, &s, &ring, smem_q, smem_k, smem_v, kv, q_loads);
+            kv += s.tile_hi - s.tile_lo;
+            ++q_loads;
         }
         return;
     }
     fa_regs_grow(FA_WS_CONSUMER_REGS);
-    const fa_block_span s = fa_find_span(&args);
-    if (fa_ws_block_idle(&args, &s))
-        return;
     const int consumer = fa_warpgroup() - 1;
     /* The first turn is consumer 0's: the last one passes it before its own first. */
     if (consumer == FA_WS_CONSUMERS - 1)
         fa_named_arrive(FA_WS_BAR_TURN + 0, 2 * FA_WARPGROUP_THREADS);
-    fa_ws_consume(&args, &s, &ring, smem_q, smem_k, smem_v, consumer);
+    FA_WS_FOR_EACH_WORK_TILE(s) {
+        if (fa_ws_block_idle(&args, &s))
+            continue;
+        fa_ws_consume(&args, &s, &ring, smem_q, smem_k, smem_v, consumer, kv, q_loads);
+        if (s.tile_hi > s.tile_lo) {
+            kv += s.tile_hi - s.tile_lo;
+            ++q_loads;
+        }
+    }
     /* The last consumer's last pass (or, with no products at all, the first one). */
     if (consumer == 0)
         fa_ws_turn_wait(0);

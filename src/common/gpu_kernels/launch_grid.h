@@ -17,6 +17,15 @@
 
 #define FA_GRID_YZ_MAX 65535
 
+/* The warpgroup forward (attn_fwd_ws.h) runs a persistent grid (gridDim.x = at most one
+ * block per SM, walking every query tile of every pair in x) for head dims up to 128;
+ * above, its consumers have no registers left for the walk's state (ptxas spills it:
+ * 36-84 bytes at d192/d256), and those instances take the grid above, a block per tile. */
+#define FA_WS_PERSISTENT(head_dim) ((head_dim) <= 128)
+/* Its walk counts work tiles (query tiles x heads x batch x splits) in 32 bits, and a
+ * launch of a block per work tile puts them all along x (below 2^31). */
+#define FA_WS_WALK_TILES (1ll << 31)
+
 /* Blocks along y and z for inner x outer pairs (both >= 0). *z passes FA_GRID_YZ_MAX
  * exactly when the pairs exceed FA_GRID_YZ_MAX^2, which the host then refuses; every
  * other grid keeps y * z - pairs < z, and y * z < 2^32. */

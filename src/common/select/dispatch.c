@@ -63,6 +63,8 @@
  */
 #include "select/dispatch.h"
 
+#include "gpu_kernels/launch_grid.h"
+
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -448,6 +450,30 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
 
 /* 1 when the forward goes to the warpgroup family (see the header); on a row that has
  * warpgroup MMA, `note` says which family runs and, for mma.sync, why. */
+/* 1 when the warpgroup walk's blocks should be persistent (one per slot, each walking
+ * many work tiles) rather than one per work tile, which the hardware hands out as blocks
+ * finish. Measured on the H200 (bench/NOTES.md, ws3): persistent is faster without a
+ * mask (up to 1.15x at 512 - 1k, the same at 8k - 16k) and with a mask over few keys,
+ * but its static round robin balances causal tiles worse than the hardware does: 5-15%
+ * slower at 4k - 16k causal keys. */
+#define WALK_MASKED_KEYS_MAX 2048
+static int walk_pays(const fa_problem_shape *shape)
+{
+    return !shape->has_mask || shape->seqlen_k <= WALK_MASKED_KEYS_MAX;
+}
+
+/* At most how many work tiles a warpgroup launch of this shape walks: its smallest query
+ * tile (64 rows) and every split there could be. */
+static long long walk_tiles_bound(const fa_problem_shape *shape)
+{
+    const long long factors[4] = {(shape->seqlen_q + 63) / 64, shape->heads, shape->batch, FA_MAX_SPLITS};
+    long long tiles = 1;
+    int i;
+    for (i = 0; i < 4; i++) /* saturating at the limit: the product can pass 2^63 */
+        tiles = factors[i] > 0 && tiles > FA_WS_WALK_TILES / factors[i] ? FA_WS_WALK_TILES : tiles * factors[i];
+    return tiles;
+}
+
 static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg, int count,
                             const fa_problem_shape *shape, const fa_tile_override *force, char *note,
                             size_t len)
@@ -463,6 +489,8 @@ static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg,
     if (!shape->tma_ok)
         snprintf(note, len, "mma.sync family: q, k or v is not TMA-addressable (data 16-byte aligned, "
                             "strides multiples of 8 elements)");
+    else if (walk_tiles_bound(shape) >= FA_WS_WALK_TILES)
+        snprintf(note, len, "mma.sync family: more work tiles than the warpgroup walk counts (2^31)");
     else if (wg_head_dim == INT_MAX)
         snprintf(note, len, "mma.sync family: no warpgroup instance %s", force && force->tile_m > 0
                  ? "has the forced tile" : "covers this head dim and dtype in this build");
@@ -547,6 +575,9 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     out->config = best;
     out->blocks_per_sm = best_e.blocks_per_sm;
     out->num_splits = best_e.splits;
+    out->persistent_blocks = best->warpgroup && FA_WS_PERSISTENT(best->head_dim) && walk_pays(shape)
+                                 ? sm_count_of(row) * best_e.blocks_per_sm
+                                 : 0;
     describe_choice(row, best, shape, &best_e, family_note, out->reason, sizeof out->reason);
     return FA_OK;
 }

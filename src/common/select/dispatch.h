@@ -75,6 +75,9 @@ typedef struct fa_selection {
     const fa_kernel_config *config;
     int blocks_per_sm;
     int num_splits;
+    int persistent_blocks;   /* warpgroup family, FA_WS_PERSISTENT instances: the grid  */
+                             /* (SMs x blocks per SM) whose blocks walk the work tiles, */
+                             /* or 0: a block per work tile (walk_pays in dispatch.c)   */
     char reason[256];
 } fa_selection;
 
