@@ -12,9 +12,10 @@
  * mbarrier the copies complete and an "empty" one the consumers release), and the
  * warpgroup gives its registers to the others. Warpgroups 1 .. FA_WS_CONSUMERS each own
  * 64 query rows of the tile and compute S = Q·Kᵀ and O += P·V with wgmma, P staying in
- * registers; they take turns issuing them (ping-pong). Up to d128 the grid is persistent
- * (FA_WS_PERSISTENT): each block walks work tiles (fa_ws_span), and the producer runs
- * ahead into the next one; above, a block per query tile.
+ * registers; they take turns issuing them (ping-pong). Up to d128 (FA_WS_PERSISTENT) the
+ * blocks walk work tiles (fa_ws_span) along x: persistent ones (one per SM, the producer
+ * running ahead into the next tile) where the dispatcher finds it pays, else a block per
+ * work tile; above d128, a block per query tile on the mma.sync kernels' grid.
  *
  * Overlap inside a consumer: S of tile t is issued before P·V of tile t-1, and the softmax
  * of tile t runs while that P·V is still in the tensor cores; O is rescaled once it is
@@ -359,8 +360,9 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
     fa_write_output(args, s, warp_row0, acc_o, row_max, row_sum);
 }
 
-/* The work tiles of this block, each as its span `s`: every gridDim.x-th one of the
- * persistent grid (FA_WS_PERSISTENT, launch_grid.h), or the block's own one. */
+/* The work tiles of this block, each as its span `s`: every gridDim.x-th one of the walk
+ * (FA_WS_PERSISTENT, launch_grid.h; one tile when the grid has a block per tile), or the
+ * block's own one. */
 #if FA_WS_PERSISTENT(FA_INST_D)
 #define FA_WS_FOR_EACH_WORK_TILE(s)                                                 \
     for (unsigned w = blockIdx.x; w < fa_ws_total(&args); w += gridDim.x)          \
