@@ -64,12 +64,17 @@ static int rt_properties(int device, fa_gpu_properties *out)
 
 static int rt_set_device(int device) { return device == 0 ? 0 : EMU_RT_BAD_DEVICE; }
 
-/* 256-byte aligned as hipMalloc's blocks are at least; ASan tracks every block. */
+/* 256-byte aligned as hipMalloc's blocks are at least; ASan tracks every block. Filled
+ * with 0xFF bytes (NaN in every float type) where a device's memory holds whatever was
+ * there: a kernel that reads workspace no one wrote gives NaN, not a lucky 0. */
 static int rt_alloc(void **ptr, size_t bytes, void *stream)
 {
     (void)stream;
     *ptr = NULL;
-    return posix_memalign(ptr, 256, bytes ? bytes : 1) == 0 ? 0 : EMU_RT_NO_MEMORY;
+    if (posix_memalign(ptr, 256, bytes ? bytes : 1) != 0)
+        return EMU_RT_NO_MEMORY;
+    memset(*ptr, 0xFF, bytes);
+    return 0;
 }
 
 static void rt_release(void *ptr, void *stream)

@@ -247,6 +247,23 @@ TEST_CASE("forward_split_kv_forced_with_the_combine")
     }
 }
 
+// Five forced splits under a sliding window: the first three see no key of any row, so
+// their partials have LSE -inf (the forward writes their rows as 0; the workspace starts
+// as NaN bytes here, so a row it skipped would show); the combine must add nothing of
+// them and take the LSE from the other two.
+TEST_CASE("forward_split_kv_with_keyless_splits")
+{
+    uint64_t seed = 805;
+    for (fa_dtype dt : kDtypes) {
+        Case c = sweep_case(dt, 64, 37, 300, 0, seed++);
+        c.window_left = 20;
+        c.window_right = 0;
+        fa_plan plan;
+        CHECK(check_forward(c, 5, &plan) == FA_OK);
+        CHECK(plan.num_splits == 5);
+    }
+}
+
 // A decode-sized problem (s_q 1, GQA 8, d96: every target has a decode row) goes to the
 // decode family, which chooses its own splits.
 TEST_CASE("forward_decode_family_chooses_its_splits")
