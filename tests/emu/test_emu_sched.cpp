@@ -1,8 +1,8 @@
 // test_emu_sched.cpp - the emulator's execution model on this build's target: lane
 // coordinates, barriers (and __syncthreads_or), the wave order per barrier interval, the
-// LDS arena, and the named errors of a partial barrier, a divergent wave op, an LDS
-// over-allocation and a bad launch; an out-of-range LDS write and a lane's stack overflow
-// caught by ASan in a child.
+// LDS arena (arrays and objects), and the named errors of a partial barrier, a divergent
+// wave op, an LDS over-allocation and a bad launch; an out-of-range LDS write and a
+// lane's stack overflow caught by ASan in a child.
 #include <catch2/catch.hpp>
 
 #include <stdio.h>
@@ -323,6 +323,50 @@ TEST_CASE("lds_over_allocation_is_a_named_error")
     t.bytes[0] = 16;
     t.bytes[1] = emu_lds_limit - 16; // exactly the limit
     REQUIRE(emu_run(lds_kernel, &t, WS) == FA_EMU_OK);
+}
+
+// An LDS object (FA_AMD_LDS_OBJECT, the combine's kind) from the same arena as the
+// arrays: one per workgroup, shared by its lanes, 0xFF-poisoned afresh for each
+// workgroup, and counted against the limit with the array declared after it.
+struct lds_object {
+    float weights[4];
+    int slots[60];
+};
+
+struct lds_object_case {
+    size_t array_bytes;
+    const lds_object *addr[256];
+    int poison_ok;
+};
+
+static void lds_object_kernel(void *arg)
+{
+    lds_object_case *t = (lds_object_case *)arg;
+    FA_AMD_LDS_OBJECT(lds_object, obj);
+    FA_AMD_LDS_ARRAY(after, t->array_bytes);
+    (void)after;
+    const unsigned i = threadIdx.x;
+    t->addr[i] = &obj;
+    if (i == 0 && (obj.slots[59] != -1 || !(obj.weights[0] != obj.weights[0]))) // -1 and NaN
+        t->poison_ok = 0;
+    __syncthreads();
+    if (i == 0)
+        obj.slots[59] = 0, obj.weights[0] = 0.f;
+}
+
+TEST_CASE("lds_object_shared_poisoned_and_counted")
+{
+    static lds_object_case t;
+    t.array_bytes = emu_lds_limit - sizeof(lds_object); // exactly the limit
+    t.poison_ok = 1;
+    REQUIRE(emu_run(lds_object_kernel, &t, 2 * WS, 2) == FA_EMU_OK); // two workgroups, each fresh
+    REQUIRE(t.poison_ok == 1);
+    for (int i = 0; i < 2 * WS; ++i)
+        REQUIRE(t.addr[i] == t.addr[0]);
+    REQUIRE((uintptr_t)t.addr[0] % 16 == 0);
+    t.array_bytes += 1;
+    REQUIRE(emu_run(lds_object_kernel, &t, WS) == FA_EMU_ERR_LDS_LIMIT);
+    REQUIRE(emu_text_has("brings the workgroup to 65537 bytes, limit 65536"));
 }
 
 static void lds_size_by_lane_kernel(void *)
