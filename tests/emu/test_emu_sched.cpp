@@ -126,6 +126,23 @@ TEST_CASE("partial_barrier_is_a_named_error")
     REQUIRE(std::string(fa_emu_error_text()) == want);
 }
 
+// Part of one wave leaves (the hardware would go on with the rest of the wave masked;
+// the kernels never rely on that, so the emulator reports it).
+static void partial_wave_barrier_kernel(void *)
+{
+    if (threadIdx.x < 16)
+        return;
+    __syncthreads();
+}
+
+TEST_CASE("barrier_without_part_of_a_wave_is_a_named_error")
+{
+    REQUIRE(emu_run(partial_wave_barrier_kernel, NULL, 2 * WS) == FA_EMU_ERR_PARTIAL_BARRIER);
+    const std::string want =
+        "partial barrier: lanes 0-15 exited, lanes 16-" + std::to_string(2 * WS - 1) + " at __syncthreads #1";
+    REQUIRE(std::string(fa_emu_error_text()) == want);
+}
+
 // One more barrier in wave 0 than in the others (a barrier inside a wave-dependent branch).
 static void extra_barrier_kernel(void *)
 {
@@ -397,6 +414,14 @@ static void lds_overflow_kernel(void *arg)
         lds[offset] = 1;
 }
 
+static void lds_object_overflow_kernel(void *arg)
+{
+    const int offset = *(const int *)arg;
+    FA_AMD_LDS_OBJECT(lds_object, obj);
+    if (threadIdx.x == 1)
+        ((unsigned char *)&obj)[offset] = 1;
+}
+
 // ASan ends the process at its first report, so the kernel runs in a child whose stderr
 // comes back through a pipe.
 static std::string child_report(void (*kernel)(void *), int arg, int *status)
@@ -432,6 +457,12 @@ TEST_CASE("lds_out_of_range_write_caught_by_asan")
     report = child_report(lds_overflow_kernel, -1, &status); // one byte before the start
     REQUIRE(report.find("AddressSanitizer: heap-buffer-overflow") != std::string::npos);
     report = child_report(lds_overflow_kernel, 255, &status); // the last byte: no report
+    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    REQUIRE(report.find("AddressSanitizer") == std::string::npos);
+    // An LDS object (the combine's kind) is bounded the same way.
+    report = child_report(lds_object_overflow_kernel, (int)sizeof(lds_object), &status);
+    REQUIRE(report.find("AddressSanitizer: heap-buffer-overflow") != std::string::npos);
+    report = child_report(lds_object_overflow_kernel, (int)sizeof(lds_object) - 1, &status);
     REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
     REQUIRE(report.find("AddressSanitizer") == std::string::npos);
 }
