@@ -6,8 +6,8 @@
 // one; the forward bitwise equal in the forward and the reverse wave order, the
 // deterministic backward in three; paged decode and its page check, and
 // fa_fwd_kvcache's append and attention; an emulator error named with its kernel by the
-// runtime table. The forward and backward sweep against the oracle is
-// test_emu_sweep.cpp's.
+// runtime table; the combine's and a forward's LDS counted against the LDS limit. The
+// forward and backward sweep against the oracle is test_emu_sweep.cpp's.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
