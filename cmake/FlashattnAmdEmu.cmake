@@ -23,6 +23,9 @@ find_package(Catch2 2 REQUIRED)
 include(Catch)
 
 set(FA_EMU_SAN -fsanitize=address,undefined -fno-sanitize-recover=all)
+# Per test, about 40 times the longest one takes on 2 cores: an emulator that hangs (a
+# partial barrier waited on rather than reported) fails its test instead of stalling CI.
+set(FA_EMU_TEST_TIMEOUT 120)
 add_library(fa_amd_emu STATIC ${PROJECT_SOURCE_DIR}/src/emu/fa_emu.cpp ${PROJECT_SOURCE_DIR}/src/emu/fa_emu_isa.cpp)
 target_include_directories(fa_amd_emu PUBLIC ${PROJECT_SOURCE_DIR}/src/emu)
 # -Wno-psabi: 32-byte vectors pass by value without AVX; every emulated unit is built
@@ -46,7 +49,7 @@ foreach(target 942 1100 1201)
                              FA_EMU_CALC_DIR="${PROJECT_SOURCE_DIR}/tests/emu/calc")
   target_link_libraries(${exe} PRIVATE fa_amd_emu Catch2::Catch2)
   set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
-  catch_discover_tests(${exe} TEST_PREFIX amd_emu_isa_gfx${target}_)
+  catch_discover_tests(${exe} TEST_PREFIX amd_emu_isa_gfx${target}_ PROPERTIES TIMEOUT ${FA_EMU_TEST_TIMEOUT})
   # src/hip/fa_device.h over the emulated thin names, as step 3's units will compile it:
   # fa_device.h's quoted "fa_amd_isa.h" finds src/hip's own copy, which the forced
   # include of the emulated one (same include guard) must turn into a no-op.
@@ -171,5 +174,5 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
   target_compile_definitions(${exe} PRIVATE FA_EMU_ARCH="${arch}" FA_EMU_WAVE_SIZE=${wave} FA_HAVE_HIP=1)
   target_link_libraries(${exe} PRIVATE ${lib} Catch2::Catch2)
   set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
-  catch_discover_tests(${exe} TEST_PREFIX amd_emu_gfx${target}_)
+  catch_discover_tests(${exe} TEST_PREFIX amd_emu_gfx${target}_ PROPERTIES TIMEOUT ${FA_EMU_TEST_TIMEOUT})
 endforeach()

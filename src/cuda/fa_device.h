@@ -231,6 +231,8 @@ FA_DEVICE float2 fa_unpack2_f16(uint32_t v) { return __half22float2(*(__half2 *)
  * the launch's (cudaLaunchKernel), so the kernel's statement of it (for vendors whose LDS
  * is sized at compile time) is not needed here. */
 #define FA_DYNAMIC_SMEM(name, bytes) extern __shared__ __align__(128) unsigned char name[]
+/* The block's static shared memory as an object of one type (the combine's). */
+#define FA_SHARED_OBJECT(type, name) __shared__ type name
 
 /* c += a * b on one 16x8x16 tile. */
 FA_DEVICE void fa_mma(float c[4], const uint32_t a[4], const uint32_t b[2])

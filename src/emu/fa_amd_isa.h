@@ -59,7 +59,12 @@
 #define fa_isa_global_atomic_add_f32(dst, x) ((void)(*(dst) += (x)))
 
 /* The workgroup's region for this declaration, from the emulator's exactly sized LDS
- * arena (fa_emu_lds_array). */
+ * arena (fa_emu_lds_array): poisoned, counted against the limit, bounded by ASan. */
 #define FA_AMD_LDS_ARRAY(name, bytes) unsigned char *const name = (unsigned char *)fa_emu_lds_array(bytes)
+/* An object's LDS from the same arena, so it is poisoned, counted and bounded as an
+ * array is; name is a reference to it, used as the device's object would be. */
+#define FA_AMD_LDS_OBJECT(type, name)                                                         \
+    static_assert(alignof(type) <= 16, "LDS regions are 16-byte aligned");                    \
+    type &name = *static_cast<type *>(fa_emu_lds_array(sizeof(type)))
 
 #endif /* FA_AMD_ISA_H */

@@ -7,7 +7,10 @@
  * drained and never captured.
  *
  * FA_EMU_ORDER (forward, reverse, seeded; default forward) and FA_EMU_SEED pick the wave
- * order of every launch (research note 3.5).
+ * order of every launch (research note 3.5). FA_EMU_LDS_LIMIT, when set, replaces the
+ * row's LDS per workgroup as the launches' limit (not what properties report, so the
+ * dispatcher plans as on the part): a test lowers it below a kernel's declaration to
+ * show that the kernel's LDS is counted.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,10 +88,12 @@ static void rt_release(void *ptr, void *stream)
 
 static int rt_stream_sync(void *stream) { return (void)stream, 0; }
 
-/* The wave order of the environment, read at every launch so a test may change it. */
+/* The wave order and LDS limit of the environment, read at every launch so a test may
+ * change them. */
 static fa_emu_device launch_device(void)
 {
     const char *order = getenv("FA_EMU_ORDER"), *seed = getenv("FA_EMU_SEED");
+    const char *lds_limit = getenv("FA_EMU_LDS_LIMIT");
     fa_emu_device dev = {FA_EMU_TARGET, (size_t)target_row()->smem_per_block, FA_EMU_ORDER_FORWARD, 0};
     if (order != NULL && *order) {
         const int parsed = fa_emu_parse_order(order);
@@ -100,6 +105,8 @@ static fa_emu_device launch_device(void)
     }
     if (seed != NULL)
         dev.seed = (uint32_t)strtoul(seed, NULL, 0);
+    if (lds_limit != NULL && *lds_limit)
+        dev.lds_limit = (size_t)strtoull(lds_limit, NULL, 0);
     return dev;
 }
 
@@ -157,4 +164,5 @@ extern "C" const fa_gpu_runtime fa_hip_runtime = {
     &fa_hip_kv_append_handle,
     rt_host_alloc_mapped, rt_host_free, rt_stream_capturing,
     &fa_hip_seq_check_handle, &fa_hip_seq_check_pages_handle,
+    NULL, /* encode_fwd_maps: no warpgroup (TMA) kernels on AMD */
 };

@@ -87,5 +87,7 @@
 
 /* A static LDS array of `bytes` bytes, 16-byte aligned: the group segment of the kernel. */
 #define FA_AMD_LDS_ARRAY(name, bytes) __shared__ __attribute__((aligned(16))) unsigned char name[bytes]
+/* A static LDS object of one type (the combine's struct), in the same group segment. */
+#define FA_AMD_LDS_OBJECT(type, name) __shared__ type name
 
 #endif /* FA_AMD_ISA_H */

@@ -247,6 +247,8 @@ typedef _Float16 fa_mma_elem;
 /* The kernel's LDS as a static allocation of the size the kernel states (its layout's
  * *_SMEM_BYTES in src/common/gpu_kernels/smem_bytes.h): see the header. */
 #define FA_DYNAMIC_SMEM(name, bytes) FA_AMD_LDS_ARRAY(name, bytes)
+/* The block's shared memory as an object of one type (the combine's). */
+#define FA_SHARED_OBJECT(type, name) FA_AMD_LDS_OBJECT(type, name)
 
 typedef fa_mma_elem fa_frag_vec __attribute__((ext_vector_type(FA_FRAG_ELEMS)));
 typedef float fa_acc_vec __attribute__((ext_vector_type(FA_ACC_REGS)));

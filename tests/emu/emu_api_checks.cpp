@@ -36,6 +36,10 @@ WaveOrder::~WaveOrder()
         unsetenv("FA_EMU_ORDER");
 }
 
+ScopedEnv::ScopedEnv(const char *n, const std::string &value) : name(n) { setenv(name, value.c_str(), 1); }
+
+ScopedEnv::~ScopedEnv() { unsetenv(name); }
+
 bool contains(const std::string &text, const char *part) { return text.find(part) != std::string::npos; }
 
 fa_status forward(const EmuContext &cx, Run &r, const fa_params &params)

@@ -31,6 +31,14 @@ struct WaveOrder {
     ~WaveOrder();
 };
 
+// An environment variable for one scope (the API reads the tile overrides, the runtime
+// FA_EMU_LDS_LIMIT, at every call), unset again after it.
+struct ScopedEnv {
+    const char *name;
+    ScopedEnv(const char *n, const std::string &value);
+    ~ScopedEnv();
+};
+
 bool contains(const std::string &text, const char *part);
 
 // fa_fwd of r into r.out and r.lse; on failure the context's message goes to the

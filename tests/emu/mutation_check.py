@@ -3,10 +3,10 @@
 
 Each mutation changes one lane map (src/hip/fa_amd_layouts.h), cross-lane reduction
 (src/hip/fa_device.h, src/common/gpu_kernels/attn_combine.h) or LDS address
-(fa_device.h's loaders, src/common/gpu_kernels/tile_layout.h, smem_bytes.h) by one exact
-text edit, rebuilds the emulated tests of the targets it affects, runs their ctest
-entries amd_emu_gfx<target>_*, and restores the file (also on an error or ^C). A mutant
-is killed when a test that passed unmutated fails. The result is a Markdown table on
+(fa_device.h's loaders, attn_combine.h, src/common/gpu_kernels/tile_layout.h,
+smem_bytes.h) by one exact text edit, rebuilds the emulated tests of the targets it
+affects, runs their ctest entries amd_emu_gfx<target>_*, and restores the file (also on
+an error or ^C). A mutant is killed when a test that passed unmutated fails. The result is a Markdown table on
 stdout (docs/research/issue15_emulator.md keeps the last one).
 
 The build is its own (default build-mutation in the repository root) with a reduced
@@ -142,6 +142,8 @@ MUTATIONS = [
     Mutation("FA_FWD_SMEM_PITCH: padding 8 -> 16 (writers and readers)", SMEM,
              "(head_dim) : (head_dim) + 8)", "(head_dim) : (head_dim) + 16)", ALL,
              survives="as padding 0: consistent on both sides, and the larger tiles still fit the LDS limit"),
+    Mutation("fa_combine_accumulate: reads weight n, one past the last partial (LDS nobody wrote)", COMBINE,
+             "wu[u] = i < a->n ? w[i] : 0.f;", "wu[u] = i <= a->n ? w[i] : 0.f;", ALL),
     Mutation("fa_tile_offset swizzle: row & 7 -> row & 3 (writers and readers)", TILE,
              "(chunk ^ (row & 7))", "(chunk ^ (row & 3))", ALL,
              survives="consistent on both sides: a permutation of chunks within a row"),

@@ -6,8 +6,8 @@
 // one; the forward bitwise equal in the forward and the reverse wave order, the
 // deterministic backward in three; paged decode and its page check, and
 // fa_fwd_kvcache's append and attention; an emulator error named with its kernel by the
-// runtime table. The forward and backward sweep against the oracle is
-// test_emu_sweep.cpp's.
+// runtime table; the combine's and a forward's LDS counted against the LDS limit. The
+// forward and backward sweep against the oracle is test_emu_sweep.cpp's.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -23,6 +23,7 @@
 #include "emu_api_checks.hpp"
 #include "flashattn.h"
 #include "gpu_host/gpu_runtime.h"
+#include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/seq_check_args.h"
 #include "kvcache_case.hpp"
 #include "oracle.hpp"
@@ -34,6 +35,7 @@ using fa_emu_test::EmuContext;
 using fa_emu_test::forward;
 using fa_emu_test::prepare_backward;
 using fa_emu_test::run_backward;
+using fa_emu_test::ScopedEnv;
 using fa_emu_test::WaveOrder;
 using fa_oracle::HostTensor;
 using fa_test::Case;
@@ -47,7 +49,7 @@ namespace {
 // computed in fp64 from the values as stored.
 struct Partials {
     fa_dtype dtype;
-    int64_t b = 2, s_q = 37, h = 3, d = 64;
+    int64_t b = 2, s_q = 37, h = 3, d;
     int n = 5;
     std::vector<std::vector<uint16_t>> outs;
     std::vector<std::vector<float>> lses;
@@ -58,9 +60,9 @@ struct Partials {
     size_t lse_at(int64_t bi, int64_t s, int64_t hi) const { return (bi * h + hi) * s_q + s; }
     float value(uint16_t bits) const { return dtype == FA_DTYPE_F16 ? fa_f16_to_f32(bits) : fa_bf16_to_f32(bits); }
 
-    explicit Partials(fa_dtype dt) : dtype(dt)
+    Partials(fa_dtype dt, int64_t head_dim) : dtype(dt), d(head_dim)
     {
-        std::mt19937 rng(dt == FA_DTYPE_F16 ? 11 : 12);
+        std::mt19937 rng((dt == FA_DTYPE_F16 ? 11 : 12) + (unsigned)head_dim);
         std::normal_distribution<float> normal(0.f, 1.f);
         outs.assign(n, std::vector<uint16_t>(rows() * d));
         lses.assign(n, std::vector<float>(rows()));
@@ -124,43 +126,54 @@ struct Partials {
     }
 };
 
+// fa_combine of p's partials into out and lse, poisoned (NaN) first.
+fa_status combine(const EmuContext &cx, Partials &p, std::vector<uint16_t> &out, std::vector<float> &lse)
+{
+    std::vector<fa_tensor> part_out, part_lse;
+    for (int i = 0; i < p.n; ++i) {
+        part_out.push_back(fa_tensor_bshd(p.outs[i].data(), p.dtype, p.b, p.s_q, p.h, p.d));
+        part_lse.push_back(fa_tensor_lse(p.lses[i].data(), p.b, p.h, p.s_q));
+    }
+    out.assign(p.rows() * p.d, p.dtype == FA_DTYPE_F16 ? 0x7e00 : 0x7fc0);
+    lse.assign(p.rows(), NAN);
+    fa_tensor tout = fa_tensor_bshd(out.data(), p.dtype, p.b, p.s_q, p.h, p.d);
+    fa_tensor tlse = fa_tensor_lse(lse.data(), p.b, p.h, p.s_q);
+    return fa_combine(cx.ctx, p.n, part_out.data(), part_lse.data(), &tout, &tlse);
+}
+
+// Five partials take a group of 64 lanes at d64 (one wave on gfx942, two on wave32) and
+// the whole block of 128 at d256 (two waves on gfx942, four on wave32): the combine's
+// reductions across waves, through its LDS, run on every target.
 TEST_CASE("combine_matches_the_fp64_combine_with_empty_partials")
 {
     EmuContext cx;
-    for (fa_dtype dt : {FA_DTYPE_F16, FA_DTYPE_BF16}) {
-        INFO(fa_dtype_name(dt));
-        Partials p(dt);
-        std::vector<fa_tensor> part_out, part_lse;
-        for (int i = 0; i < p.n; ++i) {
-            part_out.push_back(fa_tensor_bshd(p.outs[i].data(), dt, p.b, p.s_q, p.h, p.d));
-            part_lse.push_back(fa_tensor_lse(p.lses[i].data(), p.b, p.h, p.s_q));
+    for (int64_t d : {64, 256})
+        for (fa_dtype dt : {FA_DTYPE_F16, FA_DTYPE_BF16}) {
+            INFO(fa_dtype_name(dt) << " d" << d);
+            Partials p(dt, d);
+            std::vector<uint16_t> out;
+            std::vector<float> lse;
+            const fa_status st = combine(cx, p, out, lse);
+            INFO(fa_last_error(cx.ctx));
+            REQUIRE(st == FA_OK);
+            // One rounding of the result to the dtype, plus fp32 arithmetic.
+            const double ulp = dt == FA_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+            double worst = 0.0, worst_lse = 0.0;
+            for (size_t i = 0; i < out.size(); ++i) {
+                const double e = std::fabs(p.value(out[i]) - p.want_out[i]) / (1.0 + std::fabs(p.want_out[i]));
+                worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+            }
+            for (size_t i = 0; i < lse.size(); ++i) {
+                const bool none = p.want_lse[i] == -INFINITY;
+                worst_lse = std::max(worst_lse, none ? (lse[i] == -INFINITY ? 0.0 : INFINITY)
+                                                     : std::fabs(lse[i] - p.want_lse[i]));
+            }
+            CAPTURE(worst, worst_lse);
+            CHECK(worst <= ulp);
+            CHECK(worst_lse <= 1e-5);
+            for (int64_t c = 0; c < p.d; ++c)
+                CHECK(p.value(out[p.out_at(0, 5, 2, c)]) == 0.f);
         }
-        const uint16_t poison = dt == FA_DTYPE_F16 ? 0x7e00 : 0x7fc0;
-        std::vector<uint16_t> out(p.rows() * p.d, poison);
-        std::vector<float> lse(p.rows(), NAN);
-        fa_tensor tout = fa_tensor_bshd(out.data(), dt, p.b, p.s_q, p.h, p.d);
-        fa_tensor tlse = fa_tensor_lse(lse.data(), p.b, p.h, p.s_q);
-        const fa_status st = fa_combine(cx.ctx, p.n, part_out.data(), part_lse.data(), &tout, &tlse);
-        INFO(fa_last_error(cx.ctx));
-        REQUIRE(st == FA_OK);
-        // One rounding of the result to the dtype, plus fp32 arithmetic.
-        const double ulp = dt == FA_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
-        double worst = 0.0, worst_lse = 0.0;
-        for (size_t i = 0; i < out.size(); ++i) {
-            const double e = std::fabs(p.value(out[i]) - p.want_out[i]) / (1.0 + std::fabs(p.want_out[i]));
-            worst = std::isnan(e) ? INFINITY : std::max(worst, e);
-        }
-        for (size_t i = 0; i < lse.size(); ++i) {
-            const bool none = p.want_lse[i] == -INFINITY;
-            worst_lse = std::max(worst_lse, none ? (lse[i] == -INFINITY ? 0.0 : INFINITY)
-                                                 : std::fabs(lse[i] - p.want_lse[i]));
-        }
-        CAPTURE(worst, worst_lse);
-        CHECK(worst <= ulp);
-        CHECK(worst_lse <= 1e-5);
-        for (int64_t c = 0; c < p.d; ++c)
-            CHECK(p.value(out[p.out_at(0, 5, 2, c)]) == 0.f);
-    }
 }
 
 // ---- the device check ----
@@ -392,6 +405,61 @@ TEST_CASE("runtime_table_names_the_kernel_of_a_failed_launch")
     INFO(text);
     CHECK(contains(text, "fa_hip_seq_check (emulated " FA_EMU_ARCH ")"));
     CHECK(contains(text, "48 lanes are not whole waves"));
+}
+
+// ---- LDS against the limit ----
+
+// A launch under FA_EMU_LDS_LIMIT `limit`: its status, and on failure whether the
+// message names `kernel` and the emulator's LDS over-allocation.
+struct LimitedLaunch {
+    fa_status status;
+    bool named;
+};
+
+template <class Launch> LimitedLaunch under_lds_limit(size_t limit, const char *kernel, Launch launch)
+{
+    ScopedEnv env("FA_EMU_LDS_LIMIT", std::to_string(limit));
+    EmuContext cx;
+    const fa_status st = launch(cx);
+    const std::string error = fa_last_error(cx.ctx);
+    UNSCOPED_INFO("limit " << limit << ": " << error);
+    return {st, contains(error, kernel) && contains(error, "LDS over-allocation")};
+}
+
+// Every LDS byte of the kernels comes from the emulator's arena (poisoned, bounded by
+// ASan), counted against the limit: the combine's object (attn_combine.h's
+// fa_combine_smem, the 12352-byte group segment of the HIP build's fa_hip_combine) and
+// a forward's array (the plan's smem_bytes). One byte short of either fails the launch
+// with a message naming the kernel; the exact size passes.
+TEST_CASE("kernels_lds_is_counted_against_the_limit")
+{
+    const size_t combine_lds =
+        sizeof(float) * (FA_COMBINE_GROUPS * (FA_COMBINE_MAX_PARTIALS + 1) + FA_COMBINE_THREADS * 8);
+    CHECK(combine_lds == 12352);
+    Partials p(FA_DTYPE_F16, 64);
+    std::vector<uint16_t> out;
+    std::vector<float> lse;
+    auto run_combine = [&](const EmuContext &cx) { return combine(cx, p, out, lse); };
+    const LimitedLaunch short_combine = under_lds_limit(combine_lds - 1, "fa_hip_combine", run_combine);
+    CHECK(short_combine.status != FA_OK);
+    CHECK(short_combine.named);
+    CHECK(under_lds_limit(combine_lds, "fa_hip_combine", run_combine).status == FA_OK);
+
+    const Case c = odd_gqa_case(1);
+    Run r;
+    fa_test::prepare(c, r);
+    fa_plan plan;
+    {
+        EmuContext cx;
+        REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK);
+    }
+    INFO(plan.kernel << " smem_bytes " << plan.smem_bytes);
+    auto run_forward = [&](const EmuContext &cx) { return forward(cx, r, r.params); };
+    const LimitedLaunch short_forward = under_lds_limit((size_t)plan.smem_bytes - 1, plan.kernel, run_forward);
+    CHECK(short_forward.status != FA_OK);
+    CHECK(short_forward.named);
+    REQUIRE(under_lds_limit((size_t)plan.smem_bytes, plan.kernel, run_forward).status == FA_OK);
+    check_against_oracle(r, r.params);
 }
 
 } // namespace

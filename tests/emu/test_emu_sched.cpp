@@ -1,8 +1,8 @@
 // test_emu_sched.cpp - the emulator's execution model on this build's target: lane
 // coordinates, barriers (and __syncthreads_or), the wave order per barrier interval, the
-// LDS arena, and the named errors of a partial barrier, a divergent wave op, an LDS
-// over-allocation and a bad launch; an out-of-range LDS write and a lane's stack overflow
-// caught by ASan in a child.
+// LDS arena (arrays and objects), and the named errors of a partial barrier, a divergent
+// wave op, an LDS over-allocation and a bad launch; an out-of-range LDS write and a
+// lane's stack overflow caught by ASan in a child.
 #include <catch2/catch.hpp>
 
 #include <stdio.h>
@@ -123,6 +123,23 @@ TEST_CASE("partial_barrier_is_a_named_error")
     const std::string want = "partial barrier: lanes 0-" + std::to_string(WS - 1) + " at __syncthreads #1, lanes " +
                              std::to_string(WS) + "-" + std::to_string(2 * WS - 1) + " exited, lanes " +
                              std::to_string(2 * WS) + "-" + std::to_string(3 * WS - 1) + " at __syncthreads #1";
+    REQUIRE(std::string(fa_emu_error_text()) == want);
+}
+
+// Part of one wave leaves (the hardware would go on with the rest of the wave masked;
+// the kernels never rely on that, so the emulator reports it).
+static void partial_wave_barrier_kernel(void *)
+{
+    if (threadIdx.x < 16)
+        return;
+    __syncthreads();
+}
+
+TEST_CASE("barrier_without_part_of_a_wave_is_a_named_error")
+{
+    REQUIRE(emu_run(partial_wave_barrier_kernel, NULL, 2 * WS) == FA_EMU_ERR_PARTIAL_BARRIER);
+    const std::string want =
+        "partial barrier: lanes 0-15 exited, lanes 16-" + std::to_string(2 * WS - 1) + " at __syncthreads #1";
     REQUIRE(std::string(fa_emu_error_text()) == want);
 }
 
@@ -325,6 +342,50 @@ TEST_CASE("lds_over_allocation_is_a_named_error")
     REQUIRE(emu_run(lds_kernel, &t, WS) == FA_EMU_OK);
 }
 
+// An LDS object (FA_AMD_LDS_OBJECT, the combine's kind) from the same arena as the
+// arrays: one per workgroup, shared by its lanes, 0xFF-poisoned afresh for each
+// workgroup, and counted against the limit with the array declared after it.
+struct lds_object {
+    float weights[4];
+    int slots[60];
+};
+
+struct lds_object_case {
+    size_t array_bytes;
+    const lds_object *addr[256];
+    int poison_ok;
+};
+
+static void lds_object_kernel(void *arg)
+{
+    lds_object_case *t = (lds_object_case *)arg;
+    FA_AMD_LDS_OBJECT(lds_object, obj);
+    FA_AMD_LDS_ARRAY(after, t->array_bytes);
+    (void)after;
+    const unsigned i = threadIdx.x;
+    t->addr[i] = &obj;
+    if (i == 0 && (obj.slots[59] != -1 || !(obj.weights[0] != obj.weights[0]))) // -1 and NaN
+        t->poison_ok = 0;
+    __syncthreads();
+    if (i == 0)
+        obj.slots[59] = 0, obj.weights[0] = 0.f;
+}
+
+TEST_CASE("lds_object_shared_poisoned_and_counted")
+{
+    static lds_object_case t;
+    t.array_bytes = emu_lds_limit - sizeof(lds_object); // exactly the limit
+    t.poison_ok = 1;
+    REQUIRE(emu_run(lds_object_kernel, &t, 2 * WS, 2) == FA_EMU_OK); // two workgroups, each fresh
+    REQUIRE(t.poison_ok == 1);
+    for (int i = 0; i < 2 * WS; ++i)
+        REQUIRE(t.addr[i] == t.addr[0]);
+    REQUIRE((uintptr_t)t.addr[0] % 16 == 0);
+    t.array_bytes += 1;
+    REQUIRE(emu_run(lds_object_kernel, &t, WS) == FA_EMU_ERR_LDS_LIMIT);
+    REQUIRE(emu_text_has("brings the workgroup to 65537 bytes, limit 65536"));
+}
+
 static void lds_size_by_lane_kernel(void *)
 {
     FA_AMD_LDS_ARRAY(lds, threadIdx.x < 3 ? 64 : 128);
@@ -351,6 +412,14 @@ static void lds_overflow_kernel(void *arg)
     FA_AMD_LDS_ARRAY(lds, 256);
     if (threadIdx.x == 1)
         lds[offset] = 1;
+}
+
+static void lds_object_overflow_kernel(void *arg)
+{
+    const int offset = *(const int *)arg;
+    FA_AMD_LDS_OBJECT(lds_object, obj);
+    if (threadIdx.x == 1)
+        ((unsigned char *)&obj)[offset] = 1;
 }
 
 // ASan ends the process at its first report, so the kernel runs in a child whose stderr
@@ -388,6 +457,12 @@ TEST_CASE("lds_out_of_range_write_caught_by_asan")
     report = child_report(lds_overflow_kernel, -1, &status); // one byte before the start
     REQUIRE(report.find("AddressSanitizer: heap-buffer-overflow") != std::string::npos);
     report = child_report(lds_overflow_kernel, 255, &status); // the last byte: no report
+    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    REQUIRE(report.find("AddressSanitizer") == std::string::npos);
+    // An LDS object (the combine's kind) is bounded the same way.
+    report = child_report(lds_object_overflow_kernel, (int)sizeof(lds_object), &status);
+    REQUIRE(report.find("AddressSanitizer: heap-buffer-overflow") != std::string::npos);
+    report = child_report(lds_object_overflow_kernel, (int)sizeof(lds_object) - 1, &status);
     REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
     REQUIRE(report.find("AddressSanitizer") == std::string::npos);
 }

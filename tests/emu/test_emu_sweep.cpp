@@ -5,13 +5,11 @@
 // FLASHATTN_FORCE_BWD_TILE, in fp16 and bf16, at odd lengths in both directions (causal
 // with s_q > s_k leaves rows without a key); a head dim with no row for this target's
 // wave size must be refused. Then masks (windows, softcap, ALiBi, mixed), GQA 6/6, 6/2,
-// 6/1, fully masked rows (0 and -inf), varlen with empty sequences, seqused_k, strided
-// tensors, split-KV with its combine, the decode family and paged K/V on every head dim
-// it has, the backward (every tile) in both dQ modes, and every head dim bitwise the
-// same in every wave order.
+// 6/1, fully masked rows (0 and -inf, also through split-KV), varlen with empty
+// sequences, seqused_k, strided tensors, split-KV with its combine on every head dim, the
+// decode family and paged K/V on every head dim it has, the backward (every tile) in
+// both dQ modes, and every head dim bitwise the same in every wave order.
 #include <catch2/catch.hpp>
-
-#include <stdlib.h>
 
 #include <cmath>
 #include <string>
@@ -28,6 +26,7 @@ using fa_emu_test::check_backward;
 using fa_emu_test::check_forward;
 using fa_emu_test::contains;
 using fa_emu_test::EmuContext;
+using fa_emu_test::ScopedEnv;
 using fa_test::Alibi;
 using fa_test::Case;
 using fa_test::Run;
@@ -35,14 +34,6 @@ using fa_test::Run;
 namespace {
 
 const fa_dtype kDtypes[] = {FA_DTYPE_F16, FA_DTYPE_BF16};
-
-// An environment variable for one scope (the API reads the tile overrides at every
-// call), unset again after it.
-struct ScopedEnv {
-    const char *name;
-    ScopedEnv(const char *n, const std::string &value) : name(n) { setenv(name, value.c_str(), 1); }
-    ~ScopedEnv() { unsetenv(name); }
-};
 
 // The compiled HIP configs of this target's wave size for a pass, dtype and instance
 // head dim (forward: the prefill or the decode family), from the emulated library's
@@ -182,18 +173,29 @@ TEST_CASE("forward_gqa_6_2_1_causal_both_ways")
 // ---- rows without keys, varlen, seqused_k ----
 
 // The rows that see no key hold 0 and -inf exactly (the contract, beyond the oracle's
-// tolerance): causal s_q 100 > s_k 20 (rows 0-79), and a one-key window (0, 0) with s_q
-// 120 > s_k 50 (rows 0-69).
+// tolerance): causal s_q 100 > s_k 20 (rows 0-79), a one-key window (0, 0) with s_q 120
+// > s_k 50 (rows 0-69), and causal s_q 230 > s_k 200 in three forced splits (rows 0-29:
+// no key in any split, so the combine meets only empty partials).
 TEST_CASE("forward_fully_masked_rows_give_zero_and_minus_infinity")
 {
-    Case causal = sweep_case(FA_DTYPE_BF16, 96, 100, 20, 1, 700);
-    Case window = sweep_case(FA_DTYPE_F16, 64, 120, 50, 0, 701);
-    window.window_left = window.window_right = 0;
-    for (const Case &c : {causal, window}) {
-        INFO(fa_test::describe(c));
+    struct Masked {
+        Case c;
+        int num_splits;
+    };
+    Masked causal = {sweep_case(FA_DTYPE_BF16, 96, 100, 20, 1, 700), 0};
+    Masked window = {sweep_case(FA_DTYPE_F16, 64, 120, 50, 0, 701), 0};
+    window.c.window_left = window.c.window_right = 0;
+    Masked split = {sweep_case(FA_DTYPE_F16, 64, 230, 200, 1, 702), 3};
+    for (const Masked &m : {causal, window, split}) {
+        const Case &c = m.c;
+        INFO(fa_test::describe(c) << " num_splits " << m.num_splits);
         Run r;
         fa_test::prepare(c, r);
+        r.params.num_splits = m.num_splits;
         EmuContext cx;
+        fa_plan plan;
+        REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k.view, &r.v.view, &r.params, &plan) == FA_OK);
+        CHECK(plan.num_splits == (m.num_splits ? m.num_splits : 1));
         REQUIRE(fa_emu_test::forward(cx, r, r.params) == FA_OK);
         fa_emu_test::check_against_oracle(r, r.params);
         bool exact = true;
@@ -235,14 +237,40 @@ TEST_CASE("forward_varlen_with_empty_sequences_and_seqused_k")
 
 // ---- split-KV and the decode family ----
 
-// Three forced splits and their fp32 combine (three partials: a combine group of 32
-// lanes, within one wave on every target), both dtypes.
+// Three forced splits and their fp32 combine at d64 (three partials: a combine group of
+// 32 lanes, within one wave on every target), both dtypes; then varlen with empty
+// sequences in two splits (the combine finds its rows through cu_seqlens_q). Only d64,
+// so that mutation_check.py's reduced build runs it: the one test whose combine group
+// lies within a wave32 wave.
 TEST_CASE("forward_split_kv_forced_with_the_combine")
 {
     uint64_t seed = 800;
     for (fa_dtype dt : kDtypes) {
         fa_plan plan;
-        CHECK(check_forward(sweep_case(dt, 64, 37, 300, 1, seed++), 3, &plan) == FA_OK);
+        CHECK(check_forward(sweep_case(dt, 64, 37, 150, 1, seed++), 3, &plan) == FA_OK);
+        CHECK(plan.num_splits == 3);
+    }
+    Case v = varlen_case(FA_DTYPE_BF16, 0, seed++);
+    v.dim = 64;
+    fa_plan plan;
+    CHECK(check_forward(v, 2, &plan) == FA_OK);
+    CHECK(plan.num_splits == 2);
+}
+
+// Three forced splits on every other head dim this target has, dtypes alternating: the
+// combine's group is 16 lanes at d32, 64 at d96 and d128 (two waves on wave32) and the
+// whole block of 128 at d192 and d256 (two waves on gfx942), so its reductions run
+// within a wave and, through its LDS, across waves.
+TEST_CASE("forward_split_kv_forced_on_every_head_dim")
+{
+    uint64_t seed = 820;
+    for (int dim : {32, 96, 128, 192, 256}) {
+        if (!forward_listed(dim))
+            continue;
+        const fa_dtype dt = kDtypes[dim / 32 % 2];
+        INFO(fa_dtype_name(dt) << " d" << dim);
+        fa_plan plan;
+        CHECK(check_forward(sweep_case(dt, dim, 37, 150, 1, seed++), 3, &plan) == FA_OK);
         CHECK(plan.num_splits == 3);
     }
 }

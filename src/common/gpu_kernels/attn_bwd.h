@@ -525,8 +525,6 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
         FA_BWD_ADVANCE(FA_LOAD_STEP, i, steps);
 
         const int buf = i % FA_INST_STAGES, head = step_at.head, m0 = step_at.tile * FA_STREAMED_ROWS;
-        const long long head_row = step_at.head_row;
-        fa_bwd_cursor_next(&step_at, m_first, m_first + m_tiles, f->total_q);
         const fa_elem *q_tile = smem_q + buf * FA_STREAMED_TILE;
         const fa_elem *do_tile = smem_do + buf * FA_STREAMED_TILE;
         const float *lse_cols = smem_lse + buf * FA_STREAMED_ROWS + s_col0;
@@ -561,9 +559,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
          * products: issued between them, the atomics compete with the dK products' issue. */
 #if FA_BWD_ATOMIC_DQ
         if (args.dq_accum)
-            fa_bwd_dq_atomic(args.dq_accum + head_row * f->head_dim, q_global_row0, m0,
+            fa_bwd_dq_atomic(args.dq_accum + step_at.head_row * f->head_dim, q_global_row0, m0,
                              seq.seqlen_q, f->head_dim, smem_ds, smem_k);
 #endif
+        /* The cursor moves on last: phase 3 (wave64 and CUDA) addresses dQ by this step's head row. */
+        fa_bwd_cursor_next(&step_at, m_first, m_first + m_tiles, f->total_q);
     }
 #undef FA_LOAD_STEP
     fa_async_wait(0);

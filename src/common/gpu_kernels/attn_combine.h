@@ -195,7 +195,7 @@ FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int batch, lo
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL_PREFIX, combine)(fa_combine_args args)
 {
-    FA_SHARED fa_combine_smem sm;
+    FA_SHARED_OBJECT(fa_combine_smem, sm);
     unsigned zero, batch_u;
     fa_wait_prior_grid(); /* the split-KV forward before it wrote the partials */
     fa_block_pair(1, args.batch, &zero, &batch_u);

@@ -9,7 +9,6 @@
 
 #define FA_DEVICE __device__ __forceinline__
 #define FA_GLOBAL __global__
-#define FA_SHARED __shared__
 
 FA_DEVICE int fa_lane(void) { return (int)(threadIdx.x & (FA_WARP_SIZE - 1)); }
 FA_DEVICE int fa_warp(void) { return (int)(threadIdx.x / FA_WARP_SIZE); }

@@ -22,10 +22,10 @@
 #define __forceinline__ inline __attribute__((always_inline))
 /* Not checked: FA_EMU_MAX_LANES bounds every launch (research note 3.4 asks more). */
 #define __launch_bounds__(...)
-/* One workgroup runs at a time and its lanes share the host thread, so a function-local
- * static is the workgroup's memory. Unlike FA_AMD_LDS_ARRAY it is neither poisoned per
- * workgroup nor counted against the LDS limit (attn_combine.h's FA_SHARED struct). */
-#define __shared__ static
+/* No __shared__: the kernels declare every LDS byte through the thin names
+ * FA_AMD_LDS_ARRAY and FA_AMD_LDS_OBJECT, which the emulator maps to its poisoned,
+ * counted and exactly sized arena (fa_emu_lds_array); LDS declared any other way does
+ * not compile here, rather than escape those checks. */
 
 #define threadIdx (fa_emu_thread_idx())
 #define blockIdx (fa_emu_block_idx())
