@@ -452,10 +452,10 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
  * warpgroup MMA, `note` says which family runs and, for mma.sync, why. */
 /* 1 when the warpgroup walk's blocks should be persistent (one per slot, each walking
  * many work tiles) rather than one per work tile, which the hardware hands out as blocks
- * finish. Measured on the H200 (bench/NOTES.md, ws3): persistent is faster without a
- * mask (up to 1.15x at 512 - 1k, the same at 8k - 16k) and with a mask over few keys,
- * but its static round robin balances causal tiles worse than the hardware does: 5-15%
- * slower at 4k - 16k causal keys. */
+ * finish. Measured on the H200 (bench/NOTES.md, ws3): persistent is 1.09-1.20x faster
+ * at 512 - 1k keys, masked or not, and within 3% without a mask at 2k - 16k, but its
+ * static round robin balances causal tiles worse than the hardware does: 5-15% slower at
+ * 4k - 16k causal keys. */
 #define WALK_MASKED_KEYS_MAX 2048
 static int walk_pays(const fa_problem_shape *shape)
 {
