@@ -237,6 +237,14 @@ TEST_CASE("forward_varlen_with_empty_sequences_and_seqused_k")
 
 // ---- split-KV and the decode family ----
 
+// The forward of c with `splits` forced, against the oracle, and the plan ran that many.
+void check_forced_splits(const Case &c, int splits)
+{
+    fa_plan plan;
+    CHECK(check_forward(c, splits, &plan) == FA_OK);
+    CHECK(plan.num_splits == splits);
+}
+
 // Three forced splits and their fp32 combine at d64 (three partials: a combine group of
 // 32 lanes, within one wave on every target), both dtypes; then varlen with empty
 // sequences in two splits (the combine finds its rows through cu_seqlens_q). Only d64,
@@ -246,15 +254,11 @@ TEST_CASE("forward_split_kv_forced_with_the_combine")
 {
     uint64_t seed = 800;
     for (fa_dtype dt : kDtypes) {
-        fa_plan plan;
-        CHECK(check_forward(sweep_case(dt, 64, 37, 150, 1, seed++), 3, &plan) == FA_OK);
-        CHECK(plan.num_splits == 3);
+        check_forced_splits(sweep_case(dt, 64, 37, 150, 1, seed++), 3);
     }
     Case v = varlen_case(FA_DTYPE_BF16, 0, seed++);
     v.dim = 64;
-    fa_plan plan;
-    CHECK(check_forward(v, 2, &plan) == FA_OK);
-    CHECK(plan.num_splits == 2);
+    check_forced_splits(v, 2);
 }
 
 // Three forced splits on every other head dim this target has, dtypes alternating: the
@@ -269,9 +273,7 @@ TEST_CASE("forward_split_kv_forced_on_every_head_dim")
             continue;
         const fa_dtype dt = kDtypes[dim / 32 % 2];
         INFO(fa_dtype_name(dt) << " d" << dim);
-        fa_plan plan;
-        CHECK(check_forward(sweep_case(dt, dim, 37, 150, 1, seed++), 3, &plan) == FA_OK);
-        CHECK(plan.num_splits == 3);
+        check_forced_splits(sweep_case(dt, dim, 37, 150, 1, seed++), 3);
     }
 }
 
@@ -286,9 +288,7 @@ TEST_CASE("forward_split_kv_with_keyless_splits")
         Case c = sweep_case(dt, 64, 37, 300, 0, seed++);
         c.window_left = 20;
         c.window_right = 0;
-        fa_plan plan;
-        CHECK(check_forward(c, 5, &plan) == FA_OK);
-        CHECK(plan.num_splits == 5);
+        check_forced_splits(c, 5);
     }
 }
 

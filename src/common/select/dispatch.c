@@ -462,16 +462,13 @@ static int walk_pays(const fa_problem_shape *shape)
     return !shape->has_mask || shape->seqlen_k <= WALK_MASKED_KEYS_MAX;
 }
 
-/* At most how many work tiles a warpgroup launch of this shape walks: its smallest query
- * tile (64 rows) and every split there could be. */
-static long long walk_tiles_bound(const fa_problem_shape *shape)
+/* 1 when a warpgroup launch of this shape could walk FA_WS_WALK_TILES work tiles or more:
+ * its smallest query tile (64 rows) and every split there could be. In double: the
+ * product can pass 2^63, and near 2^31 it is exact. */
+static int walk_too_long(const fa_problem_shape *shape)
 {
-    const long long factors[4] = {(shape->seqlen_q + 63) / 64, shape->heads, shape->batch, FA_MAX_SPLITS};
-    long long tiles = 1;
-    int i;
-    for (i = 0; i < 4; i++) /* saturating at the limit: the product can pass 2^63 */
-        tiles = factors[i] > 0 && tiles > FA_WS_WALK_TILES / factors[i] ? FA_WS_WALK_TILES : tiles * factors[i];
-    return tiles;
+    return (double)((shape->seqlen_q + 63) / 64) * shape->heads * shape->batch * FA_MAX_SPLITS >=
+           (double)FA_WS_WALK_TILES;
 }
 
 static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg, int count,
@@ -489,7 +486,7 @@ static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg,
     if (!shape->tma_ok)
         snprintf(note, len, "mma.sync family: q, k or v is not TMA-addressable (data 16-byte aligned, "
                             "strides multiples of 8 elements)");
-    else if (walk_tiles_bound(shape) >= FA_WS_WALK_TILES)
+    else if (walk_too_long(shape))
         snprintf(note, len, "mma.sync family: more work tiles than the warpgroup walk counts (2^31)");
     else if (wg_head_dim == INT_MAX)
         snprintf(note, len, "mma.sync family: no warpgroup instance %s", force && force->tile_m > 0
