@@ -341,6 +341,58 @@ TEST_CASE("cuda graph: paged decode captured, replayed with new lengths and a ba
     CHECK(std::equal(after.begin() + half, after.end(), moved.begin() + half));
 }
 
+// A fixed-length paged decode's device check runs beside the forward (checked_late in
+// attn_args.h): the forward reads seqused_k and the page ids before they are judged,
+// clamped into the pools, and writes nothing for a sequence the check condemns. Run
+// under memcheck (bench/device_run.sh) this shows the unchecked reads stay in bounds.
+TEST_CASE("cuda paged decode: out-of-range seqused_k and page ids, read beside the check, write nothing",
+          "[gpu][paged][decode][device_check][sanitize]")
+{
+    PagedCase c;
+    c.dtype = FA_DTYPE_BF16;
+    c.page = 16;
+    c.width = 70;
+    c.keys = {1000, 517, 700};
+    c.seqused = true;
+    c.heads = 8;
+    c.heads_k = 2;
+    c.dim = 128;
+    c.seqlen_q = 1;
+    PagedRun r;
+    prepare(c, r);
+    DevicePaged d(r);
+    Context ctx;
+    const size_t seq_bytes = (size_t)c.heads * c.dim * 2; // one sequence's out: s_q 1, bf16
+    for (int splits : {1, 4}) {
+        INFO("num_splits " << splits);
+        d.params.num_splits = splits;
+        upload(*d.used, r.used);
+        upload(d.table, r.table.entries);
+        reset(d.out);
+        REQUIRE(d.forward(ctx.ctx) == FA_OK);
+        const std::vector<unsigned char> good = download(d.out);
+        d.out.copy_back();
+        d.lse.copy_back();
+        check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+
+        // Sequence 1 uses 2^30 keys, sequence 2 has a negative page and one past the pool.
+        std::vector<int32_t> used = r.used, table = r.table.entries;
+        used[1] = 1 << 30;
+        const int64_t stride = d.params.block_table_batch_stride;
+        table[(size_t)(2 * stride + 3)] = -7;
+        table[(size_t)(2 * stride + 40)] = static_cast<int32_t>(d.k_pool.view.shape[0]);
+        upload(*d.used, used);
+        upload(d.table, table);
+        reset(d.out);
+        REQUIRE(d.forward(ctx.ctx) == FA_OK);
+        CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+        const std::vector<unsigned char> after = download(d.out);
+        const std::vector<unsigned char> &poison = d.out.host->storage;
+        CHECK(std::equal(after.begin(), after.begin() + seq_bytes, good.begin()));
+        CHECK(std::equal(after.begin() + seq_bytes, after.end(), poison.begin() + seq_bytes));
+    }
+}
+
 TEST_CASE("cuda graph: fa_fwd_kvcache (paged, rotary) captured and replayed", "[gpu][kvcache][paged][graph][decode]")
 {
     KvCase c;

@@ -113,6 +113,7 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
     a.block_table = p->block_table;
     a.block_table_stride = p->block_table_stride;
     a.page_size = p->page_size;
+    a.num_pages = p->num_pages < INT32_MAX ? (int)p->num_pages : INT32_MAX;
     /* fa_fwd_limits sizes the combine's grid from args without a workspace: no partials
      * then (an offset from NULL is undefined behaviour). */
     if (splits > 1 && workspace != NULL) {
@@ -522,6 +523,7 @@ fa_combine_args fa_make_split_combine_args(const fa_problem *p, const fa_fwd_arg
     a.part_dtype = FA_DTYPE_F32;
     a.out_dtype = p->dtype;
     a.seq_ok = fwd->seq_ok;
+    a.read_ahead = 1; /* the workspace holds every split's rows, written or not */
     fa_combine_lanes(&a);
     return a;
 }

@@ -415,6 +415,9 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
             st = launch_bwd(ctx, sel, p, &args);
     } else if (st == FA_OK) {
         fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
+        /* Fixed-length sequences: seqused_k and the block table are the only device
+         * indices, and the kernels clamp them, so the check may run beside the forward. */
+        args.checked_late = fa_has_device_indices(p) && !p->varlen;
         st = check_indices(ctx, p, FA_CHECK_CALL_FWD, args.seq_ok);
         if (st == FA_OK)
             st = launch_fwd(ctx, sel, p, &args, fa_has_device_indices(p));

@@ -63,6 +63,12 @@ typedef struct fa_fwd_args {
     /* Appended after everything above, whose offsets the kernels' code was compared at. */
     const int *seq_ok;                    /* NULL, or [batch] from the device check   */
                                           /* (seq_check.h): 0 = the sequence is empty */
+    /* 1: the device check may run beside the forward: the decode family (attn_fwd.h)   */
+    /* waits for it only before its writes, reading seqused_k and the page ids          */
+    /* unchecked until then, clamped into the operands (attn_sequence.h,                */
+    /* fa_page_in_pool); other kernels wait for it first.                               */
+    int checked_late;
+    int num_pages;                        /* pages in each pool (paged), at most 2^31-1 */
 } fa_fwd_args;
 
 /* The warpgroup forward's second parameter: the TMA tensor maps of q, k and v
@@ -158,6 +164,9 @@ typedef struct fa_combine_args {
                                               /* turns (the rest split the partials)     */
     const int *seq_ok;                        /* NULL, or [batch] from the device check  */
                                               /* (split-KV): 0 = write nothing for it    */
+    int read_ahead;                           /* 1: every partial's rows are readable    */
+                                              /* (the split-KV workspace), so they are   */
+                                              /* loaded before their weights are known   */
 } fa_combine_args;
 
 /* Kernel parameters are passed by value: stay within HIP's classic 4 KiB limit. */

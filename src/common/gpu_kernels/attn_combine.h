@@ -7,7 +7,10 @@
  * 16-byte loads, skipping those whose weight is 0 (lse -inf or +inf: no key). The group's
  * chunk lanes take turns over 8-element chunks of the row; its other lanes split the
  * partials (a small grid, decode's 32 (row, head)s, gets more loads in flight), up to a
- * whole block per (row, head). Blocks of FA_COMBINE_THREADS along x cover the rows x heads
+ * whole block per (row, head). The split-KV forward's partials lie in its workspace, all
+ * readable: there (args.read_ahead) a lane loads the rows of its first partials before
+ * their weights are known, so the LSEs and the rows are waited for once, not once per
+ * round (a small grid's time is these waits). Blocks of FA_COMBINE_THREADS along x cover the rows x heads
  * of one batch entry; batch entries lie over grid y and z (launch_grid.h). Included once
  * by the vendor's shared-kernels unit.
  */
@@ -160,11 +163,51 @@ FA_DEVICE void fa_combine_accumulate(const fa_combine_args *a, const float *w, l
     }
 }
 
+/* Partials per lane whose rows are loaded ahead of the weights (args.read_ahead). */
+#define FA_COMBINE_AHEAD 8
+
+typedef struct fa_combine_ahead {
+    float v[FA_COMBINE_AHEAD][8];
+} fa_combine_ahead;
+
+/* The fp32 rows at element offset `off` of partials first, first + step, ... (the first
+ * FA_COMBINE_AHEAD of them), whatever their weights will be: the split-KV workspace holds
+ * every split's rows, written or not. */
+FA_DEVICE void fa_combine_load_ahead(const fa_combine_args *a, long long off, int first, int step,
+                                     fa_combine_ahead *ahead)
+{
+#pragma unroll
+    for (int u = 0; u < FA_COMBINE_AHEAD; ++u) {
+        const int i = first + u * step;
+        if (i < a->n)
+            fa_combine_load8(ahead->v[u], (const float *)fa_combine_part_out(a, i) + off, FA_DTYPE_F32);
+        else
+            for (int k = 0; k < 8; ++k)
+                ahead->v[u][k] = 0.f;
+    }
+}
+
+/* acc += w_i * out_i over the rows loaded ahead, in fa_combine_accumulate's order. A row
+ * of weight 0 adds 0 * 0 there, and here too: it may be a split's row nobody wrote. */
+FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, const float *w, int first, int step,
+                                    const fa_combine_ahead *ahead, float acc[8])
+{
+#pragma unroll
+    for (int u = 0; u < FA_COMBINE_AHEAD; ++u) {
+        const int i = first + u * step;
+        const float wi = i < a->n ? w[i] : 0.f;
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            acc[k] = fmaf(wi, wi != 0.f ? ahead->v[u][k] : 0.f, acc[k]);
+    }
+}
+
 /* out's row of one (row, head) from the weights: the chunk lanes take turns over its
  * 8-element chunks, each lane of a chunk sums its share of the partials, and the shares
  * meet in fa_group_sum (every thread takes part, so the loop runs as often for all). */
 FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int batch, long long row, int head,
-                              int lane, const float *w, fa_combine_smem *sm)
+                              int lane, const float *w, int read_ahead, const fa_combine_ahead *ahead,
+                              fa_combine_smem *sm)
 {
     const int chunks = a->head_dim / 8, chunk = lane % a->chunk_lanes, share = lane / a->chunk_lanes;
     const int shares = a->lanes / a->chunk_lanes;
@@ -174,7 +217,10 @@ FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int batch, lo
         const int c = c0 + chunk, active = valid && c < chunks;
         float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         const long long off = part_row + 8LL * c;
-        if (active && a->part_dtype == FA_DTYPE_F32)
+        if (active && read_ahead && c0 == 0) {
+            fa_combine_add_ahead(a, w, share, shares, ahead, acc);
+            fa_combine_accumulate(a, w, off, share + FA_COMBINE_AHEAD * shares, shares, FA_DTYPE_F32, acc);
+        } else if (active && a->part_dtype == FA_DTYPE_F32)
             fa_combine_accumulate(a, w, off, share, shares, FA_DTYPE_F32, acc);
         else if (active && a->part_dtype == FA_DTYPE_BF16)
             fa_combine_accumulate(a, w, off, share, shares, FA_DTYPE_BF16, acc);
@@ -217,9 +263,15 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
     const long long row = row0 + item / args.heads;
     const int head = (int)(item % args.heads);
     float *w = sm.weights[threadIdx.x / args.lanes];
+    /* Read ahead: the first round of chunks (every round up to d256: 32 chunk lanes). */
+    fa_combine_ahead ahead;
+    const int chunk = lane % args.chunk_lanes, ahead_ok = args.read_ahead && valid && chunk < args.head_dim / 8;
+    if (ahead_ok)
+        fa_combine_load_ahead(&args, fa_row_at(&args.part_out_layout, batch, row, head) + 8LL * chunk,
+                              lane / args.chunk_lanes, args.lanes / args.chunk_lanes, &ahead);
     const float lse = fa_combine_weights(&args, valid, batch, row, head, lane, w, &sm);
     fa_barrier(); /* the group's weights, written lane by lane, read by every lane */
-    fa_combine_row(&args, valid, batch, row, head, lane, w, &sm);
+    fa_combine_row(&args, valid, batch, row, head, lane, w, ahead_ok, &ahead, &sm);
     if (valid && lane == 0 && args.lse)
         args.lse[fa_lse_at(&args.lse_layout, batch, head, row)] = lse;
 }

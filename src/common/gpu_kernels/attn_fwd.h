@@ -133,10 +133,16 @@ FA_DEVICE void fa_page_advance(int *index, int *in_page, int keys, int page_size
     }
 }
 
-FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, int page_size, int n0, int rows_valid)
+/* A page id of the table, read as page 0 when it lies outside the pools: the forward may
+ * read the table before the device check has judged it (args.checked_late), and then
+ * writes nothing for the sequence; a checked table never takes the substitute. */
+FA_DEVICE int fa_page_in_pool(int page, int num_pages) { return (unsigned)page < (unsigned)num_pages ? page : 0; }
+
+FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, int page_size, int num_pages, int n0,
+                                   int rows_valid)
 {
     if (page_size % FA_INST_N == 0) {
-        pages->page[0] = table[n0 / page_size];
+        pages->page[0] = fa_page_in_pool(table[n0 / page_size], num_pages);
         return;
     }
     const int row0 = threadIdx.x / FA_CHUNKS;
@@ -146,7 +152,7 @@ FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, int p
         if (i > 0)
             fa_page_advance(&index, &in_page, FA_KV_ROW_STEP, page_size);
         if (FA_STARTS_GROUP(i) && row0 + i * FA_KV_ROW_STEP < rows_valid)
-            pages->page[i] = table[index];
+            pages->page[i] = fa_page_in_pool(table[index], num_pages);
     }
 }
 
@@ -202,8 +208,8 @@ FA_DEVICE void fa_load_kv(fa_elem *smem, const fa_elem *base, const fa_operand_l
 FA_DEVICE void fa_fetch_pages(fa_tile_pages *pages, const fa_fwd_args *args, const fa_block_span *s, int n0)
 {
     if (args->block_table)
-        fa_fetch_tile_pages(pages, args->block_table + s->batch * args->block_table_stride, args->page_size, n0,
-                            s->seqlen_k - n0);
+        fa_fetch_tile_pages(pages, args->block_table + s->batch * args->block_table_stride, args->page_size,
+                            args->num_pages, n0, s->seqlen_k - n0);
 }
 #endif
 
@@ -330,9 +336,14 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     fa_elem *smem_k = smem_q + FA_INST_M * FA_PITCH;
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_INST_N * FA_PITCH;
 
-    fa_wait_prior_grid(); /* the device check or the append before this kernel wrote seq_ok, the cache */
+    /* The device check or the append before this kernel wrote seq_ok, the cache; the
+     * decode family waits for a check that only judges (args.checked_late) before its
+     * writes instead (the prefill family keeps its registers: it spilled more so). */
+    const int check_late = FA_INST_PACK_GQA && args.checked_late;
+    if (!check_late)
+        fa_wait_prior_grid();
     const fa_block_span s = fa_find_span(&args);
-    if (s.rows_valid <= 0 || s.batch == args.batch || fa_sequence_bad(&args, s.batch))
+    if (s.rows_valid <= 0 || s.batch == args.batch || (!check_late && fa_sequence_bad(&args, s.batch)))
         return;
     const int warp_row0 = (fa_warp() / FA_KEY_WARPS) * FA_WARP_ROWS;
     const int warp_key0 = (fa_warp() % FA_KEY_WARPS) * FA_WARP_KEYS;
@@ -488,6 +499,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #undef FA_LOAD_KV_TILE
 #undef FA_FETCH_PAGES
     fa_async_wait(0); /* with no key tile, the Q copy is still in flight */
+    if (check_late) {
+        fa_wait_prior_grid(); /* the device check beside this kernel wrote seq_ok */
+        if (fa_sequence_bad(&args, s.batch))
+            return;
+    }
     fa_allow_next_grid(); /* the combine may be scheduled; it waits for this grid's end */
 #if FA_KEY_WARPS > 1
     fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum);

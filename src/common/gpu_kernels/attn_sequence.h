@@ -29,6 +29,10 @@ typedef struct fa_sequence {
     int seqlen_q, seqlen_k;
 } fa_sequence;
 
+/* seqused_k's entry within 0 .. the sequence's keys: equal to it when the device check
+ * passes it, and keeping every read in the operands when the read comes first. */
+FA_DEVICE int fa_clamp_keys(int used, int keys) { return used < 0 ? 0 : used > keys ? keys : used; }
+
 /* Batch entry `batch` (< args->batch) of the launch. */
 FA_DEVICE fa_sequence fa_sequence_of(const fa_fwd_args *args, int batch)
 {
@@ -44,8 +48,8 @@ FA_DEVICE fa_sequence fa_sequence_of(const fa_fwd_args *args, int batch)
         seq.seqlen_q = args->cu_seqlens_q[batch + 1] - (int)seq.q_row0;
         seq.seqlen_k = args->cu_seqlens_k[batch + 1] - (int)seq.k_row0;
     }
-    if (args->seqused_k)
-        seq.seqlen_k = args->seqused_k[batch];
+    if (args->seqused_k) /* clamped: read before the device check when args->checked_late */
+        seq.seqlen_k = fa_clamp_keys(args->seqused_k[batch], seq.seqlen_k);
     return seq;
 }
 

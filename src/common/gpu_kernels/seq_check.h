@@ -143,8 +143,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_PAGE_THREADS)
     FA_CAT(FA_KERNEL_PREFIX, seq_check_pages)(fa_seq_check_args args)
 {
     const int i = blockIdx.x;
-    fa_wait_prior_grid(); /* fa_seq_check before it wrote seq_ok */
+    /* The next kernel may start now: a forward that checks late (fa_fwd_args.checked_late)
+     * then runs beside both checks; every kernel waits for this grid's end before it
+     * reads seq_ok, and this grid ends after fa_seq_check's. */
     fa_allow_next_grid();
+    fa_wait_prior_grid(); /* fa_seq_check before it wrote seq_ok */
     const int fine = args.seq_ok[i];
     int bad = 0;
     /* page_size 0 is a contiguous cache of no rows read as pages (cache_batch_idx): no
