@@ -23,11 +23,13 @@ the new tokens would see only the first keys).
 
     python3 bench/compare_decode.py [--rows 1x8192,16x8192,...] [--heads 32] [--kv-heads 8]
                                     [--dims 128] [--sq 1] [--dtype bf16] [--pages 16,256]
-                                    [--json out.json]
+                                    [--page-order random|identity] [--json out.json]
 
 --pages P,...: flashattn also reads the same keys from a paged cache of page size P (pools
 [pages, P, h_k, d], pages in a random order, params.block_table), reported as TB/s and as
 a fraction of flashattn's contiguous read in the same row (SDPA has no paged input).
+--page-order identity: pages in order (page i of sequence b is pool page b * width + i),
+which separates the cost of scattered pages from that of reading through the table.
 """
 import argparse
 import ctypes
@@ -75,7 +77,7 @@ def ceilings():
     return 2 * nbytes / (copy_ms * 1e-3) / 1e12, nbytes / (read_ms * 1e-3) / 1e12
 
 
-def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=()):
+def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=(), page_order="random"):
     torch.manual_seed(0)
     q = torch.randn(b, h, s_q, d, device="cuda", dtype=dtype)
     k = torch.randn(b, h_k, s_k, d, device="cuda", dtype=dtype)
@@ -107,7 +109,7 @@ def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=()):
         row["max_abs_diff_vs_sdpa"] = (out.float() - ref).abs().max().item()
     for page in pages:
         paged_out = torch.empty_like(qb)
-        run, keep = paged_call(qb, kb, vb, paged_out, causal, page)
+        run, keep = paged_call(qb, kb, vb, paged_out, causal, page, order=page_order)
         ms, how = timed_ms(run)
         row["paged%d" % page] = {"tbps": kv_bytes / (ms * 1e-3) / 1e12, "us": ms * 1e3, "timing": how,
                                  "max_abs_diff_vs_contiguous": (paged_out.float() - out.float()).abs().max().item()}
@@ -115,14 +117,15 @@ def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=()):
     return row
 
 
-def paged_call(qb, kb, vb, out, causal, page, num_splits=0):
+def paged_call(qb, kb, vb, out, causal, page, num_splits=0, order="random"):
     """flashattn over kb/vb laid out as a paged cache of `page` keys per page, pages in a
     random order; the call, and the tensors it reads."""
     b, s_k, h_k, d = kb.shape
     width = (s_k + page - 1) // page
     pad = width * page - s_k
     gen = torch.Generator(device="cpu").manual_seed(1)
-    perm = torch.randperm(b * width, generator=gen).to("cuda")
+    perm = torch.randperm(b * width, generator=gen).to("cuda") if order == "random" else \
+        torch.arange(b * width, device="cuda")
     pools = []
     for t in (kb, vb):
         full = torch.nn.functional.pad(t.contiguous(), (0, 0, 0, 0, 0, pad))  # [b, width*P, h_k, d]
@@ -143,8 +146,10 @@ def paged_call(qb, kb, vb, out, causal, page, num_splits=0):
 
     def run():
         flashattn._bind_stream(ctx, qb.device)
+        ws, ws_bytes, ws_keep = flashattn._workspace(ctx, lib.fa_fwd_workspace_size, views[:3], params, qb.device)
         flashattn._check(ctx, lib.fa_fwd(ctx, *[ctypes.byref(x) for x in views[:3]], ctypes.byref(params),
-                                         ctypes.byref(views[3]), None, None, 0))
+                                         ctypes.byref(views[3]), None, ws, ws_bytes))
+        del ws_keep
     return run, (pools, table, used)
 
 
@@ -164,6 +169,7 @@ def main():
     ap.add_argument("--sq", default="1")
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     ap.add_argument("--pages", default="", help="page sizes of paged flashattn runs")
+    ap.add_argument("--page-order", default="random", choices=("random", "identity"))
     ap.add_argument("--json")
     args = ap.parse_args()
     pages = [int(x) for x in args.pages.split(",") if x]
@@ -180,7 +186,7 @@ def main():
         b, s_k = (int(x) for x in pair.split("x"))
         for d in (int(x) for x in args.dims.split(",")):
             for s_q in (int(x) for x in args.sq.split(",")):
-                row = bench_row(b, s_k, s_q, args.heads, args.kv_heads, d, DTYPES[args.dtype], pages)
+                row = bench_row(b, s_k, s_q, args.heads, args.kv_heads, d, DTYPES[args.dtype], pages, args.page_order)
                 rows.append(row)
                 ours, cudnn = row["flashattn"], row["cudnn"]
                 vs_cudnn = ours["tbps"] / cudnn["tbps"] if "tbps" in ours and "tbps" in cudnn else float("nan")

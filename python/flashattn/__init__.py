@@ -65,6 +65,9 @@ def library():
         _lib.fa_bwd.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_Tensor)] * 6 + [
             ctypes.POINTER(_Params)] + [ctypes.POINTER(_Tensor)] * 3 + [ctypes.c_void_p, ctypes.c_size_t]
         _lib.fa_device_error.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        for size_query in (_lib.fa_fwd_workspace_size, _lib.fa_bwd_workspace_size):
+            size_query.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_Tensor)] * 3 + [
+                ctypes.POINTER(_Params), ctypes.POINTER(ctypes.c_size_t)]
     return _lib
 
 
@@ -117,6 +120,18 @@ def _params(q, causal, softmax_scale, window, softcap, alibi_slopes, num_splits=
     return params, keep
 
 
+def _workspace(ctx, size_query, qkv_views, params, device):
+    """The call's workspace from torch's allocator (stream-ordered, and inside a CUDA
+    graph part of the graph's pool), so the library allocates nothing itself: (pointer,
+    bytes, the tensor to keep until the call is queued)."""
+    nbytes = ctypes.c_size_t(0)
+    _check(ctx, size_query(ctx, *[ctypes.byref(t) for t in qkv_views], ctypes.byref(params), ctypes.byref(nbytes)))
+    if nbytes.value == 0:
+        return None, 0, None
+    buf = torch.empty(nbytes.value, dtype=torch.uint8, device=device)
+    return buf.data_ptr(), nbytes.value, buf
+
+
 def _bind_stream(ctx, device):
     if device.type == "cuda":
         _check(ctx, library().fa_set_stream(ctx, torch.cuda.current_stream(device).cuda_stream))
@@ -135,11 +150,12 @@ def attention(q, k, v, causal=False, softmax_scale=None, window=(-1, -1), softca
     _bind_stream(ctx, q.device)
     qv, kv, vv, ov = _view(q), _view(k), _view(v), _view(out)
     lv = _view(lse) if lse is not None else None
+    ws, ws_bytes, ws_keep = _workspace(ctx, library().fa_fwd_workspace_size, (qv, kv, vv), params, q.device)
     status = library().fa_fwd(ctx, ctypes.byref(qv), ctypes.byref(kv), ctypes.byref(vv),
                               ctypes.byref(params), ctypes.byref(ov),
-                              ctypes.byref(lv) if lv is not None else None, None, 0)
+                              ctypes.byref(lv) if lv is not None else None, ws, ws_bytes)
     _check(ctx, status)
-    del keep
+    del keep, ws_keep
     return (out, lse) if return_lse else out
 
 
@@ -155,10 +171,11 @@ def attention_backward(dout, q, k, v, out, lse, causal=False, softmax_scale=None
     _bind_stream(ctx, q.device)
     views = [_view(t) for t in (q, k, v, out, lse, dout)]
     grads = [_view(t) for t in (dq, dk, dv)]
+    ws, ws_bytes, ws_keep = _workspace(ctx, library().fa_bwd_workspace_size, views[:3], params, q.device)
     status = library().fa_bwd(ctx, *[ctypes.byref(t) for t in views], ctypes.byref(params),
-                              *[ctypes.byref(t) for t in grads], None, 0)
+                              *[ctypes.byref(t) for t in grads], ws, ws_bytes)
     _check(ctx, status)
-    del keep
+    del keep, ws_keep
     return dq, dk, dv
 
 
