@@ -123,10 +123,18 @@ typedef struct {
 } fa_tile_pages;
 
 /* Moves a key's place in the pages (`index` into the table row, `in_page` the row within
- * the page) `keys` keys on, without a division: this runs for every row of every tile. */
+ * the page) `keys` keys on, without a division: this runs for every row of every tile.
+ * keys is a constant; up to 16 (a page holds at least 16 keys) it wraps at most once, a
+ * select rather than a loop (a loop costs a convergence barrier per row, seen in SASS). */
 FA_DEVICE void fa_page_advance(int *index, int *in_page, int keys, int page_size)
 {
     *in_page += keys;
+    if (keys <= 16) {
+        const int wraps = *in_page >= page_size;
+        *in_page -= wraps ? page_size : 0;
+        *index += wraps;
+        return;
+    }
     while (*in_page >= page_size) {
         *in_page -= page_size;
         ++*index;
@@ -159,8 +167,10 @@ FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, int p
 /* One K or V tile (keys n0 .. n0 + tile_n - 1 of the sequence, rows_valid of them
  * inside it) from a page pool: `pool` is the operand's data at this KV head, `pages` the
  * tile's pages (fa_fetch_tile_pages). A tile inside one page is fa_load_tile's copy;
- * otherwise each row's address is its group's page and its row in that page. Only the
- * pages of keys inside the sequence are read. */
+ * otherwise the row that starts a thread's share of a 16-key group gets its address from
+ * the group's page and its row in that page, and the group's later rows (the same page)
+ * step from it by rows, as a contiguous tile's do. Only the pages of keys inside the
+ * sequence are read. */
 FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_operand_layout *layout,
                                 const fa_tile_pages *pages, int page_size, int n0, int rows_valid, int head_dim)
 {
@@ -175,7 +185,7 @@ FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_ope
     if (threadIdx.x >= FA_KV_ROW_STEP * FA_CHUNKS)
         return;
     int index = 0, in_page = (n0 + row0) % page_size;
-    long long page = 0;
+    const fa_elem *src = pool;
 #pragma unroll
     for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
         int row = row0 + i * FA_KV_ROW_STEP;
@@ -183,9 +193,11 @@ FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_ope
             fa_page_advance(&index, &in_page, FA_KV_ROW_STEP, page_size);
         if (FA_INST_N % FA_KV_ROW_STEP == 0 || row < FA_INST_N) {
             int valid = col_valid && row < rows_valid;
-            if (FA_STARTS_GROUP(i) && valid)
-                page = pages->page[i];
-            const fa_elem *src = pool + page * layout->batch + (long long)in_page * layout->row + chunk * 8;
+            if (FA_STARTS_GROUP(i))
+                src = pool + (long long)(valid ? pages->page[i] : 0) * layout->batch +
+                      (long long)in_page * layout->row + chunk * 8;
+            else
+                src += FA_KV_ROW_STEP * layout->row;
             fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : pool, valid);
         }
     }
