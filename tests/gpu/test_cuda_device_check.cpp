@@ -275,7 +275,8 @@ struct CheckRun {
         REQUIRE(cudaHostGetDevicePointer(reinterpret_cast<void **>(&record_device), record, 0) == cudaSuccess);
     }
     ~CheckRun() { cudaFreeHost(record); }
-    // seq_ok after both kernels (the pages kernel when block_table is set), poisoned first.
+    // seq_ok after the kernels the host launches for these arguments (fa_seq_check unless
+    // the call is fixed-length and paged, then the pages kernel), poisoned first.
     std::vector<int> run(fa_seq_check_args a)
     {
         ok.reset(new DeviceBuffer(static_cast<size_t>(a.batch) * sizeof(int)));
@@ -283,8 +284,9 @@ struct CheckRun {
         a.seq_ok = static_cast<int *>(ok->ptr);
         a.status = record_device;
         void *args[] = {&a};
-        REQUIRE(cudaLaunchKernel(fa_cuda_seq_check_handle, dim3(1), dim3(FA_CHECK_THREADS), args, 0, nullptr) ==
-                cudaSuccess);
+        if (fa_check_needs_whole_pass(&a))
+            REQUIRE(cudaLaunchKernel(fa_cuda_seq_check_handle, dim3(1), dim3(FA_CHECK_THREADS), args, 0, nullptr) ==
+                    cudaSuccess);
         if (a.block_table)
             REQUIRE(cudaLaunchKernel(fa_cuda_seq_check_pages_handle, dim3(a.batch), dim3(FA_CHECK_PAGE_THREADS),
                                      args, 0, nullptr) == cudaSuccess);

@@ -325,11 +325,14 @@ static fa_status launch_check(fa_context *ctx, fa_seq_check_args *args)
 {
     const fa_gpu_runtime *rt = state_of(ctx)->rt;
     void *kernel_args[] = {args};
-    fa_status st = launch(ctx, rt->seq_check, fa_seq_check_grid(), FA_CHECK_THREADS, kernel_args, 0,
-                          "device check of the indices");
+    const int whole = fa_check_needs_whole_pass(args);
+    fa_status st = FA_OK;
+    if (whole)
+        st = launch(ctx, rt->seq_check, fa_seq_check_grid(), FA_CHECK_THREADS, kernel_args, 0,
+                    "device check of the indices");
     if (st == FA_OK && args->block_table != NULL)
-        st = launch_next(ctx, rt->seq_check_pages, fa_seq_check_pages_grid(args->batch), FA_CHECK_PAGE_THREADS,
-                    kernel_args, 0, "device check of the block_table");
+        st = launch_kernel(ctx, rt->seq_check_pages, fa_seq_check_pages_grid(args->batch), FA_CHECK_PAGE_THREADS,
+                           kernel_args, 0, "device check of the block_table", whole);
     return st;
 }
 

@@ -3,7 +3,8 @@
  * every vendor: fa_seq_check (one block) checks cu_seqlens, seqused_k, cache_seqlens and
  * cache_batch_idx and writes seq_ok[i] for every sequence; fa_seq_check_pages (one block
  * per sequence, paged calls only, after it in the stream) checks the block_table entries
- * of the sequences still fine. The first violation goes into the context's record
+ * of the sequences still fine. A fixed-length paged call runs fa_seq_check_pages alone
+ * (fa_check_needs_whole_pass): each block then checks its sequence's scalars too. The first violation goes into the context's record
  * (seq_check_args.h). The call's other kernels then treat a sequence with seq_ok 0 as
  * empty (attn_sequence.h), so it writes nothing. Included once by the vendor's
  * shared-kernels translation unit.
@@ -137,8 +138,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_THREADS)
         args.seq_ok[i] = !all_bad && fa_check_sequence(&args, i);
 }
 
-/* Block i: the block_table entries that cover sequence i's keys, when fa_seq_check found
- * it fine; a page outside the pool makes it bad. */
+/* Block i: the block_table entries that cover sequence i's keys, when sequence i is fine
+ * so far (fa_seq_check's verdict, or, when that kernel did not run, this block's own
+ * fa_check_sequence); a page outside the pool makes it bad. */
 extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_PAGE_THREADS)
     FA_CAT(FA_KERNEL_PREFIX, seq_check_pages)(fa_seq_check_args args)
 {
@@ -148,7 +150,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_PAGE_THREADS)
      * reads seq_ok, and this grid ends after fa_seq_check's. */
     fa_allow_next_grid();
     fa_wait_prior_grid(); /* fa_seq_check before it wrote seq_ok */
-    const int fine = args.seq_ok[i];
+    const int whole = fa_check_needs_whole_pass(&args);
+    const int fine = whole ? args.seq_ok[i] : !fa_barrier_any(threadIdx.x == 0 && !fa_check_sequence(&args, i));
     int bad = 0;
     /* page_size 0 is a contiguous cache of no rows read as pages (cache_batch_idx): no
      * entry covers a key. */
@@ -163,9 +166,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_PAGE_THREADS)
             }
         }
     }
-    /* Every thread has read seq_ok[i] before it is changed. */
-    if (fa_barrier_any(bad) && threadIdx.x == 0)
-        args.seq_ok[i] = 0;
+    /* Every thread has read seq_ok[i] before it is changed; without fa_seq_check, this is
+     * its only write. */
+    bad = fa_barrier_any(bad);
+    if (threadIdx.x == 0 && (bad || !whole))
+        args.seq_ok[i] = fine && !bad;
 }
 
 #endif /* FA_SEQ_CHECK_H */

@@ -9,6 +9,8 @@
 #ifndef FA_SEQ_CHECK_ARGS_H
 #define FA_SEQ_CHECK_ARGS_H
 
+#include "api/fa_hd.h"
+
 /* fa_seq_check runs as one block of FA_CHECK_THREADS; fa_seq_check_pages as one block of
  * FA_CHECK_PAGE_THREADS per sequence. */
 #define FA_CHECK_THREADS 1024
@@ -90,5 +92,14 @@ typedef struct fa_seq_check_args {
     fa_device_status *status;         /* the context's record (device address); NULL:   */
                                       /* nothing reported                               */
 } fa_seq_check_args;
+
+/* Does a call's check need fa_seq_check, the one block that sees every sequence? Only for
+ * the cu_seqlens arrays, checked whole, or without a block table; a fixed-length paged
+ * call is checked by fa_seq_check_pages alone, each block judging its own sequence (one
+ * kernel less ahead of the attention). */
+FA_HD int fa_check_needs_whole_pass(const fa_seq_check_args *a)
+{
+    return a->block_table == 0 || a->cu_seqlens_q != 0;
+}
 
 #endif /* FA_SEQ_CHECK_ARGS_H */
