@@ -99,7 +99,9 @@
  *   new contents of every array they read. So arrays of indices that live in device memory
  *   (cu_seqlens_q/k, seqused_k, and for paged and appending calls block_table,
  *   cache_seqlens, cache_batch_idx) are never read by the host; their values are checked
- *   on the device, by a check kernel that runs ahead of the attention in the call's stream.
+ *   on the device, by a check kernel that runs ahead of the attention in the call's stream
+ *   (for a fixed-length fa_fwd, beside it: the attention reads seqused_k and page ids
+ *   clamped into the tensors until the check's verdict, which it waits for before writing).
  *   On the host, before anything launches (errors as usual, nothing written): every shape,
  *   stride, dtype and scalar, varlen_batch and max_seqlen_q/k >= 0 (grids are sized from
  *   max_seqlen_q/k, capped at the tensors' rows, never from the arrays).

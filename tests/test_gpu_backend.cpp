@@ -51,6 +51,7 @@ struct fake_device {
     int launches = 0;
     int launch_overlap = 1;                // what the device reports
     std::vector<fa_seq_check_args> checks; // the device check's arguments, as launched
+    std::vector<fa_fwd_args> fwds;         // the forward kernel's, as launched
     fa_device_status record;               // the mapped record (host and device alike)
     alignas(256) unsigned char memory[1 << 16];
 };
@@ -157,6 +158,8 @@ int fake_launch(const void *kernel, fa_grid grid, unsigned threads, void **args,
     g_dev.events.push_back(e);
     if (kernel == k_seq_check || kernel == k_seq_check_pages)
         g_dev.checks.push_back(*static_cast<fa_seq_check_args *>(args[0]));
+    if (kernel == k_fwd_kernel)
+        g_dev.fwds.push_back(*static_cast<fa_fwd_args *>(args[0]));
     return g_dev.launches++ == g_dev.fail_launch_at ? k_fake_error : 0;
 }
 
@@ -552,6 +555,8 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         CHECK(same_grid(nth_launch(0).grid, fa_grid{1, 1, 1}));
         CHECK(nth_launch(0).threads == FA_CHECK_THREADS);
         REQUIRE(g_dev.checks.size() == 1);
+        REQUIRE(g_dev.fwds.size() == 1);
+        CHECK(g_dev.fwds[0].checked_late == 0); // varlen: cu_seqlens place the rows it reads
         const fa_seq_check_args &a = g_dev.checks[0];
         CHECK(a.batch == 2);
         CHECK(a.call == FA_CHECK_CALL_FWD);
@@ -577,8 +582,10 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         CHECK(g_dev.checks[0].seqused_k == used);
         CHECK(g_dev.checks[0].seqlen_k == 130);
         CHECK(g_dev.checks[0].cu_seqlens_q == nullptr);
+        REQUIRE(g_dev.fwds.size() == 1);
+        CHECK(g_dev.fwds[0].checked_late == 1); // fixed length: the check may run beside it
     }
-    SECTION("paged: the block_table check follows, one block per sequence")
+    SECTION("paged, fixed length: the block_table kernel alone, one block per sequence, beside the forward")
     {
         fake_context f;
         REQUIRE(f.attach() == FA_OK);
@@ -593,13 +600,17 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         decode.pack_gqa = 1;
         const fa_selection sel = selection(decode, 1);
         REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
-        CHECK(launched() == std::vector<const void *>{k_seq_check, k_seq_check_pages, k_fwd_kernel});
-        CHECK(same_grid(nth_launch(1).grid, fa_grid{2, 1, 1}));
-        CHECK(nth_launch(1).threads == FA_CHECK_PAGE_THREADS);
-        REQUIRE(g_dev.checks.size() == 2);
-        CHECK((g_dev.checks[1].block_table == table && g_dev.checks[1].block_table_stride == 9 &&
-               g_dev.checks[1].block_table_width == 9 && g_dev.checks[1].page_size == 16 &&
-               g_dev.checks[1].num_pages == 40));
+        CHECK(launched() == std::vector<const void *>{k_seq_check_pages, k_fwd_kernel});
+        CHECK((nth_launch(0).overlap == 0 && nth_launch(1).overlap == 1));
+        CHECK(same_grid(nth_launch(0).grid, fa_grid{2, 1, 1}));
+        CHECK(nth_launch(0).threads == FA_CHECK_PAGE_THREADS);
+        REQUIRE(g_dev.checks.size() == 1);
+        CHECK(!fa_check_needs_whole_pass(&g_dev.checks[0]));
+        CHECK((g_dev.checks[0].block_table == table && g_dev.checks[0].block_table_stride == 9 &&
+               g_dev.checks[0].block_table_width == 9 && g_dev.checks[0].page_size == 16 &&
+               g_dev.checks[0].num_pages == 40));
+        REQUIRE(g_dev.fwds.size() == 1);
+        CHECK((g_dev.fwds[0].checked_late == 1 && g_dev.fwds[0].num_pages == 40));
     }
     SECTION("paged varlen: cu_seqlens_k gives lengths only, its end is not checked against rows")
     {
@@ -617,7 +628,12 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         decode.pack_gqa = 1;
         const fa_selection sel = selection(decode, 1);
         REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
+        CHECK(launched() == std::vector<const void *>{k_seq_check, k_seq_check_pages, k_fwd_kernel});
+        CHECK((nth_launch(0).overlap == 0 && nth_launch(1).overlap == 1 && nth_launch(2).overlap == 1));
         REQUIRE(g_dev.checks.size() == 2);
+        CHECK(fa_check_needs_whole_pass(&g_dev.checks[0]));
+        REQUIRE(g_dev.fwds.size() == 1);
+        CHECK(g_dev.fwds[0].checked_late == 0);
         CHECK(g_dev.checks[0].cu_seqlens_k == p.cu_seqlens_k);
         CHECK(g_dev.checks[0].rows_k == -1);
         CHECK(g_dev.checks[0].rows_q == p.total_q);
@@ -786,6 +802,9 @@ TEST_CASE("gpu backend: kvcache runs the device check, the append, then the forw
     CHECK(g_dev.checks[0].min_keys == (kp.rotary_cos ? kp.attn.seqlen_q : 0));
     CHECK(reinterpret_cast<unsigned char *>(g_dev.checks[0].seq_ok) ==
           g_dev.memory + (fa_kvcache_workspace_bytes(&kp, &sel) - 256));
+    // The attention reads what the append wrote: it waits for the kernels before it first.
+    REQUIRE(g_dev.fwds.size() == 1);
+    CHECK(g_dev.fwds[0].checked_late == 0);
 }
 
 TEST_CASE("gpu backend: paged caches and cache_batch_idx run only on a decode config", "[gpu_backend][kvcache]")
@@ -815,5 +834,8 @@ TEST_CASE("gpu backend: paged caches and cache_batch_idx run only on a decode co
     const fa_selection decode = selection(c, 1);
     CHECK(fa_gpu_ops.fwd_kvcache_workspace(&f.ctx, &kp, &decode, &bytes) == FA_OK);
     CHECK(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &decode, nullptr, 0) == FA_OK);
-    CHECK(launched().size() >= 2);
+    // Fixed length: the block-table kernel alone checks each sequence, scalars included.
+    CHECK(launched() == std::vector<const void *>{k_seq_check_pages, k_append, k_fwd_kernel});
+    REQUIRE(g_dev.checks.size() == 1);
+    CHECK((g_dev.checks[0].cache_batch_idx == rows && g_dev.checks[0].cache_seqlens == kp.cache_seqlens));
 }
