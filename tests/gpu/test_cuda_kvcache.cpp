@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device_tensors.hpp"
@@ -203,6 +204,23 @@ struct DevicePaged {
     }
 };
 
+// A server's decode step: one new token per sequence, bf16, GQA 8/2, d 128, 16-key pages
+// in a table `width` entries wide, seqused_k giving each sequence's keys.
+PagedCase paged_decode_case(int width, std::vector<int64_t> keys)
+{
+    PagedCase c;
+    c.dtype = FA_DTYPE_BF16;
+    c.page = 16;
+    c.width = width;
+    c.keys = std::move(keys);
+    c.seqused = true;
+    c.heads = 8;
+    c.heads_k = 2;
+    c.dim = 128;
+    c.seqlen_q = 1;
+    return c;
+}
+
 // One paged forward on the GPU against the fp64 reference over the same keys laid out
 // contiguously.
 void check_gpu_paged(const PagedCase &c)
@@ -285,16 +303,7 @@ TEST_CASE("cuda paged fa_fwd: varlen queries, MQA, head dims, prefill-sized quer
 
 TEST_CASE("cuda graph: paged decode captured, replayed with new lengths and a bad page", "[gpu][paged][graph][decode]")
 {
-    PagedCase c;
-    c.dtype = FA_DTYPE_BF16;
-    c.page = 16;
-    c.width = 63;
-    c.keys = {1000, 517};
-    c.seqused = true;
-    c.heads = 8;
-    c.heads_k = 2;
-    c.dim = 128;
-    c.seqlen_q = 1;
+    const PagedCase c = paged_decode_case(63, {1000, 517});
     PagedRun r;
     prepare(c, r);
     DevicePaged d(r);
@@ -348,16 +357,7 @@ TEST_CASE("cuda graph: paged decode captured, replayed with new lengths and a ba
 TEST_CASE("cuda paged decode: out-of-range seqused_k and page ids, read beside the check, write nothing",
           "[gpu][paged][decode][device_check][sanitize]")
 {
-    PagedCase c;
-    c.dtype = FA_DTYPE_BF16;
-    c.page = 16;
-    c.width = 70;
-    c.keys = {1000, 517, 700};
-    c.seqused = true;
-    c.heads = 8;
-    c.heads_k = 2;
-    c.dim = 128;
-    c.seqlen_q = 1;
+    const PagedCase c = paged_decode_case(70, {1000, 517, 700});
     PagedRun r;
     prepare(c, r);
     DevicePaged d(r);
