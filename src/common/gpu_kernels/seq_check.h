@@ -4,10 +4,10 @@
  * cache_batch_idx and writes seq_ok[i] for every sequence; fa_seq_check_pages (one block
  * per sequence, paged calls only, after it in the stream) checks the block_table entries
  * of the sequences still fine. A fixed-length paged call runs fa_seq_check_pages alone
- * (fa_check_needs_whole_pass): each block then checks its sequence's scalars too. The first violation goes into the context's record
- * (seq_check_args.h). The call's other kernels then treat a sequence with seq_ok 0 as
- * empty (attn_sequence.h), so it writes nothing. Included once by the vendor's
- * shared-kernels translation unit.
+ * (fa_check_needs_whole_pass): each block then checks its sequence's scalars too. The
+ * first violation goes into the context's record (seq_check_args.h). The call's other
+ * kernels then treat a sequence with seq_ok 0 as empty (attn_sequence.h), so it writes
+ * nothing. Included once by the vendor's shared-kernels translation unit.
  */
 #ifndef FA_SEQ_CHECK_H
 #define FA_SEQ_CHECK_H
