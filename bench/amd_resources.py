@@ -167,9 +167,19 @@ def parse_isa(text, kernel):
     return mma_total, mix, mnemonic, atomics
 
 
+def vector_registers(meta):
+    """A lane's share of the vector register file. The code object's .vgpr_count is that
+    already on CDNA2/3, AGPRs included: LLVM writes it from NumVGPRsForWavesPerEU,
+    alignTo(arch VGPRs, 4) + AGPRs on gfx90a and later (AMDGPUAsmPrinter,
+    AMDGPUBaseInfo getTotalNumVGPRs). Seen on fa_hip_dec_d256_f16_16x32x1 for gfx942:
+    -Rpass-analysis=kernel-resource-usage says VGPRs 256, AGPRs 131, occupancy 1, and the
+    code object says .vgpr_count 387, .agpr_count 131."""
+    return int(meta["vgpr_count"])
+
+
 def waves_per_simd(meta, row, k):
     unit = row["unit"]
-    regs = int(meta["vgpr_count"]) + (int(meta.get("agpr_count", 0)) if unit == "mfma" else 0)
+    regs = vector_registers(meta)
     g = VGPR_GRANULE[unit]
     by_regs = VGPRS_PER_SIMD_LANE[unit] // max(g, -(-regs // g) * g)
     lds = int(meta["group_segment_fixed_size"])
@@ -183,7 +193,7 @@ def waves_per_cu(meta, row, k):
     """Waves one CU holds of this kernel: whole workgroups, as LDS and registers allow
     (a two-wave workgroup leaves half the SIMDs to other workgroups)."""
     unit = row["unit"]
-    regs = int(meta["vgpr_count"]) + (int(meta.get("agpr_count", 0)) if unit == "mfma" else 0)
+    regs = vector_registers(meta)
     g = VGPR_GRANULE[unit]
     per_simd = min(MAX_WAVES_PER_SIMD[unit], VGPRS_PER_SIMD_LANE[unit] // max(g, -(-regs // g) * g))
     lds = int(meta["group_segment_fixed_size"])
@@ -308,7 +318,8 @@ def write_markdown(path, archs, table, rows, not_built):
            "read from the compiled code objects, except the forward's last two columns, which",
            "are **predictions, not measurements**: no AMD GPU has run these kernels.", "",
            "## Forward", "",
-           "Columns: LDS bytes; VGPRs / AGPRs per lane; scratch bytes (0: no spills); waves per",
+           "Columns: LDS bytes; VGPRs / AGPRs per lane (on CDNA the VGPRs are all of a lane's,",
+           "AGPRs included: the code object's .vgpr_count); scratch bytes (0: no spills); waves per",
            "SIMD (occupancy, from registers and LDS); matrix instructions per wave per main-loop",
            "iteration (the loop body as compiled) and in the whole kernel; the loop's other",
            "instructions (VALU incl. transcendental / LDS).", "",
