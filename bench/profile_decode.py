@@ -35,7 +35,8 @@ from compare_decode import paged_call  # noqa: E402
 q = torch.randn(1, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
 k = torch.randn(1, 8192, 8, 128, device="cuda", dtype=torch.bfloat16)
 v = torch.randn_like(k)
-run, keep = paged_call(q, k, v, torch.empty_like(q), False, 16)
+out = torch.empty_like(q)  # lives as long as the calls that write it
+run, keep = paged_call(q, k, v, out, False, 16)
 for _ in range(3):
     run()
 torch.cuda.synchronize()

@@ -209,6 +209,41 @@ TEST_CASE("device check: only the offending sequence is left unwritten", "[cuda]
             fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Naive);
         CHECK(rows_error(p.out.view, exact, 0, 70, 70) <= 2.0 * fa_oracle::max_out_difference(naive, exact) + 1e-5);
     }
+    SECTION("fixed length decode (one query row, GQA 8/2): seqused_k read beside the check, splits 1 and 3")
+    {
+        for (int splits : {1, 3}) {
+            Case c;
+            c.batch = 3;
+            c.seqlen_q = 1;
+            c.seqlen_k = 300;
+            c.heads = 8;
+            c.heads_k = 2;
+            c.head_dim = 128;
+            c.num_splits = splits;
+            c.seqused_k = {300, 300, 300};
+            GpuProblem p(c, 4300 + splits);
+            Context ctx;
+            upload(*p.dused, std::vector<int32_t>{211, 1 << 30, -3});
+            REQUIRE(forward(ctx, p, p.dev_params) == FA_OK);
+            CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+            const std::string msg = fa_last_error(ctx.ctx);
+            INFO(msg);
+            CHECK((contains(msg, "seqused_k[1] = 1073741824 is outside 0..300") ||
+                   contains(msg, "seqused_k[2] = -3 is outside 0..300")));
+            p.dout->copy_back();
+            p.dlse->copy_back();
+            CHECK(rows_poisoned(p.out, 1, 3, 8, 128, 1));
+            CHECK(lse_poisoned(p.lse, 1, 3, 8, 1));
+            fa_params ref_params = p.host_params;
+            std::vector<int32_t> used = {211, 300, 300};
+            ref_params.seqused_k = used.data();
+            const fa_oracle::Reference exact =
+                fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Exact);
+            const fa_oracle::Reference naive =
+                fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Naive);
+            CHECK(rows_error(p.out.view, exact, 0, 1, 1) <= 2.0 * fa_oracle::max_out_difference(naive, exact) + 1e-5);
+        }
+    }
 }
 
 TEST_CASE("device check: the backward leaves dq, dk and dv of a bad sequence unwritten",

@@ -386,6 +386,10 @@ TEST_CASE("cuda paged decode: out-of-range seqused_k and page ids, read beside t
         reset(d.out);
         REQUIRE(d.forward(ctx.ctx) == FA_OK);
         CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+        const std::string msg = fa_last_error(ctx.ctx);
+        INFO(msg);
+        CHECK((contains(msg, "seqused_k[1]") || contains(msg, "block_table[2][3]") ||
+               contains(msg, "block_table[2][40]")));
         const std::vector<unsigned char> after = download(d.out);
         const std::vector<unsigned char> &poison = d.out.host->storage;
         CHECK(std::equal(after.begin(), after.begin() + seq_bytes, good.begin()));

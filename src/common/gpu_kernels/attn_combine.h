@@ -187,14 +187,22 @@ FA_DEVICE void fa_combine_load_ahead(const fa_combine_args *a, long long off, in
     }
 }
 
-/* acc += w_i * out_i over the rows loaded ahead, in fa_combine_accumulate's order. A row
- * of weight 0 adds 0 * 0 there, and here too: it may be a split's row nobody wrote. */
+#if FA_COMBINE_AHEAD % FA_COMBINE_UNROLL != 0
+#error "the rows read ahead must end where a round of fa_combine_accumulate ends"
+#endif
+
+/* acc += w_i * out_i over the rows loaded ahead, exactly as fa_combine_accumulate's rounds
+ * of FA_COMBINE_UNROLL would add them, so the sums keep their bits (a -0 included): a
+ * round that starts past the last partial adds nothing, the rest of one that runs past
+ * it adds 0 * 0, and a row of weight 0 adds 0 * 0 (it may be a split's row nobody wrote). */
 FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, const float *w, int first, int step,
                                     const fa_combine_ahead *ahead, float acc[8])
 {
 #pragma unroll
     for (int u = 0; u < FA_COMBINE_AHEAD; ++u) {
         const int i = first + u * step;
+        if (first + (u - u % FA_COMBINE_UNROLL) * step >= a->n)
+            break;
         const float wi = i < a->n ? w[i] : 0.f;
 #pragma unroll
         for (int k = 0; k < 8; ++k)

@@ -354,6 +354,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     const int check_late = FA_INST_PACK_GQA && args.checked_late;
     if (!check_late)
         fa_wait_prior_grid();
+    /* With check_late, the split-KV combine reads seq_ok after waiting for this grid only:
+     * it relies on each sequence's blocks with rows passing the late wait below, which
+     * ends after the check's grid. Keep every exit between here and there an exit of a
+     * block that writes nothing. */
     const fa_block_span s = fa_find_span(&args);
     if (s.rows_valid <= 0 || s.batch == args.batch || (!check_late && fa_sequence_bad(&args, s.batch)))
         return;
