@@ -341,6 +341,30 @@ TEST_CASE("paged_device_check_reports_a_page_outside_the_pool")
         }
 }
 
+// A fixed-length paged call's decode kernel reads seqused_k and the page ids before the
+// device check's verdict (fa_fwd_args.checked_late), clamped into the pools; here, under
+// ASan, a read they let out of the pools would stop the test.
+TEST_CASE("paged_decode_reads_out_of_range_indices_inside_the_pools")
+{
+    const fa_paged::PagedCase c = paged_case();
+    fa_paged::PagedRun r;
+    fa_paged::prepare(c, r);
+    r.used[1] = 1 << 30;
+    r.table.entries[(size_t)r.table.stride + 1] = -4; // sequence 1, its second page
+    EmuContext cx;
+    REQUIRE(paged_forward(cx, r) == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+    const std::string msg = fa_last_error(cx.ctx);
+    INFO(msg);
+    CHECK(contains(msg, "sequence 1"));
+    for (int64_t s = 0; s < c.seqlen_q; ++s)
+        for (int h = 0; h < c.heads; ++h) {
+            const int64_t written[4] = {0, s, h, 0}, skipped[4] = {1, s, h, 0};
+            CHECK(!std::isnan(fa_oracle::element(r.out.view, written)));
+            CHECK(std::isnan(fa_oracle::element(r.out.view, skipped)));
+        }
+}
+
 // fa_fwd_kvcache: seq_check over the cache lengths, kv_append (rotating k when asked),
 // then the forward over the appended cache.
 TEST_CASE("kvcache_appends_and_attends_as_the_oracle")
