@@ -151,6 +151,42 @@ TEST_CASE("device check: bad cu_seqlens write nothing and are reported once", "[
     }
 }
 
+namespace {
+
+// Three fixed-length sequences of c's shape, the last two with seqused_k out of range
+// (`used` on the device): the call reports one of them, writes nothing for either, and
+// sequence 0 (used[0] keys) matches the fp64 reference.
+void check_seqused_out_of_range(Case c, int seed, const std::vector<int32_t> &used)
+{
+    c.batch = 3;
+    c.seqused_k = std::vector<int32_t>(3, c.seqlen_k);
+    GpuProblem p(c, seed);
+    Context ctx;
+    upload(*p.dused, used);
+    REQUIRE(forward(ctx, p, p.dev_params) == FA_OK);
+    CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
+    const std::string msg = fa_last_error(ctx.ctx);
+    INFO(msg);
+    const std::string range = " is outside 0.." + std::to_string(c.seqlen_k);
+    CHECK((contains(msg, "seqused_k[1] = " + std::to_string(used[1]) + range) ||
+           contains(msg, "seqused_k[2] = " + std::to_string(used[2]) + range)));
+    p.dout->copy_back();
+    p.dlse->copy_back();
+    const int64_t s_q = c.seqlen_q;
+    CHECK(rows_poisoned(p.out, s_q, 3 * s_q, c.heads, c.head_dim, s_q));
+    CHECK(lse_poisoned(p.lse, s_q, 3 * s_q, c.heads, s_q));
+    fa_params ref_params = p.host_params;
+    std::vector<int32_t> ref_used = {used[0], c.seqlen_k, c.seqlen_k};
+    ref_params.seqused_k = ref_used.data();
+    const fa_oracle::Reference exact =
+        fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Exact);
+    const fa_oracle::Reference naive =
+        fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Naive);
+    CHECK(rows_error(p.out.view, exact, 0, s_q, s_q) <= 2.0 * fa_oracle::max_out_difference(naive, exact) + 1e-5);
+}
+
+} // namespace
+
 TEST_CASE("device check: only the offending sequence is left unwritten", "[cuda][device_check][sanitize]")
 {
     SECTION("varlen: sequence 1 has more keys than max_seqlen_k")
@@ -179,69 +215,25 @@ TEST_CASE("device check: only the offending sequence is left unwritten", "[cuda]
     SECTION("fixed length: seqused_k of sequences 1 and 2 out of range, split-KV forced")
     {
         Case c;
-        c.batch = 3;
         c.seqlen_q = 70;
         c.seqlen_k = 150;
         c.heads = 4;
         c.heads_k = 1;
         c.head_dim = 128;
         c.num_splits = 3;
-        c.seqused_k = {150, 150, 150};
-        GpuProblem p(c, 4200);
-        Context ctx;
-        upload(*p.dused, std::vector<int32_t>{99, 151, -1});
-        REQUIRE(forward(ctx, p, p.dev_params) == FA_OK);
-        CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
-        const std::string msg = fa_last_error(ctx.ctx);
-        INFO(msg);
-        CHECK((contains(msg, "seqused_k[1] = 151 is outside 0..150") ||
-               contains(msg, "seqused_k[2] = -1 is outside 0..150")));
-        p.dout->copy_back();
-        p.dlse->copy_back();
-        CHECK(rows_poisoned(p.out, 70, 210, 4, 128, 70));
-        CHECK(lse_poisoned(p.lse, 70, 210, 4, 70));
-        fa_params ref_params = p.host_params;
-        std::vector<int32_t> used = {99, 150, 150};
-        ref_params.seqused_k = used.data();
-        const fa_oracle::Reference exact =
-            fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Exact);
-        const fa_oracle::Reference naive =
-            fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Naive);
-        CHECK(rows_error(p.out.view, exact, 0, 70, 70) <= 2.0 * fa_oracle::max_out_difference(naive, exact) + 1e-5);
+        check_seqused_out_of_range(c, 4200, {99, 151, -1});
     }
     SECTION("fixed length decode (one query row, GQA 8/2): seqused_k read beside the check, splits 1 and 3")
     {
         for (int splits : {1, 3}) {
             Case c;
-            c.batch = 3;
             c.seqlen_q = 1;
             c.seqlen_k = 300;
             c.heads = 8;
             c.heads_k = 2;
             c.head_dim = 128;
             c.num_splits = splits;
-            c.seqused_k = {300, 300, 300};
-            GpuProblem p(c, 4300 + splits);
-            Context ctx;
-            upload(*p.dused, std::vector<int32_t>{211, 1 << 30, -3});
-            REQUIRE(forward(ctx, p, p.dev_params) == FA_OK);
-            CHECK(fa_device_error(ctx.ctx, 1) == FA_ERR_DEVICE_CHECK);
-            const std::string msg = fa_last_error(ctx.ctx);
-            INFO(msg);
-            CHECK((contains(msg, "seqused_k[1] = 1073741824 is outside 0..300") ||
-                   contains(msg, "seqused_k[2] = -3 is outside 0..300")));
-            p.dout->copy_back();
-            p.dlse->copy_back();
-            CHECK(rows_poisoned(p.out, 1, 3, 8, 128, 1));
-            CHECK(lse_poisoned(p.lse, 1, 3, 8, 1));
-            fa_params ref_params = p.host_params;
-            std::vector<int32_t> used = {211, 300, 300};
-            ref_params.seqused_k = used.data();
-            const fa_oracle::Reference exact =
-                fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Exact);
-            const fa_oracle::Reference naive =
-                fa_oracle::reference_attention(p.q.view, p.k.view, p.v.view, ref_params, Precision::Naive);
-            CHECK(rows_error(p.out.view, exact, 0, 1, 1) <= 2.0 * fa_oracle::max_out_difference(naive, exact) + 1e-5);
+            check_seqused_out_of_range(c, 4300 + splits, {211, 1 << 30, -3});
         }
     }
 }
