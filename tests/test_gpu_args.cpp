@@ -120,12 +120,12 @@ TEST_CASE("gpu launch geometry covers every tile, head, batch and split", "[gpu_
     g = fa_fwd_grid(&p, &ws_sel);
     CHECK((g.x == 3 && g.y == 6 && g.z == 6));
     // The combine: 600 rows x heads per batch entry over (1, batch); few of them, so
-    // 32-lane groups (8 chunk lanes x 4 shares of the 3 splits), 4 per block.
+    // 32-lane groups (8 chunk lanes x 4 shares of the 3 splits), 8 per block.
     const fa_fwd_args fwd = fa_make_args(&p, 3, kFakeWorkspace);
     const fa_combine_args c = fa_make_split_combine_args(&p, &fwd);
-    CHECK((c.lanes == 32 && c.chunk_lanes == 8));
+    CHECK((c.lanes_log2 == 5 && c.chunk_lanes_log2 == 3));
     g = fa_combine_grid(&c);
-    CHECK((g.x == 300 * 6 / 4 && g.y == 1 && g.z == 2));
+    CHECK((g.x == 300 * 6 / 8 && g.y == 1 && g.z == 2));
     g = fa_bwd_prep_grid(&p);
     CHECK((g.x == (300 + FA_PREP_ROWS - 1) / FA_PREP_ROWS && g.y == 6 && g.z == 2));
     g = fa_bwd_dkdv_grid(&p, &cfg);

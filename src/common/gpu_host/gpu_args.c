@@ -410,7 +410,7 @@ fa_grid fa_fwd_grid(const fa_problem *p, const fa_selection *sel)
 
 fa_grid fa_combine_grid(const fa_combine_args *a)
 {
-    const long long groups = FA_COMBINE_THREADS / a->lanes;
+    const long long groups = FA_COMBINE_THREADS >> a->lanes_log2;
     const long long blocks = (a->rows * a->heads + groups - 1) / groups;
     return fa_pair_grid(blocks <= INT32_MAX ? (unsigned)blocks : UINT32_MAX, 1, a->batch);
 }
@@ -477,6 +477,15 @@ typedef char fa_combine_pointers_fit[FA_MAX_COMBINE_PARTIALS <= FA_COMBINE_POINT
  * count, so that a shape sums its partials in one order on every device. */
 #define FA_COMBINE_FILL_THREADS (1LL << 17)
 
+/* n's exponent, n a power of two. */
+static int fa_log2_of(int n)
+{
+    int log2 = 0;
+    while (1 << log2 < n)
+        log2++;
+    return log2;
+}
+
 /* The group of a (row, head): a lane per 8-element chunk (up to FA_COMBINE_CHUNK_LANES,
  * more chunks take turns), widened to FA_COMBINE_MIN_LANES, and while the grid is small,
  * up to the whole block, whose lanes then split the partials between them. */
@@ -490,8 +499,8 @@ static void fa_combine_lanes(fa_combine_args *a)
     lanes = chunk_lanes < FA_COMBINE_MIN_LANES ? FA_COMBINE_MIN_LANES : chunk_lanes;
     while (lanes < FA_COMBINE_THREADS && lanes / chunk_lanes < a->n && items < FA_COMBINE_FILL_THREADS / lanes)
         lanes *= 2;
-    a->lanes = lanes;
-    a->chunk_lanes = chunk_lanes;
+    a->lanes_log2 = fa_log2_of(lanes);
+    a->chunk_lanes_log2 = fa_log2_of(chunk_lanes);
 }
 
 /* The split-KV partials (attn_args.h's offsets) as fa_combine's: one base and the split

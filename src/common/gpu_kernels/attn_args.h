@@ -128,20 +128,23 @@ FA_HD long long fa_dq_accum_head(const fa_fwd_args *a, int head)
 
 /* ---- the combine (attn_combine.h) ---------------------------------------------------- */
 
-/* The combine kernel's partial limit, its one constant: each (row, head) of a block keeps
- * that many fp32 weights in shared memory (FA_COMBINE_GROUPS x 512 bytes). */
+/* The most partials a combine merges: fa_combine's pointers and the split-KV forward's
+ * splits. The kernel keeps nothing per partial (each lane reads the LSEs it weighs), so
+ * this is the range the tests run (128 partials, tests/gpu/test_cuda_combine.cpp), not a
+ * resource. */
 #define FA_COMBINE_MAX_PARTIALS 128
 /* Partials addressed by a pointer each (fa_combine's, n <= FA_MAX_COMBINE_PARTIALS); the
  * split-KV path addresses its own by one base and a split stride, so the kernel's limit
  * can pass this without the arguments outgrowing HIP's 4 KiB of kernel parameters. */
 #define FA_COMBINE_POINTERS 128
-/* A block: FA_COMBINE_THREADS threads in groups of `lanes` (a power of two from
+/* A block: FA_COMBINE_THREADS threads in groups of `lanes` (a power of two, from
  * FA_COMBINE_MIN_LANES to the whole block), one group per (row, head); at most
  * FA_COMBINE_CHUNK_LANES of them (a warp or less) take an 8-element chunk of the row each. */
-#define FA_COMBINE_THREADS 128
+#define FA_COMBINE_THREADS 256
+#define FA_COMBINE_THREADS_LOG2 8
+typedef char fa_combine_threads_log2_agrees[1 << FA_COMBINE_THREADS_LOG2 == FA_COMBINE_THREADS ? 1 : -1];
 #define FA_COMBINE_MIN_LANES 8
 #define FA_COMBINE_CHUNK_LANES 32
-#define FA_COMBINE_GROUPS (FA_COMBINE_THREADS / FA_COMBINE_MIN_LANES)
 
 /* The combine's arguments: n partial results (out and LSE) of one shape, read through
  * one layout each, merged into out and lse. Partial i's out is at part_out[i], or, when
@@ -159,9 +162,10 @@ typedef struct fa_combine_args {
     long long rows;                           /* per batch entry (varlen: the longest)  */
     int n, batch, heads, head_dim;            /* head_dim: a multiple of 8              */
     int part_dtype, out_dtype;                /* fa_dtype: f32 (split-KV), f16, bf16    */
-    int lanes;                                /* threads per (row, head)                */
-    int chunk_lanes;                          /* of which 8-element chunks of a row take */
-                                              /* turns (the rest split the partials)     */
+    int lanes_log2;                           /* 2^lanes_log2 threads per (row, head),   */
+    int chunk_lanes_log2;                     /* of which 2^chunk_lanes_log2 take turns  */
+                                              /* over 8-element chunks of a row (the    */
+                                              /* rest split the partials)                */
     const int *seq_ok;                        /* NULL, or [batch] from the device check  */
                                               /* (split-KV): 0 = write nothing for it    */
     int read_ahead;                           /* 1: every partial's rows are readable    */

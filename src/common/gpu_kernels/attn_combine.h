@@ -2,16 +2,21 @@
  * attn_combine.h - the combine kernel, written once for every vendor: n partial results
  * (out_i, lse_i) of the same queries over disjoint keys merged by their LSEs into out and
  * lse, for fa_combine (f16/bf16 partials) and for the split-KV forward (its fp32 partials).
- * A group of args.lanes threads takes one (row, head): it reads the n LSEs once into
- * shared memory, turns them into weights there, and reads the rows of the partials with
- * 16-byte loads, skipping those whose weight is 0 (lse -inf or +inf: no key). The group's
- * chunk lanes take turns over 8-element chunks of the row; its other lanes split the
- * partials (a small grid, decode's 32 (row, head)s, gets more loads in flight), up to a
- * whole block per (row, head). The split-KV forward's partials lie in its workspace, all
- * readable: there (args.read_ahead) a lane loads the rows of its first partials before
- * their weights are known, so the LSEs and the rows are waited for together (measured:
- * 0.3 us of decode's 6.3 at b 1, bench/NOTES.md dec5). Blocks of FA_COMBINE_THREADS
- * along x cover the rows x heads of one batch entry; batch entries lie over grid y and z
+ * A group of args.lanes threads takes one (row, head). Its LSE reductions are shuffles
+ * only: a group wider than a warp has each warp reduce all n LSEs by itself (the same sums
+ * in the same order in every warp), and each lane turns the LSEs of the partials it reads
+ * into their weights exp(lse_i - lse) itself (an L1 hit), so the only block barriers are
+ * those that meet the row's shares (after dec5: 2 against 7, bench/NOTES.md dec6). The
+ * rows of the partials are read with 16-byte loads, skipping those whose weight is 0 (lse
+ * -inf or +inf: no key). The group's chunk lanes take turns over 8-element chunks of the
+ * row; its other lanes split the partials (a small grid, decode's 32 (row, head)s, gets
+ * more loads in flight), up to a whole block per (row, head). The split-KV forward's
+ * partials lie in its workspace, all readable: there (args.read_ahead) a lane loads the
+ * rows of its first partials before their weights are known, so the LSEs and the rows
+ * are waited for together (measured: 0.3 us of decode's 6.3 at b 1, bench/NOTES.md dec5),
+ * and a fixed-length call's device-check verdict is read beside them and needed only
+ * before the writes. Blocks of FA_COMBINE_THREADS along x cover the rows x heads of one
+ * batch entry; batch entries lie over grid y and z
  * (launch_grid.h). Included once by the vendor's shared-kernels unit.
  */
 #ifndef FA_ATTN_COMBINE_H
@@ -29,94 +34,113 @@
 #error "a row's chunk lanes must lie in one warp, and a block hold whole warps"
 #endif
 
-/* The block's shared memory: each group's weights (rows padded by one, so that the groups
- * of a warp reading weight i hit different banks), and room for the partial results of
- * the warps of a group wider than a warp. */
+/* The block's shared memory: room for the partial sums of the warps of a group wider than
+ * a warp. */
 typedef struct fa_combine_smem {
-    float weights[FA_COMBINE_GROUPS][FA_COMBINE_MAX_PARTIALS + 1];
     float spill[FA_COMBINE_THREADS][8];
 } fa_combine_smem;
 
 /* The larger of a and b, NaN when either is (fmaxf would drop it: a NaN LSE must give NaN). */
 FA_DEVICE float fa_nan_max(float a, float b) { return b > a || b != b ? b : a; }
 
-/* Reductions over the `lanes` lanes of each group (a power of two, groups aligned to it):
- * by shuffles within a warp, then, for a group wider than a warp, over its warps' results
- * through shared memory. Every thread of the block takes part (barriers). */
-FA_DEVICE float fa_group_max(float x, int lanes, fa_combine_smem *sm)
-{
-    for (int m = 1; m < lanes && m < FA_WARP_SIZE; m <<= 1)
-        x = fa_nan_max(x, fa_lane_xor(x, m));
-    if (lanes <= FA_WARP_SIZE)
-        return x;
-    const int first = threadIdx.x / lanes * lanes;
-    sm->spill[threadIdx.x][0] = x;
-    fa_barrier();
-    x = sm->spill[first][0];
-    for (int w = FA_WARP_SIZE; w < lanes; w += FA_WARP_SIZE)
-        x = fa_nan_max(x, sm->spill[first + w][0]);
-    fa_barrier();
-    return x;
-}
-
-/* acc summed over the lanes `from` apart and beyond (from = 1: all the group's lanes;
- * from = chunk lanes: the lanes of one chunk), `count` values per lane. */
-FA_DEVICE void fa_group_sum(float *acc, int count, int from, int lanes, fa_combine_smem *sm)
+/* acc summed over the lanes `from` apart and beyond within a warp (from = chunk lanes:
+ * the lanes of one chunk, up to the group or the warp). */
+FA_DEVICE void fa_warp_sum(float acc[8], int from, int lanes)
 {
     for (int m = from; m < lanes && m < FA_WARP_SIZE; m <<= 1)
-        for (int k = 0; k < count; ++k)
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
             acc[k] += fa_lane_xor(acc[k], m);
-    if (lanes <= FA_WARP_SIZE)
-        return;
-    const int first = threadIdx.x / lanes * lanes, in_warp = threadIdx.x % FA_WARP_SIZE;
-    for (int k = 0; k < count; ++k)
-        sm->spill[threadIdx.x][k] = acc[k];
+}
+
+/* One element of out, from fp32. */
+FA_DEVICE unsigned short fa_combine_pack1(float x, int bf16)
+{
+    return (unsigned short)((bf16 ? fa_pack2_bf16(x, 0.f) : fa_pack2_f16(x, 0.f)) & 0xffffu);
+}
+
+/* The chunks c0 .. of out's row for a group wider than a warp: each warp's sums (acc,
+ * after fa_warp_sum) meet in shared memory, where every lane of the group adds one
+ * element's over the warps, in warp order, and stores it; a lane adds lanes / 32 values
+ * rather than every element of its chunk. Every thread of the block takes part (barriers). */
+FA_DEVICE void fa_combine_store_wide(const fa_combine_args *a, int write, const float acc[8], int lane, int c0,
+                                     unsigned short *out, fa_combine_smem *sm)
+{
+    const int lanes = 1 << a->lanes_log2, chunk_lanes = 1 << a->chunk_lanes_log2, first = threadIdx.x - lane;
+    const int chunks = a->head_dim >> 3, bf16 = a->out_dtype == FA_DTYPE_BF16;
+    const int elems = 8 * (chunks - c0 < chunk_lanes ? chunks - c0 : chunk_lanes);
+    if (lane % FA_WARP_SIZE < chunk_lanes)
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            sm->spill[threadIdx.x][k] = acc[k];
     fa_barrier();
-    for (int k = 0; k < count; ++k) {
-        acc[k] = sm->spill[first + in_warp][k];
+    for (int e = lane; write && e < elems; e += lanes) {
+        const float *at = &sm->spill[first + (e >> 3)][e & 7];
+        float sum = at[0];
         for (int w = FA_WARP_SIZE; w < lanes; w += FA_WARP_SIZE)
-            acc[k] += sm->spill[first + w + in_warp][k];
+            sum += at[w * 8];
+        out[8 * c0 + e] = fa_combine_pack1(sum, bf16);
     }
     fa_barrier();
 }
 
-/* Partial i's out and LSE (attn_args.h: a pointer each, or a base and a split stride). */
-FA_DEVICE const void *fa_combine_part_out(const fa_combine_args *a, int i)
+/* Partial i's LSE and its out, `at` elements in (attn_args.h: a pointer each, or a base
+ * and a split stride, in which case i * the stride is the partial's start). */
+FA_DEVICE const float *fa_combine_part_lse(const fa_combine_args *a, int i, long long at)
 {
-    const int at = a->part_out_split ? 0 : i;
-    const int elem = a->part_dtype == FA_DTYPE_F32 ? 4 : 2;
-    return (const char *)a->part_out[at] + (long long)i * a->part_out_split * elem;
+    return (a->part_lse_split ? a->part_lse[0] : a->part_lse[i]) + (i * a->part_lse_split + at);
 }
-FA_DEVICE const float *fa_combine_part_lse(const fa_combine_args *a, int i)
+FA_DEVICE const void *fa_combine_part_out(const fa_combine_args *a, int i, long long at, int elem_bytes)
 {
-    return a->part_lse[a->part_lse_split ? 0 : i] + (long long)i * a->part_lse_split;
+    const char *base = (const char *)(a->part_out_split ? a->part_out[0] : a->part_out[i]);
+    return base + (i * a->part_out_split + at) * elem_bytes;
 }
 
 FA_DEVICE int fa_no_key(float lse) { return fabsf(lse) == INFINITY; }
 
-/* One (row, head): its n LSEs into w (lane by lane), the combined LSE, and w turned into
- * the weights exp(lse_i - lse), 0 for a partial that saw no key. A NaN LSE makes the LSE
- * and every other weight NaN. valid 0 (a group past the last row): no reads, but the
- * group's lanes still take part in the reductions. */
-FA_DEVICE float fa_combine_weights(const fa_combine_args *a, int valid, int batch, long long row, int head,
-                                   int lane, float *w, fa_combine_smem *sm)
+/* Where one (row, head)'s LSEs lie in the partials, and their merged LSE. */
+typedef struct fa_combine_item {
+    long long lse_at;
+    float lse;
+} fa_combine_item;
+
+/* The lanes that reduce a group's LSEs together: the group, or each warp of a group wider
+ * than a warp by itself, so that the reductions are shuffles. */
+FA_DEVICE int fa_lse_lanes(int lanes_log2) { return 1 << lanes_log2 < FA_WARP_SIZE ? 1 << lanes_log2 : FA_WARP_SIZE; }
+
+/* The merged LSE of one (row, head): max + log(sum of exp(lse_i - max)) over the partials
+ * that saw a key; -inf when none did, NaN when an LSE is. The second pass reads the LSEs
+ * again (L1 hits) rather than holding up to FA_COMBINE_MAX_PARTIALS per lane. valid 0
+ * (a group past the last row): no reads, but its lanes still take part in the shuffles. */
+FA_DEVICE float fa_combine_lse(const fa_combine_args *a, int valid, long long at, int lane)
 {
-    const long long at = fa_lse_at(&a->part_lse_layout, batch, head, row);
+    const int width = fa_lse_lanes(a->lanes_log2);
     float max = -INFINITY, sum = 0.f;
-    for (int i = lane; valid && i < a->n; i += a->lanes) {
-        w[i] = fa_combine_part_lse(a, i)[at];
-        if (!fa_no_key(w[i]))
-            max = fa_nan_max(max, w[i]);
+    for (int i = lane & (width - 1); valid && i < a->n; i += width) {
+        const float x = *fa_combine_part_lse(a, i, at);
+        if (!fa_no_key(x))
+            max = fa_nan_max(max, x);
     }
-    max = fa_group_max(max, a->lanes, sm);
-    for (int i = lane; valid && max != -INFINITY && i < a->n; i += a->lanes)
-        if (!fa_no_key(w[i]))
-            sum += expf(w[i] - max);
-    fa_group_sum(&sum, 1, 1, a->lanes, sm);
-    const float lse = max == -INFINITY ? -INFINITY : max + logf(sum);
-    for (int i = lane; valid && i < a->n; i += a->lanes)
-        w[i] = fa_no_key(w[i]) || lse == -INFINITY ? 0.f : expf(w[i] - lse);
-    return lse;
+    for (int m = 1; m < width; m <<= 1)
+        max = fa_nan_max(max, fa_lane_xor(max, m));
+    for (int i = lane & (width - 1); valid && max != -INFINITY && i < a->n; i += width) {
+        const float x = *fa_combine_part_lse(a, i, at);
+        if (!fa_no_key(x))
+            sum += fa_exp2((x - max) * FA_LOG2E);
+    }
+    for (int m = 1; m < width; m <<= 1)
+        sum += fa_lane_xor(sum, m);
+    return max == -INFINITY ? -INFINITY : max + logf(sum);
+}
+
+/* Partial i's weight exp(lse_i - lse), 0 past the last partial and for one that saw no
+ * key (its out may be anything); NaN for all when the merged LSE is. */
+FA_DEVICE float fa_combine_weight(const fa_combine_args *a, const fa_combine_item *item, int i)
+{
+    if (i >= a->n)
+        return 0.f;
+    const float x = *fa_combine_part_lse(a, i, item->lse_at);
+    return fa_no_key(x) || item->lse == -INFINITY ? 0.f : fa_exp2((x - item->lse) * FA_LOG2E);
 }
 
 /* 8 consecutive elements of a partial's row, as fp32. */
@@ -141,18 +165,18 @@ FA_DEVICE void fa_combine_load8(float v[8], const void *row, int dtype)
 /* acc += w_i * out_i over the partials first, first + step, ... at element offset `off`
  * of their rows; a partial of weight 0 is not read (its out may be anything). Inlined
  * with dtype constant at each call, so each element type gets a loop of its own. */
-FA_DEVICE void fa_combine_accumulate(const fa_combine_args *a, const float *w, long long off, int first,
-                                     int step, int dtype, float acc[8])
+FA_DEVICE void fa_combine_accumulate(const fa_combine_args *a, const fa_combine_item *item, long long off,
+                                     int first, int step, int dtype, float acc[8])
 {
-    const long long off_bytes = off * (dtype == FA_DTYPE_F32 ? 4 : 2);
+    const int elem_bytes = dtype == FA_DTYPE_F32 ? 4 : 2;
     for (int i0 = first; i0 < a->n; i0 += FA_COMBINE_UNROLL * step) {
         float wu[FA_COMBINE_UNROLL], v[FA_COMBINE_UNROLL][8] = {};
 #pragma unroll
         for (int u = 0; u < FA_COMBINE_UNROLL; ++u) {
             const int i = i0 + u * step;
-            wu[u] = i < a->n ? w[i] : 0.f;
+            wu[u] = fa_combine_weight(a, item, i);
             if (wu[u] != 0.f)
-                fa_combine_load8(v[u], (const char *)fa_combine_part_out(a, i) + off_bytes, dtype);
+                fa_combine_load8(v[u], fa_combine_part_out(a, i, off, elem_bytes), dtype);
         }
         /* A partial not read adds 0 * 0. */
 #pragma unroll
@@ -176,11 +200,12 @@ typedef struct fa_combine_ahead {
 FA_DEVICE void fa_combine_load_ahead(const fa_combine_args *a, long long off, int first, int step,
                                      fa_combine_ahead *ahead)
 {
+    const float *row = (const float *)fa_combine_part_out(a, first, off, 4);
+    const long long row_step = step * a->part_out_split;
 #pragma unroll
-    for (int u = 0; u < FA_COMBINE_AHEAD; ++u) {
-        const int i = first + u * step;
-        if (i < a->n)
-            fa_combine_load8(ahead->v[u], (const float *)fa_combine_part_out(a, i) + off, FA_DTYPE_F32);
+    for (int u = 0; u < FA_COMBINE_AHEAD; ++u, row += row_step) {
+        if (first + u * step < a->n)
+            fa_combine_load8(ahead->v[u], row, FA_DTYPE_F32);
         else
             for (int k = 0; k < 8; ++k)
                 ahead->v[u][k] = 0.f;
@@ -195,7 +220,7 @@ FA_DEVICE void fa_combine_load_ahead(const fa_combine_args *a, long long off, in
  * of FA_COMBINE_UNROLL would add them, so the sums keep their bits (a -0 included): a
  * round that starts past the last partial adds nothing, the rest of one that runs past
  * it adds 0 * 0, and a row of weight 0 adds 0 * 0 (it may be a split's row nobody wrote). */
-FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, const float *w, int first, int step,
+FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, const fa_combine_item *item, int first, int step,
                                     const fa_combine_ahead *ahead, float acc[8])
 {
 #pragma unroll
@@ -203,39 +228,45 @@ FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, const float *w, in
         const int i = first + u * step;
         if (first + (u - u % FA_COMBINE_UNROLL) * step >= a->n)
             break;
-        const float wi = i < a->n ? w[i] : 0.f;
+        const float wi = fa_combine_weight(a, item, i);
 #pragma unroll
         for (int k = 0; k < 8; ++k)
             acc[k] = fmaf(wi, wi != 0.f ? ahead->v[u][k] : 0.f, acc[k]);
     }
 }
 
-/* out's row of one (row, head) from the weights: the chunk lanes take turns over its
- * 8-element chunks, each lane of a chunk sums its share of the partials, and the shares
- * meet in fa_group_sum (every thread takes part, so the loop runs as often for all). */
-FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int batch, long long row, int head,
-                              int lane, const float *w, int read_ahead, const fa_combine_ahead *ahead,
-                              fa_combine_smem *sm)
+/* out's row of one (row, head): the chunk lanes take turns over its 8-element chunks, each
+ * lane of a chunk sums its share of the partials, and the shares meet by shuffles within
+ * a warp, then for a group wider than a warp in fa_combine_store_wide (every thread takes
+ * part, so the loop runs as often for all); only `write` groups store. */
+FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int write, int batch, long long row, int head,
+                              int lane, const fa_combine_item *item, int read_ahead,
+                              const fa_combine_ahead *ahead, fa_combine_smem *sm)
 {
-    const int chunks = a->head_dim / 8, chunk = lane % a->chunk_lanes, share = lane / a->chunk_lanes;
-    const int shares = a->lanes / a->chunk_lanes;
+    const int chunk_lanes = 1 << a->chunk_lanes_log2, chunks = a->head_dim >> 3;
+    const int chunk = lane & (chunk_lanes - 1), share = lane >> a->chunk_lanes_log2;
+    const int shares = 1 << (a->lanes_log2 - a->chunk_lanes_log2);
     const long long part_row = fa_row_at(&a->part_out_layout, batch, row, head);
     unsigned short *out = (unsigned short *)a->out + fa_row_at(&a->out_layout, batch, row, head);
-    for (int c0 = 0; c0 < chunks; c0 += a->chunk_lanes) {
+    for (int c0 = 0; c0 < chunks; c0 += chunk_lanes) {
         const int c = c0 + chunk, active = valid && c < chunks;
         float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         const long long off = part_row + 8LL * c;
         if (active && read_ahead && c0 == 0) {
-            fa_combine_add_ahead(a, w, share, shares, ahead, acc);
-            fa_combine_accumulate(a, w, off, share + FA_COMBINE_AHEAD * shares, shares, FA_DTYPE_F32, acc);
+            fa_combine_add_ahead(a, item, share, shares, ahead, acc);
+            fa_combine_accumulate(a, item, off, share + FA_COMBINE_AHEAD * shares, shares, FA_DTYPE_F32, acc);
         } else if (active && a->part_dtype == FA_DTYPE_F32)
-            fa_combine_accumulate(a, w, off, share, shares, FA_DTYPE_F32, acc);
+            fa_combine_accumulate(a, item, off, share, shares, FA_DTYPE_F32, acc);
         else if (active && a->part_dtype == FA_DTYPE_BF16)
-            fa_combine_accumulate(a, w, off, share, shares, FA_DTYPE_BF16, acc);
+            fa_combine_accumulate(a, item, off, share, shares, FA_DTYPE_BF16, acc);
         else if (active)
-            fa_combine_accumulate(a, w, off, share, shares, FA_DTYPE_F16, acc);
-        fa_group_sum(acc, 8, a->chunk_lanes, a->lanes, sm);
-        if (!active || share != 0)
+            fa_combine_accumulate(a, item, off, share, shares, FA_DTYPE_F16, acc);
+        fa_warp_sum(acc, chunk_lanes, 1 << a->lanes_log2);
+        if (1 << a->lanes_log2 > FA_WARP_SIZE) {
+            fa_combine_store_wide(a, write && valid, acc, lane, c0, out, sm);
+            continue;
+        }
+        if (!active || !write || share != 0)
             continue;
         uint4 packed;
         const int bf16 = a->out_dtype == FA_DTYPE_BF16;
@@ -247,41 +278,62 @@ FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int batch, lo
     }
 }
 
+/* item_id / heads and its remainder, in 32 bits while item_id fits (a 64-bit division is
+ * a call of some hundred instructions). */
+FA_DEVICE long long fa_combine_row_of(long long item_id, int heads, int *head)
+{
+    if (item_id <= 0xffffffffLL) {
+        const unsigned q = (unsigned)item_id / (unsigned)heads;
+        *head = (int)((unsigned)item_id - q * (unsigned)heads);
+        return q;
+    }
+    *head = (int)(item_id % heads);
+    return item_id / heads;
+}
+
 extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL_PREFIX, combine)(fa_combine_args args)
 {
     FA_SHARED_OBJECT(fa_combine_smem, sm);
     unsigned zero, batch_u;
-    fa_wait_prior_grid(); /* the split-KV forward before it wrote the partials */
     fa_block_pair(1, args.batch, &zero, &batch_u);
     if (batch_u == (unsigned)args.batch) /* past the last batch entry */
         return;
-    const int batch = (int)batch_u;
-    if (args.seq_ok && !args.seq_ok[batch]) /* the device check found the sequence bad */
-        return;
+    const int batch = (int)batch_u, lane = threadIdx.x & ((1 << args.lanes_log2) - 1);
+    const int groups_log2 = FA_COMBINE_THREADS_LOG2 - args.lanes_log2;
+    const long long item_id = ((long long)blockIdx.x << groups_log2) + (threadIdx.x >> args.lanes_log2);
+    int head;
+    const long long row_in_seq = fa_combine_row_of(item_id, args.heads, &head);
+    fa_wait_prior_grid(); /* the split-KV forward before it wrote the partials */
+    /* The device check's verdict (0: write nothing for this sequence). A varlen sequence's
+     * rows come from cu_seqlens_q, which it vouches for, so it is needed first; fixed-length
+     * rows lie in the workspace whatever the verdict, so its load overlaps the reads. */
+    const int seq_ok = !args.seq_ok || args.seq_ok[batch];
     long long row0 = 0, rows = args.rows;
     if (args.cu_seqlens_q) {
+        if (!seq_ok)
+            return;
         row0 = args.cu_seqlens_q[batch];
         rows = args.cu_seqlens_q[batch + 1] - row0;
     }
-    const int groups = FA_COMBINE_THREADS / args.lanes;
-    const long long items = rows * args.heads, item = (long long)blockIdx.x * groups + threadIdx.x / args.lanes;
-    if ((long long)blockIdx.x * groups >= items) /* the whole block past the sequence's rows */
+    const long long items = rows * args.heads;
+    if (((long long)blockIdx.x << groups_log2) >= items) /* the whole block past the sequence's rows */
         return;
-    const int valid = item < items, lane = threadIdx.x % args.lanes;
-    const long long row = row0 + item / args.heads;
-    const int head = (int)(item % args.heads);
-    float *w = sm.weights[threadIdx.x / args.lanes];
+    const int valid = item_id < items;
+    const long long row = row0 + row_in_seq;
     /* Read ahead: the first round of chunks (every round up to d256: 32 chunk lanes). */
     fa_combine_ahead ahead;
-    const int chunk = lane % args.chunk_lanes, ahead_ok = args.read_ahead && valid && chunk < args.head_dim / 8;
+    const int chunk = lane & ((1 << args.chunk_lanes_log2) - 1);
+    const int ahead_ok = args.read_ahead && valid && chunk < args.head_dim >> 3;
     if (ahead_ok)
         fa_combine_load_ahead(&args, fa_row_at(&args.part_out_layout, batch, row, head) + 8LL * chunk,
-                              lane / args.chunk_lanes, args.lanes / args.chunk_lanes, &ahead);
-    const float lse = fa_combine_weights(&args, valid, batch, row, head, lane, w, &sm);
-    fa_barrier(); /* the group's weights, written lane by lane, read by every lane */
-    fa_combine_row(&args, valid, batch, row, head, lane, w, ahead_ok, &ahead, &sm);
-    if (valid && lane == 0 && args.lse)
-        args.lse[fa_lse_at(&args.lse_layout, batch, head, row)] = lse;
+                              lane >> args.chunk_lanes_log2, 1 << (args.lanes_log2 - args.chunk_lanes_log2),
+                              &ahead);
+    fa_combine_item item;
+    item.lse_at = fa_lse_at(&args.part_lse_layout, batch, head, row);
+    item.lse = fa_combine_lse(&args, valid, item.lse_at, lane);
+    fa_combine_row(&args, valid, seq_ok, batch, row, head, lane, &item, ahead_ok, &ahead, &sm);
+    if (valid && seq_ok && lane == 0 && args.lse)
+        args.lse[fa_lse_at(&args.lse_layout, batch, head, row)] = item.lse;
 }
 
 #endif /* FA_ATTN_COMBINE_H */

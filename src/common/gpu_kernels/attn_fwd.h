@@ -354,6 +354,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     const int check_late = FA_INST_PACK_GQA && args.checked_late;
     if (!check_late)
         fa_wait_prior_grid();
+    /* The split-KV combine (the only kernel launched to overlap this one) is scheduled
+     * once every block has passed here, so its launch and set-up hide behind the main
+     * loop; it waits for this grid's end before it reads (bench/NOTES.md dec6). */
+    fa_allow_next_grid();
     /* With check_late, the split-KV combine reads seq_ok after waiting for this grid only:
      * it relies on each sequence's blocks with rows passing the late wait below, which
      * ends after the check's grid. Keep every exit between here and there an exit of a
@@ -520,7 +524,6 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
         if (fa_sequence_bad(&args, s.batch))
             return;
     }
-    fa_allow_next_grid(); /* the combine may be scheduled; it waits for this grid's end */
 #if FA_KEY_WARPS > 1
     fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum);
     if (warp_key0 != 0)

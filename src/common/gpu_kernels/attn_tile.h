@@ -18,8 +18,6 @@
 /* A lane's accumulator registers form FA_ACC_ROWS row groups of FA_ACC_COLS registers,
  * each group in one row (fa_device.h's fragment contract). */
 #define FA_ACC_COLS (FA_ACC_REGS / FA_ACC_ROWS)
-#define FA_LOG2E 1.4426950408889634f
-#define FA_LN2 0.6931471805599453f
 
 typedef unsigned short fa_elem; /* fp16 / bf16 storage */
 

@@ -1,7 +1,8 @@
 /*
  * device_common.h - the words of the device vocabulary that CUDA and HIP spell alike
  * (function qualifiers, lane and warp of a thread, the block barriers, the one-time claim
- * and system fence of the device-check record), included by each
+ * and system fence of the device-check record, the constants of exp2-based softmax),
+ * included by each
  * vendor's fa_device.h once it has defined FA_WARP_SIZE.
  */
 #ifndef FA_DEVICE_COMMON_H
@@ -9,6 +10,9 @@
 
 #define FA_DEVICE __device__ __forceinline__
 #define FA_GLOBAL __global__
+
+#define FA_LOG2E 1.4426950408889634f
+#define FA_LN2 0.6931471805599453f
 
 FA_DEVICE int fa_lane(void) { return (int)(threadIdx.x & (FA_WARP_SIZE - 1)); }
 FA_DEVICE int fa_warp(void) { return (int)(threadIdx.x / FA_WARP_SIZE); }
