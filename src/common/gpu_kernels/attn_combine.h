@@ -187,8 +187,10 @@ FA_DEVICE void fa_combine_accumulate(const fa_combine_args *a, const fa_combine_
     }
 }
 
-/* Partials per lane whose rows are loaded ahead of the weights (args.read_ahead). */
-#define FA_COMBINE_AHEAD 8
+/* Partials per lane whose rows are loaded ahead of the weights (args.read_ahead): one
+ * round of fa_combine_accumulate, which for a small grid's 256-lane groups (16 shares at
+ * d128) covers 64 partials; more slots cost every lane their address math and registers. */
+#define FA_COMBINE_AHEAD 4
 
 typedef struct fa_combine_ahead {
     float v[FA_COMBINE_AHEAD][8];

@@ -55,7 +55,8 @@
  *    tiles plus DECODE_SPLIT_OVERHEAD tiles of fixed cost per block (Q load, pipeline
  *    fill, the partials' write) over the waves of blocks:
  *    waves(s) * (ceil(tiles / s) + overhead) + DECODE_COMBINE_COST when s > 1 (the
- *    combine's launch), the smallest s within 1/32 of the best;
+ *    combine's launch) + DECODE_COMBINE_ROUND_COST per LSE round past the first (one
+ *    partial per lane of a warp), the smallest s within 1/32 of the best;
  *    request 0, prefill family: splits only when the grid fills less than 80% of one wave
  *    (sm_count * blocks_per_sm) and each split keeps at least 4 K/V tiles: splits =
  *    min(slots / grid, ceil(s_k / tile_n) / 4, FA_MAX_SPLITS), so the grid fills at most
@@ -74,6 +75,10 @@
 #define FA_DECODE_PACKED_ROWS 64 /* dec_instances.txt's largest tile */
 #define DECODE_SPLIT_OVERHEAD 2
 #define DECODE_COMBINE_COST 3 /* the combine launch, in tiles of one block's time */
+/* Each further warp-wide round of the combine's LSE reduction (attn_combine.h: a warp's
+ * lanes take one partial each) costs about two tiles: measured at b 1 x 8192 d128
+ * (bench/NOTES.md dec6), 32 splits 12.2 us, 43 splits (two rounds, one tile less) 12.8. */
+#define DECODE_COMBINE_ROUND_COST 2
 /* K/V rows per SM (the decode cost) below which a decode call is latency-bound: more
  * resident threads then beat longer tiles (measured, bench/NOTES.md dec3: 512 and 2048
  * rows per SM ran faster on 16x64's three blocks per SM, 8192 on 16x128's one). */
@@ -233,15 +238,16 @@ static double block_pairs(const fa_kernel_config *c, const fa_problem_shape *sha
 }
 
 /* The decode family's split count: the shortest makespan (see the header). */
-static long long decode_splits(long long grid, long long kv_tiles, long long slots, long long cap)
+static long long decode_splits(long long grid, long long kv_tiles, long long slots, long long cap, int wave_size)
 {
     long long s, best = 1, best_cost = -1;
     long long costs[FA_MAX_SPLITS + 1];
     for (s = 1; s <= cap; s++) {
         long long per = ceil_div(kv_tiles, s);
         long long used = ceil_div(kv_tiles, per); /* splits that get tiles */
+        long long rounds = ceil_div(used, wave_size);
         costs[s] = ceil_div(grid * used, slots) * (per + DECODE_SPLIT_OVERHEAD) +
-                   (used > 1 ? DECODE_COMBINE_COST : 0);
+                   (used > 1 ? DECODE_COMBINE_COST + (rounds - 1) * DECODE_COMBINE_ROUND_COST : 0);
         if (best_cost < 0 || costs[s] < best_cost) best_cost = costs[s];
     }
     for (s = cap; s >= 1; s--)
@@ -261,7 +267,7 @@ static int choose_splits(const fa_arch_row *row, const fa_kernel_config *c,
     if (c->vendor == FA_VENDOR_CPU || shape->pass == FA_PASS_BWD) return 1;
     if (shape->num_splits_request > 0) return (int)min_ll(shape->num_splits_request, cap);
     if (c->pack_gqa && grid > 0 && grid <= GRID_CAP / FA_MAX_SPLITS)
-        return (int)decode_splits(grid, kv_tiles, slots, cap);
+        return (int)decode_splits(grid, kv_tiles, slots, cap, row->wave_size > 0 ? row->wave_size : 32);
     if (grid <= 0 || grid * SPLIT_FILL_DEN >= slots * SPLIT_FILL_NUM) return 1;
     splits = min_ll(min_ll(slots / grid, kv_tiles / MIN_KV_TILES_PER_SPLIT), cap);
     return splits > 1 ? (int)splits : 1;
