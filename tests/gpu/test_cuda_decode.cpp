@@ -104,7 +104,13 @@ TEST_CASE("cuda decode: seqused_k, varlen with empty sequences, forced splits", 
 TEST_CASE("cuda plan: decode shapes take the decode family, prefill shapes the prefill one", "[cuda][decode]")
 {
     CHECK(plan_kernel(decode_case(32, 8, 1, 8192, 128)).rfind("fa_cuda_dec_d128_bf16_16x", 0) == 0);
-    CHECK(plan_kernel(decode_case(32, 1, 1, 8192, 128)).rfind("fa_cuda_dec_d128_bf16_32x", 0) == 0);
+    // MQA's 32 packed rows: one 32-row tile per KV head on a grid that fills the machine;
+    // a small batch may run two 16-row blocks with fewer splits instead (dispatch.c's
+    // combine rounds; measured b 1 x 8192: 10.4 against 10.9 us, bench/NOTES.md dec6).
+    Case mqa = decode_case(32, 1, 1, 8192, 128);
+    mqa.batch = 16;
+    CHECK(plan_kernel(mqa).rfind("fa_cuda_dec_d128_bf16_32x", 0) == 0);
+    CHECK(plan_kernel(decode_case(32, 1, 1, 8192, 128)).rfind("fa_cuda_dec_d128_bf16_", 0) == 0);
     // A prefill shape: the warpgroup family where this build and device have it (sm_90,
     // sm_90a code), else the mma.sync one; never the decode family.
     const std::string prefill = plan_kernel(decode_case(32, 8, 128, 8192, 128));

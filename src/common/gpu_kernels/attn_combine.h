@@ -2,21 +2,22 @@
  * attn_combine.h - the combine kernel, written once for every vendor: n partial results
  * (out_i, lse_i) of the same queries over disjoint keys merged by their LSEs into out and
  * lse, for fa_combine (f16/bf16 partials) and for the split-KV forward (its fp32 partials).
- * A group of args.lanes threads takes one (row, head). Its LSE reductions are shuffles
- * only: a group wider than a warp has each warp reduce all n LSEs by itself (the same sums
- * in the same order in every warp), and each lane turns the LSEs of the partials it reads
- * into their weights exp(lse_i - lse) itself (an L1 hit), so the only block barriers are
- * those that meet the row's shares (after dec5: 2 against 7, bench/NOTES.md dec6). The
- * rows of the partials are read with 16-byte loads, skipping those whose weight is 0 (lse
- * -inf or +inf: no key). The group's chunk lanes take turns over 8-element chunks of the
- * row; its other lanes split the partials (a small grid, decode's 32 (row, head)s, gets
- * more loads in flight), up to a whole block per (row, head). The split-KV forward's
- * partials lie in its workspace, all readable: there (args.read_ahead) a lane loads the
- * rows of its first partials before their weights are known, so the LSEs and the rows
- * are waited for together (measured: 0.3 us of decode's 6.3 at b 1, bench/NOTES.md dec5),
- * and a fixed-length call's device-check verdict is read beside them and needed only
- * before the writes. Blocks of FA_COMBINE_THREADS along x cover the rows x heads of one
- * batch entry; batch entries lie over grid y and z
+ * A group of 2^args.lanes_log2 threads takes one (row, head). Its LSE reductions are
+ * shuffles only: a group wider than a warp has each warp reduce all n LSEs by itself (the
+ * same sums in the same order in every warp), and each lane turns the LSEs of the
+ * partials it reads into their weights exp(lse_i - lse) itself (L1 hits). The rows of the
+ * partials are read with 16-byte loads, skipping those whose weight is 0 (lse -inf or
+ * +inf: no key). The group's chunk lanes take turns over 8-element chunks of the row; its
+ * other lanes split the partials (a small grid, decode's 32 (row, head)s, gets more loads
+ * in flight), up to a whole block per (row, head), whose warps' sums then meet once in
+ * shared memory. The split-KV forward's partials lie in its workspace, all readable:
+ * there (args.read_ahead) a lane loads the rows of its first partials before their
+ * weights are known, and a fixed-length call's device-check verdict is read beside them,
+ * needed only before the writes. A small grid runs one warp per SM sub-partition, so
+ * every instruction waits its full latency: the index math is shifts and 32-bit where it
+ * can be (bench/NOTES.md dec6: 1325 -> 818 instructions per warp, 6.3 -> 4.7 us at b 1).
+ * Blocks of FA_COMBINE_THREADS along x cover the rows x heads of one batch entry; batch
+ * entries lie over grid y and z
  * (launch_grid.h). Included once by the vendor's shared-kernels unit.
  */
 #ifndef FA_ATTN_COMBINE_H
