@@ -54,6 +54,8 @@ FA_DEVICE int fa_warp_any(int predicate) { return __any_sync(0xffffffffu, predic
 
 /* x of lane (this lane ^ mask); every lane of the warp takes part. */
 FA_DEVICE float fa_lane_xor(float x, int mask) { return __shfl_xor_sync(0xffffffffu, x, mask); }
+/* x of lane `src` of the warp; every lane of the warp takes part. */
+FA_DEVICE float fa_lane_read(float x, int src) { return __shfl_sync(0xffffffffu, x, src); }
 
 /* The four lanes lane&~3 .. lane|3 hold one accumulator row. */
 FA_DEVICE float fa_row_max(float x)

@@ -68,6 +68,11 @@ FA_DEVICE float fa_lane_xor(float x, int mask)
 {
     return __int_as_float(fa_isa_bpermute((fa_lane() ^ mask) << 2, __float_as_int(x)));
 }
+/* x of lane `src` of the wave. */
+FA_DEVICE float fa_lane_read(float x, int src)
+{
+    return __int_as_float(fa_isa_bpermute(src << 2, __float_as_int(x)));
+}
 
 /* Lanes l, l ^ 16 (and l ^ 32, l ^ 48 on wave64) hold one accumulator row. */
 FA_DEVICE float fa_row_max(float x)

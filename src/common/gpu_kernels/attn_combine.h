@@ -99,49 +99,55 @@ FA_DEVICE const void *fa_combine_part_out(const fa_combine_args *a, int i, long 
 
 FA_DEVICE int fa_no_key(float lse) { return fabsf(lse) == INFINITY; }
 
-/* Where one (row, head)'s LSEs lie in the partials, and their merged LSE. */
+/* Where one (row, head)'s LSEs lie in the partials, their merged LSE, and the LSE this
+ * lane read first (partial lane % fa_lse_lanes, -inf where there is none). */
 typedef struct fa_combine_item {
     long long lse_at;
-    float lse;
+    float lse, held;
 } fa_combine_item;
 
 /* The lanes that reduce a group's LSEs together: the group, or each warp of a group wider
  * than a warp by itself, so that the reductions are shuffles. */
 FA_DEVICE int fa_lse_lanes(int lanes_log2) { return 1 << lanes_log2 < FA_WARP_SIZE ? 1 << lanes_log2 : FA_WARP_SIZE; }
 
-/* The merged LSE of one (row, head): max + log(sum of exp(lse_i - max)) over the partials
- * that saw a key; -inf when none did, NaN when an LSE is. The second pass reads the LSEs
- * again (L1 hits) rather than holding up to FA_COMBINE_MAX_PARTIALS per lane. valid 0
- * (a group past the last row): no reads, but its lanes still take part in the shuffles. */
-FA_DEVICE float fa_combine_lse(const fa_combine_args *a, int valid, long long at, int lane)
+/* item->lse, the merged LSE of one (row, head): max + log(sum of exp(lse_i - max)) over
+ * the partials that saw a key; -inf when none did, NaN when an LSE is. Each lane keeps
+ * the first LSE it reads (item->held); the ones after it are read again in the second
+ * pass (L1 hits) rather than held, up to FA_COMBINE_MAX_PARTIALS a lane. valid 0 (a group
+ * past the last row): no reads, but its lanes still take part in the shuffles. */
+FA_DEVICE void fa_combine_lse(const fa_combine_args *a, int valid, int lane, fa_combine_item *item)
 {
-    const int width = fa_lse_lanes(a->lanes_log2);
+    const int width = fa_lse_lanes(a->lanes_log2), first = lane & (width - 1);
     float max = -INFINITY, sum = 0.f;
-    for (int i = lane & (width - 1); valid && i < a->n; i += width) {
-        const float x = *fa_combine_part_lse(a, i, at);
+    item->held = valid && first < a->n ? *fa_combine_part_lse(a, first, item->lse_at) : -INFINITY;
+    for (int i = first; valid && i < a->n; i += width) {
+        const float x = i == first ? item->held : *fa_combine_part_lse(a, i, item->lse_at);
         if (!fa_no_key(x))
             max = fa_nan_max(max, x);
     }
     for (int m = 1; m < width; m <<= 1)
         max = fa_nan_max(max, fa_lane_xor(max, m));
-    for (int i = lane & (width - 1); valid && max != -INFINITY && i < a->n; i += width) {
-        const float x = *fa_combine_part_lse(a, i, at);
+    for (int i = first; valid && max != -INFINITY && i < a->n; i += width) {
+        const float x = i == first ? item->held : *fa_combine_part_lse(a, i, item->lse_at);
         if (!fa_no_key(x))
             sum += fa_exp2((x - max) * FA_LOG2E);
     }
     for (int m = 1; m < width; m <<= 1)
         sum += fa_lane_xor(sum, m);
-    return max == -INFINITY ? -INFINITY : max + logf(sum);
+    item->lse = max == -INFINITY ? -INFINITY : max + logf(sum);
 }
 
-/* Partial i's weight exp(lse_i - lse), 0 past the last partial and for one that saw no
- * key (its out may be anything); NaN for all when the merged LSE is. */
+/* The weight exp(lse_i - lse) of a partial whose LSE is x: 0 for one that saw no key (its
+ * out may be anything); NaN when the merged LSE is. */
+FA_DEVICE float fa_combine_weight_of(const fa_combine_item *item, float x)
+{
+    return fa_no_key(x) || item->lse == -INFINITY ? 0.f : fa_exp2((x - item->lse) * FA_LOG2E);
+}
+
+/* Partial i's weight, 0 past the last partial. */
 FA_DEVICE float fa_combine_weight(const fa_combine_args *a, const fa_combine_item *item, int i)
 {
-    if (i >= a->n)
-        return 0.f;
-    const float x = *fa_combine_part_lse(a, i, item->lse_at);
-    return fa_no_key(x) || item->lse == -INFINITY ? 0.f : fa_exp2((x - item->lse) * FA_LOG2E);
+    return i < a->n ? fa_combine_weight_of(item, *fa_combine_part_lse(a, i, item->lse_at)) : 0.f;
 }
 
 /* 8 consecutive elements of a partial's row, as fp32. */
@@ -195,6 +201,7 @@ FA_DEVICE void fa_combine_accumulate(const fa_combine_args *a, const fa_combine_
 
 typedef struct fa_combine_ahead {
     float v[FA_COMBINE_AHEAD][8];
+    float w[FA_COMBINE_AHEAD];
 } fa_combine_ahead;
 
 /* The fp32 rows at element offset `off` of partials first, first + step, ... (the first
@@ -215,6 +222,25 @@ FA_DEVICE void fa_combine_load_ahead(const fa_combine_args *a, long long off, in
     }
 }
 
+/* The weights of the partials read ahead (first, first + step, ...). When every partial's
+ * LSE is held by a lane of the reduction (n <= fa_lse_lanes), from that lane's register,
+ * else read again (valid groups only). Every lane of the warp takes part (the shuffles). */
+FA_DEVICE void fa_combine_ahead_weights(const fa_combine_args *a, int valid, const fa_combine_item *item, int first,
+                                        int step, float w[FA_COMBINE_AHEAD])
+{
+    const int width = fa_lse_lanes(a->lanes_log2), unit = fa_lane() & ~(width - 1);
+    const int held = a->n <= width;
+#pragma unroll
+    for (int u = 0; u < FA_COMBINE_AHEAD; ++u) {
+        const int i = first + u * step;
+        const float x = fa_lane_read(item->held, unit + (i & (width - 1)));
+        if (held)
+            w[u] = i < a->n ? fa_combine_weight_of(item, x) : 0.f;
+        else
+            w[u] = valid ? fa_combine_weight(a, item, i) : 0.f;
+    }
+}
+
 #if FA_COMBINE_AHEAD % FA_COMBINE_UNROLL != 0
 #error "the rows read ahead must end where a round of fa_combine_accumulate ends"
 #endif
@@ -223,15 +249,14 @@ FA_DEVICE void fa_combine_load_ahead(const fa_combine_args *a, long long off, in
  * of FA_COMBINE_UNROLL would add them, so the sums keep their bits (a -0 included): a
  * round that starts past the last partial adds nothing, the rest of one that runs past
  * it adds 0 * 0, and a row of weight 0 adds 0 * 0 (it may be a split's row nobody wrote). */
-FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, const fa_combine_item *item, int first, int step,
-                                    const fa_combine_ahead *ahead, float acc[8])
+FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, int first, int step, const fa_combine_ahead *ahead,
+                                    float acc[8])
 {
 #pragma unroll
     for (int u = 0; u < FA_COMBINE_AHEAD; ++u) {
-        const int i = first + u * step;
         if (first + (u - u % FA_COMBINE_UNROLL) * step >= a->n)
             break;
-        const float wi = fa_combine_weight(a, item, i);
+        const float wi = ahead->w[u];
 #pragma unroll
         for (int k = 0; k < 8; ++k)
             acc[k] = fmaf(wi, wi != 0.f ? ahead->v[u][k] : 0.f, acc[k]);
@@ -256,7 +281,7 @@ FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int write, in
         float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         const long long off = part_row + 8LL * c;
         if (active && read_ahead && c0 == 0) {
-            fa_combine_add_ahead(a, item, share, shares, ahead, acc);
+            fa_combine_add_ahead(a, share, shares, ahead, acc);
             fa_combine_accumulate(a, item, off, share + FA_COMBINE_AHEAD * shares, shares, FA_DTYPE_F32, acc);
         } else if (active && a->part_dtype == FA_DTYPE_F32)
             fa_combine_accumulate(a, item, off, share, shares, FA_DTYPE_F32, acc);
@@ -333,7 +358,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
                               &ahead);
     fa_combine_item item;
     item.lse_at = fa_lse_at(&args.part_lse_layout, batch, head, row);
-    item.lse = fa_combine_lse(&args, valid, item.lse_at, lane);
+    fa_combine_lse(&args, valid, lane, &item);
+    if (args.read_ahead)
+        fa_combine_ahead_weights(&args, valid, &item, lane >> args.chunk_lanes_log2,
+                                 1 << (args.lanes_log2 - args.chunk_lanes_log2), ahead.w);
     fa_combine_row(&args, valid, seq_ok, batch, row, head, lane, &item, ahead_ok, &ahead, &sm);
     if (valid && seq_ok && lane == 0 && args.lse)
         args.lse[fa_lse_at(&args.lse_layout, batch, head, row)] = item.lse;
