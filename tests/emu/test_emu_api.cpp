@@ -142,8 +142,8 @@ fa_status combine(const EmuContext &cx, Partials &p, std::vector<uint16_t> &out,
 }
 
 // Five partials take a group of 64 lanes at d64 (one wave on gfx942, two on wave32) and
-// the whole block of 128 at d256 (two waves on gfx942, four on wave32): the combine's
-// reductions across waves, through its LDS, run on every target.
+// the whole block of 256 at d256 (four waves on gfx942, eight on wave32): the combine's
+// sums across waves, through its LDS, run on every target.
 TEST_CASE("combine_matches_the_fp64_combine_with_empty_partials")
 {
     EmuContext cx;
