@@ -12,8 +12,7 @@
  * in flight), up to a whole block per (row, head), whose warps' sums then meet once in
  * shared memory. The split-KV forward's partials lie in its workspace, all readable:
  * there (args.read_ahead) a lane loads the rows of its first partials before their
- * weights are known, and a fixed-length call's device-check verdict is read beside them,
- * needed only before the writes. A small grid runs one warp per SM sub-partition, so
+ * weights are known. A small grid runs one warp per SM sub-partition, so
  * every instruction waits its full latency: the index math is shifts and 32-bit where it
  * can be (bench/NOTES.md dec6: 1325 -> 818 instructions per warp, 6.3 -> 4.7 us at b 1).
  * Blocks of FA_COMBINE_THREADS along x cover the rows x heads of one batch entry; batch
@@ -64,7 +63,7 @@ FA_DEVICE unsigned short fa_combine_pack1(float x, int bf16)
  * after fa_warp_sum) meet in shared memory, where every lane of the group adds one
  * element's over the warps, in warp order, and stores it; a lane adds lanes / 32 values
  * rather than every element of its chunk. Every thread of the block takes part (barriers). */
-FA_DEVICE void fa_combine_store_wide(const fa_combine_args *a, int write, const float acc[8], int lane, int c0,
+FA_DEVICE void fa_combine_store_wide(const fa_combine_args *a, int valid, const float acc[8], int lane, int c0,
                                      unsigned short *out, fa_combine_smem *sm)
 {
     const int lanes = 1 << a->lanes_log2, chunk_lanes = 1 << a->chunk_lanes_log2, first = threadIdx.x - lane;
@@ -75,7 +74,7 @@ FA_DEVICE void fa_combine_store_wide(const fa_combine_args *a, int write, const 
         for (int k = 0; k < 8; ++k)
             sm->spill[threadIdx.x][k] = acc[k];
     fa_barrier();
-    for (int e = lane; write && e < elems; e += lanes) {
+    for (int e = lane; valid && e < elems; e += lanes) {
         const float *at = &sm->spill[first + (e >> 3)][e & 7];
         float sum = at[0];
         for (int w = FA_WARP_SIZE; w < lanes; w += FA_WARP_SIZE)
@@ -266,8 +265,8 @@ FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, int first, int ste
 /* out's row of one (row, head): the chunk lanes take turns over its 8-element chunks, each
  * lane of a chunk sums its share of the partials, and the shares meet by shuffles within
  * a warp, then for a group wider than a warp in fa_combine_store_wide (every thread takes
- * part, so the loop runs as often for all); only `write` groups store. */
-FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int write, int batch, long long row, int head,
+ * part, so the loop runs as often for all). */
+FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int batch, long long row, int head,
                               int lane, const fa_combine_item *item, int read_ahead,
                               const fa_combine_ahead *ahead, fa_combine_smem *sm)
 {
@@ -291,10 +290,10 @@ FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int write, in
             fa_combine_accumulate(a, item, off, share, shares, FA_DTYPE_F16, acc);
         fa_warp_sum(acc, chunk_lanes, 1 << a->lanes_log2);
         if (1 << a->lanes_log2 > FA_WARP_SIZE) {
-            fa_combine_store_wide(a, write && valid, acc, lane, c0, out, sm);
+            fa_combine_store_wide(a, valid, acc, lane, c0, out, sm);
             continue;
         }
-        if (!active || !write || share != 0)
+        if (!active || share != 0)
             continue;
         uint4 packed;
         const int bf16 = a->out_dtype == FA_DTYPE_BF16;
@@ -332,14 +331,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
     int head;
     const long long row_in_seq = fa_combine_row_of(item_id, args.heads, &head);
     fa_wait_prior_grid(); /* the split-KV forward before it wrote the partials */
-    /* The device check's verdict (0: write nothing for this sequence). A varlen sequence's
-     * rows come from cu_seqlens_q, which it vouches for, so it is needed first; fixed-length
-     * rows lie in the workspace whatever the verdict, so its load overlaps the reads. */
-    const int seq_ok = !args.seq_ok || args.seq_ok[batch];
+    /* The device check found the sequence bad: nothing read (its partials were never
+     * written, and a varlen sequence's cu_seqlens_q may be anything), nothing written. */
+    if (args.seq_ok && !args.seq_ok[batch])
+        return;
     long long row0 = 0, rows = args.rows;
     if (args.cu_seqlens_q) {
-        if (!seq_ok)
-            return;
         row0 = args.cu_seqlens_q[batch];
         rows = args.cu_seqlens_q[batch + 1] - row0;
     }
@@ -362,8 +359,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
     if (args.read_ahead)
         fa_combine_ahead_weights(&args, valid, &item, lane >> args.chunk_lanes_log2,
                                  1 << (args.lanes_log2 - args.chunk_lanes_log2), ahead.w);
-    fa_combine_row(&args, valid, seq_ok, batch, row, head, lane, &item, ahead_ok, &ahead, &sm);
-    if (valid && seq_ok && lane == 0 && args.lse)
+    fa_combine_row(&args, valid, batch, row, head, lane, &item, ahead_ok, &ahead, &sm);
+    if (valid && lane == 0 && args.lse)
         args.lse[fa_lse_at(&args.lse_layout, batch, head, row)] = item.lse;
 }
 
