@@ -141,8 +141,6 @@ FA_HD long long fa_dq_accum_head(const fa_fwd_args *a, int head)
  * FA_COMBINE_MIN_LANES to the whole block), one group per (row, head); at most
  * FA_COMBINE_CHUNK_LANES of them (a warp or less) take an 8-element chunk of the row each. */
 #define FA_COMBINE_THREADS 256
-#define FA_COMBINE_THREADS_LOG2 8
-typedef char fa_combine_threads_log2_agrees[1 << FA_COMBINE_THREADS_LOG2 == FA_COMBINE_THREADS ? 1 : -1];
 #define FA_COMBINE_MIN_LANES 8
 #define FA_COMBINE_CHUNK_LANES 32
 

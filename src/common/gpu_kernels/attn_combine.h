@@ -326,8 +326,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
     if (batch_u == (unsigned)args.batch) /* past the last batch entry */
         return;
     const int batch = (int)batch_u, lane = threadIdx.x & ((1 << args.lanes_log2) - 1);
-    const int groups_log2 = FA_COMBINE_THREADS_LOG2 - args.lanes_log2;
-    const long long item_id = ((long long)blockIdx.x << groups_log2) + (threadIdx.x >> args.lanes_log2);
+    const long long first_item = (long long)blockIdx.x * (FA_COMBINE_THREADS >> args.lanes_log2);
+    const long long item_id = first_item + (threadIdx.x >> args.lanes_log2);
     int head;
     const long long row_in_seq = fa_combine_row_of(item_id, args.heads, &head);
     fa_wait_prior_grid(); /* the split-KV forward before it wrote the partials */
@@ -341,24 +341,23 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
         rows = args.cu_seqlens_q[batch + 1] - row0;
     }
     const long long items = rows * args.heads;
-    if (((long long)blockIdx.x << groups_log2) >= items) /* the whole block past the sequence's rows */
+    if (first_item >= items) /* the whole block past the sequence's rows */
         return;
     const int valid = item_id < items;
     const long long row = row0 + row_in_seq;
     /* Read ahead: the first round of chunks (every round up to d256: 32 chunk lanes). */
     fa_combine_ahead ahead;
-    const int chunk = lane & ((1 << args.chunk_lanes_log2) - 1);
+    const int chunk = lane & ((1 << args.chunk_lanes_log2) - 1), share = lane >> args.chunk_lanes_log2;
+    const int shares = 1 << (args.lanes_log2 - args.chunk_lanes_log2);
     const int ahead_ok = args.read_ahead && valid && chunk < args.head_dim >> 3;
     if (ahead_ok)
-        fa_combine_load_ahead(&args, fa_row_at(&args.part_out_layout, batch, row, head) + 8LL * chunk,
-                              lane >> args.chunk_lanes_log2, 1 << (args.lanes_log2 - args.chunk_lanes_log2),
-                              &ahead);
+        fa_combine_load_ahead(&args, fa_row_at(&args.part_out_layout, batch, row, head) + 8LL * chunk, share,
+                              shares, &ahead);
     fa_combine_item item;
     item.lse_at = fa_lse_at(&args.part_lse_layout, batch, head, row);
     fa_combine_lse(&args, valid, lane, &item);
     if (args.read_ahead)
-        fa_combine_ahead_weights(&args, valid, &item, lane >> args.chunk_lanes_log2,
-                                 1 << (args.lanes_log2 - args.chunk_lanes_log2), ahead.w);
+        fa_combine_ahead_weights(&args, valid, &item, share, shares, ahead.w);
     fa_combine_row(&args, valid, batch, row, head, lane, &item, ahead_ok, &ahead, &sm);
     if (valid && lane == 0 && args.lse)
         args.lse[fa_lse_at(&args.lse_layout, batch, head, row)] = item.lse;

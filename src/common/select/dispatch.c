@@ -267,7 +267,7 @@ static int choose_splits(const fa_arch_row *row, const fa_kernel_config *c,
     if (c->vendor == FA_VENDOR_CPU || shape->pass == FA_PASS_BWD) return 1;
     if (shape->num_splits_request > 0) return (int)min_ll(shape->num_splits_request, cap);
     if (c->pack_gqa && grid > 0 && grid <= GRID_CAP / FA_MAX_SPLITS)
-        return (int)decode_splits(grid, kv_tiles, slots, cap, row->wave_size > 0 ? row->wave_size : 32);
+        return (int)decode_splits(grid, kv_tiles, slots, cap, row->wave_size);
     if (grid <= 0 || grid * SPLIT_FILL_DEN >= slots * SPLIT_FILL_NUM) return 1;
     splits = min_ll(min_ll(slots / grid, kv_tiles / MIN_KV_TILES_PER_SPLIT), cap);
     return splits > 1 ? (int)splits : 1;
