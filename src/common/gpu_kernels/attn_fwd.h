@@ -41,9 +41,10 @@
 
 /* The decode family gives each warp 16 rows; when the tile has fewer rows than warps x
  * 16, FA_KEY_WARPS warps share a row group, each on its own slice of every key tile with
- * its own softmax state, merged at the end (fa_merge_key_warps): a 16-row decode tile
- * then still has several warps issuing per block (one warp alone is latency-bound on its
- * own instruction stream, measured: bench/NOTES.md). The prefill family: 1. */
+ * its own softmax state, merged at the end (fa_merge_key_warps; each warp merges and
+ * writes its share of O's columns): a 16-row decode tile then still has several warps
+ * issuing per block (one warp alone is latency-bound on its own instruction stream,
+ * measured: bench/NOTES.md). The prefill family: 1. */
 #if FA_INST_PACK_GQA
 #define FA_KEY_WARPS (FA_INST_WARPS * FA_MMA_M / FA_INST_M)
 #else
@@ -55,6 +56,7 @@
 #define FA_NF (FA_WARP_KEYS / FA_MMA_N)       /* n-tiles of S per warp                  */
 #define FA_DF (FA_INST_D / FA_MMA_N)          /* n-tiles of O per warp                  */
 #define FA_KS (FA_WARP_KEYS / FA_MMA_K)       /* k-steps of P·V (A operands of P)       */
+#define FA_DF_OUT (FA_DF / FA_KEY_WARPS)      /* n-tiles of O each key warp merges, writes */
 /* Small head dims compute a tile too quickly to hide a whole K+V tile load behind one
  * tile of work, so they (and single-buffer instances) wait for K and V separately;
  * larger ones load K and V as one group with one barrier per tile (measured:
@@ -62,7 +64,8 @@
 #define FA_JOINT_KV_TILES (FA_INST_STAGES >= 2 && (FA_INST_D > 64 || FA_INST_PACK_GQA))
 
 #if FA_KEY_WARPS < 1 || FA_WARP_ROWS % FA_MMA_M != 0 || FA_WARP_KEYS % (2 * FA_MMA_N) != 0 || \
-    FA_INST_D % (2 * FA_MMA_N) != 0 || FA_WARP_KEYS % FA_MMA_K != 0 || FA_INST_D % FA_MMA_K != 0
+    FA_INST_D % (2 * FA_MMA_N) != 0 || FA_WARP_KEYS % FA_MMA_K != 0 || FA_INST_D % FA_MMA_K != 0 || \
+    FA_DF % FA_KEY_WARPS != 0
 #error "instance tile does not divide into matrix-unit tiles"
 #endif
 
@@ -282,60 +285,73 @@ FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], uint32_t p[FA_MF][F
 #error "the key warps' states do not fit the K/V buffers they reuse"
 #endif
 
-/* Merges the softmax states of the FA_KEY_WARPS warps of each row group into the first
- * one's: O and the sums rescaled to the larger running max, then added. Every warp holds
+/* Merges the softmax states of the FA_KEY_WARPS warps of each row group: every warp
+ * leaves its state in `scratch`, then each merges all of them, in warp order, into the
+ * row's max and sum and into its own FA_DF_OUT n-tiles of O (`out`), which it writes: the
+ * merge chain is a key warp's share long, not the whole row's (bench/NOTES.md dec7), and
+ * the sums are bitwise those of one warp merging the others in order. Every warp holds
  * the same fragment layout, so lane l of one warp merges lane l of the others without
  * knowing it. `scratch` is the K/V buffers, free once every copy has landed and every warp
  * is past its last tile; laid out [warp][float][lane] (one bank per lane). */
-FA_DEVICE void fa_merge_key_warps(float *scratch, float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
-                                  float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS])
+FA_DEVICE void fa_merge_key_warps(float *scratch, const float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
+                                  float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS],
+                                  float out[FA_MF][FA_DF_OUT][FA_ACC_REGS])
 {
     const int lane = fa_lane(), warp = fa_warp(), key_warp = warp % FA_KEY_WARPS;
     fa_barrier(); /* every warp is done reading K/V */
-    if (key_warp != 0) {
-        float *slot = scratch + warp * FA_STATE_FLOATS * FA_WARP_SIZE + lane;
-        int i = 0;
+    float *slot = scratch + warp * FA_STATE_FLOATS * FA_WARP_SIZE + lane;
+    int i = 0;
 #pragma unroll
-        for (int mf = 0; mf < FA_MF; ++mf) {
+    for (int mf = 0; mf < FA_MF; ++mf) {
 #pragma unroll
-            for (int df = 0; df < FA_DF; ++df)
+        for (int df = 0; df < FA_DF; ++df)
 #pragma unroll
-                for (int r = 0; r < FA_ACC_REGS; ++r)
-                    slot[FA_WARP_SIZE * i++] = acc_o[mf][df][r];
+            for (int r = 0; r < FA_ACC_REGS; ++r)
+                slot[FA_WARP_SIZE * i++] = acc_o[mf][df][r];
 #pragma unroll
-            for (int g = 0; g < FA_ACC_ROWS; ++g) {
-                slot[FA_WARP_SIZE * i++] = row_max[mf][g];
-                slot[FA_WARP_SIZE * i++] = row_sum[mf][g];
-            }
+        for (int g = 0; g < FA_ACC_ROWS; ++g) {
+            slot[FA_WARP_SIZE * i++] = row_max[mf][g];
+            slot[FA_WARP_SIZE * i++] = row_sum[mf][g];
         }
     }
     fa_barrier();
-    if (key_warp != 0)
-        return;
-    for (int other = 1; other < FA_KEY_WARPS; ++other) {
-        const float *slot = scratch + (warp + other) * FA_STATE_FLOATS * FA_WARP_SIZE + lane;
+    const float *first = scratch + (warp - key_warp) * FA_STATE_FLOATS * FA_WARP_SIZE + lane;
+    const int df0 = key_warp * FA_DF_OUT;
 #pragma unroll
-        for (int mf = 0; mf < FA_MF; ++mf) {
-            const int state = (mf * FA_DF * FA_ACC_REGS + mf * 2 * FA_ACC_ROWS) + FA_DF * FA_ACC_REGS;
+    for (int mf = 0; mf < FA_MF; ++mf) {
+        const int o_at = mf * (FA_DF * FA_ACC_REGS + 2 * FA_ACC_ROWS) + df0 * FA_ACC_REGS;
+        const int state = mf * (FA_DF * FA_ACC_REGS + 2 * FA_ACC_ROWS) + FA_DF * FA_ACC_REGS;
+#pragma unroll
+        for (int g = 0; g < FA_ACC_ROWS; ++g) {
+            row_max[mf][g] = first[FA_WARP_SIZE * (state + 2 * g)];
+            row_sum[mf][g] = first[FA_WARP_SIZE * (state + 2 * g + 1)];
+        }
+#pragma unroll
+        for (int df = 0; df < FA_DF_OUT; ++df)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r)
+                out[mf][df][r] = first[FA_WARP_SIZE * (o_at + df * FA_ACC_REGS + r)];
+#pragma unroll
+        for (int other = 1; other < FA_KEY_WARPS; ++other) {
+            const float *theirs_at = first + other * FA_STATE_FLOATS * FA_WARP_SIZE;
             float mine[FA_ACC_ROWS], theirs[FA_ACC_ROWS];
 #pragma unroll
             for (int g = 0; g < FA_ACC_ROWS; ++g) {
-                float their_max = slot[FA_WARP_SIZE * (state + 2 * g)];
+                float their_max = theirs_at[FA_WARP_SIZE * (state + 2 * g)];
                 float mx = fmaxf(row_max[mf][g], their_max);
                 /* Both -inf (no visible key yet): both factors 0, the state stays empty. */
                 float base = mx == -INFINITY ? 0.f : mx;
                 mine[g] = fa_exp2(row_max[mf][g] - base);
                 theirs[g] = fa_exp2(their_max - base);
                 row_max[mf][g] = mx;
-                row_sum[mf][g] = row_sum[mf][g] * mine[g] + slot[FA_WARP_SIZE * (state + 2 * g + 1)] * theirs[g];
+                row_sum[mf][g] = row_sum[mf][g] * mine[g] + theirs_at[FA_WARP_SIZE * (state + 2 * g + 1)] * theirs[g];
             }
-            const float *their_o = slot + FA_WARP_SIZE * (mf * FA_DF * FA_ACC_REGS + mf * 2 * FA_ACC_ROWS);
 #pragma unroll
-            for (int df = 0; df < FA_DF; ++df)
+            for (int df = 0; df < FA_DF_OUT; ++df)
 #pragma unroll
                 for (int r = 0; r < FA_ACC_REGS; ++r)
-                    acc_o[mf][df][r] = acc_o[mf][df][r] * mine[r / FA_ACC_COLS] +
-                                       their_o[FA_WARP_SIZE * (df * FA_ACC_REGS + r)] * theirs[r / FA_ACC_COLS];
+                    out[mf][df][r] = out[mf][df][r] * mine[r / FA_ACC_COLS] +
+                                     theirs_at[FA_WARP_SIZE * (o_at + df * FA_ACC_REGS + r)] * theirs[r / FA_ACC_COLS];
         }
     }
 }
@@ -525,9 +541,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
             return;
     }
 #if FA_KEY_WARPS > 1
-    fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum);
-    if (warp_key0 != 0)
-        return;
+    float merged_o[FA_MF][FA_DF_OUT][FA_ACC_REGS];
+    fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum, merged_o);
+    fa_write_output(&args, &s, warp_row0, (warp_key0 / FA_WARP_KEYS) * FA_DF_OUT, merged_o, row_max, row_sum);
+#else
+    fa_write_output(&args, &s, warp_row0, 0, acc_o, row_max, row_sum);
 #endif
-    fa_write_output(&args, &s, warp_row0, acc_o, row_max, row_sum);
 }

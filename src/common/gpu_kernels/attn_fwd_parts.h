@@ -286,9 +286,14 @@ FA_DEVICE void fa_pack_p(uint32_t p[FA_MF][FA_KS][FA_A_REGS],
             fa_acc_to_a(p[mf][ks], acc_s[mf], ks);
 }
 
-/* Normalise and write O and LSE once (or the split's fp32 partials). */
-FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, int warp_row0,
-                               float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
+/* Normalise and write O and LSE once (or the split's fp32 partials). acc_o holds
+ * FA_DF_OUT of the row's n-tiles of O from n-tile df0 on (the decode family's key warps
+ * each write a share: attn_fwd.h); the warp with the first share writes the LSE. */
+#ifndef FA_DF_OUT
+#define FA_DF_OUT FA_DF
+#endif
+FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, int warp_row0, int df0,
+                               float acc_o[FA_MF][FA_DF_OUT][FA_ACC_REGS],
                                float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS])
 {
     const int lane = fa_lane();
@@ -320,13 +325,13 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                 for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
                     int col0 = fa_acc_col(lane, r);
 #pragma unroll
-                    for (int df = 0; df < FA_DF; ++df) {
-                        int col = df * FA_MMA_N + col0;
+                    for (int df = 0; df < FA_DF_OUT; ++df) {
+                        int col = (df0 + df) * FA_MMA_N + col0;
                         if (col < args->head_dim)
                             fa_store_pair(out + col, acc_o[mf][df][r] * inv, acc_o[mf][df][r + 1] * inv);
                     }
                 }
-                if (args->lse && fa_row_leader(lane))
+                if (args->lse && df0 == 0 && fa_row_leader(lane))
                     args->lse[fa_lse_at(&args->lse_layout, s->batch, head, s->q_row0 + row)] = lse;
             } else {
                 long long grow = seq_base + row;
@@ -335,15 +340,15 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                 for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
                     int col0 = fa_acc_col(lane, r);
 #pragma unroll
-                    for (int df = 0; df < FA_DF; ++df) {
-                        int col = df * FA_MMA_N + col0;
+                    for (int df = 0; df < FA_DF_OUT; ++df) {
+                        int col = (df0 + df) * FA_MMA_N + col0;
                         if (col < args->head_dim) {
                             part[col] = acc_o[mf][df][r] * inv;
                             part[col + FA_ACC_PAIR_STRIDE] = acc_o[mf][df][r + 1] * inv;
                         }
                     }
                 }
-                if (fa_row_leader(lane))
+                if (df0 == 0 && fa_row_leader(lane))
                     args->partial_lse[fa_partial_lse_offset(args, s->split, head, grow)] = lse;
             }
         }

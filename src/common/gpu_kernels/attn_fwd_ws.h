@@ -357,7 +357,7 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
 #undef FA_WS_ISSUE_S
 #undef FA_WS_ISSUE_PV
 #undef FA_TILE_N0
-    fa_write_output(args, s, warp_row0, acc_o, row_max, row_sum);
+    fa_write_output(args, s, warp_row0, 0, acc_o, row_max, row_sum);
 }
 
 /* The work tiles of this block, each as its span `s`: every gridDim.x-th one of the walk
