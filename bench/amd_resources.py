@@ -15,8 +15,8 @@ dispatcher's selections), so nothing here is transcribed by hand.
              smem_per_block, scratch = 0, wave size = the row's, v_mfma_* (CDNA) / v_wmma_*
              (RDNA) present (not asked of the shared kernels, which have no product), no
              compare-and-swap atomics (the backward's dQ adds must be hardware fp32 adds,
-             not CAS loops; the device check's one claim of its record is allowed), dK/dV kernels with global atomics exactly at wave64 (the
-             registry's atomic_dq); and every
+             not CAS loops; the device-check record is claimed by an exchange), dK/dV
+             kernels with global atomics exactly at wave64 (the registry's atomic_dq); and every
              kernel the dispatcher selects for a built AMD row, forward and backward, is in
              that target's code object. Rows not built (gfx950 here) are reported, not
              checked.
@@ -264,10 +264,9 @@ def main():
                     failures.append(f"{where}: wave {wave}, table says {row['wave']}")
                 if k["pass"] != "shared" and not mnemonic.startswith(want):
                     failures.append(f"{where}: no {want}_* instruction")
-                # dQ adds: hardware fp32, no CAS loop. The device check claims its record
-                # with one int compare-and-swap (seq_check.h), which is no loop.
-                claims = k["name"].endswith(("_seq_check", "_seq_check_pages"))
-                if any("cmpswap" in a for a in atomics) and not claims:
+                # dQ adds: hardware fp32, no CAS loop. The device-check record is claimed
+                # by an exchange (device_common.h fa_claim_once), so no kernel has a CAS.
+                if any("cmpswap" in a for a in atomics):
                     failures.append(f"{where}: compare-and-swap atomics (a CAS loop)")
                 # The registry's atomic_dq must match the dK/dV code object: the host sizes
                 # and passes the dQ accumulator by it.

@@ -101,7 +101,10 @@
  *   cache_seqlens, cache_batch_idx) are never read by the host; their values are checked
  *   on the device, by a check kernel that runs ahead of the attention in the call's stream
  *   (for a fixed-length fa_fwd, beside it: the attention reads seqused_k and page ids
- *   clamped into the tensors until the check's verdict, which it waits for before writing).
+ *   clamped into the tensors until the check's verdict, which it waits for before writing;
+ *   a fixed-length fa_fwd on the decode kernels whose block_table rows are short (up to 4
+ *   entries per thread of a block) has no check kernel: its attention blocks make the same
+ *   checks themselves, and write out only once they have).
  *   On the host, before anything launches (errors as usual, nothing written): every shape,
  *   stride, dtype and scalar, varlen_batch and max_seqlen_q/k >= 0 (grids are sized from
  *   max_seqlen_q/k, capped at the tensors' rows, never from the arrays).
@@ -120,12 +123,13 @@
  *   sequences of the call are computed as usual) and the first violation found is kept in
  *   the context's device-check record: which check, the call, the sequence, the entry,
  *   its value and the limit it broke. Later violations are not recorded until the record
- *   has been read (their sequences still write nothing).
+ *   has been read (their sequences still write nothing); when several are found at once
+ *   (blocks of one call run in parallel), which of them is kept is not specified.
  *   The report: every later fa_fwd, fa_bwd, fa_fwd_kvcache, fa_combine and workspace or plan query on the
  *   context reads the record first (one host load, no synchronisation) and, when it is
  *   set, returns FA_ERR_DEVICE_CHECK without doing anything else, fa_last_error naming
  *   the check and the values; reading it clears the record. This is best effort: the
- *   record is set only once the offending check kernel has run, so a call issued before
+ *   record is set only once the offending check has run, so a call issued before
  *   that still succeeds. fa_device_error(ctx, 1) is deterministic: it waits for the
  *   context's stream first. A CPU context checks the same conditions on the host (its
  *   arrays are host memory) and fails the offending call itself with FA_ERR_BAD_SEQLENS

@@ -334,6 +334,54 @@ TEST_CASE("gpu args: the split-KV combine reads each partial where the forward w
     }
 }
 
+TEST_CASE("gpu args: the split-KV combine reads the device check's verdict beside its loads only "
+          "after a decode-family forward that checked late", "[gpu_args]")
+{
+    static const int32_t used[2] = {5, 9}; // never read: the functions only compute
+    fa_problem p = big_problem(2, 1, 11, 8, 2, 16);
+    fa_kernel_config decode = big_config(16, 64, 128);
+    decode.pack_gqa = 1;
+    const fa_kernel_config prefill = big_config(64, 64, 128);
+    fa_fwd_args fwd = fa_make_args(&p, 3, kFakeWorkspace);
+    fwd.checked_late = 1;
+    CHECK(fwd.seq_ok == nullptr); // no device indices: no verdict to read
+    CHECK(fa_split_verdict_late(&fwd, &decode) == 0);
+    p.seqused_k = used;
+    fwd = fa_make_args(&p, 3, kFakeWorkspace);
+    REQUIRE(fwd.seq_ok != nullptr);
+    fwd.checked_late = 1; // run_pass: device indices, fixed length
+    CHECK(fa_split_verdict_late(&fwd, &decode) == 1);
+    CHECK(fa_split_verdict_late(&fwd, &prefill) == 0); // exits before writing a bad sequence's partials
+    fwd.checked_late = 0; // varlen: checked before the forward, which then writes nothing for it
+    CHECK(fa_split_verdict_late(&fwd, &decode) == 0);
+}
+
+TEST_CASE("gpu args: the decode family checks fixed-length device indices itself when a block "
+          "reads its table row in one round", "[gpu_args]")
+{
+    static const int32_t used[2] = {5, 9}, table[2] = {0, 0}; // never read
+    fa_problem p = big_problem(2, 1, 11, 8, 2, 16);
+    fa_kernel_config decode = big_config(16, 64, 128);
+    decode.pack_gqa = 1;
+    const fa_kernel_config prefill = big_config(64, 64, 128);
+    CHECK(fa_fwd_checks_itself(&p, &decode) == 0); // no device indices: nothing to check
+    p.seqused_k = used;
+    CHECK(fa_fwd_checks_itself(&p, &decode) == 1);
+    CHECK(fa_fwd_checks_itself(&p, &prefill) == 0); // the check kernel, beside it
+    p.block_table = table;
+    p.page_size = 16;
+    p.block_table_width = FA_JUDGE_ROUND * 128; // one round of loads for 128 threads
+    p.block_table_stride = p.block_table_width;
+    CHECK(fa_fwd_checks_itself(&p, &decode) == 1);
+    p.block_table_width += 1; // a second round: the check kernel
+    p.block_table_stride = p.block_table_width;
+    CHECK(fa_fwd_checks_itself(&p, &decode) == 0);
+    p.block_table_width = 4;
+    p.block_table_stride = 4;
+    p.varlen = 1; // cu_seqlens are checked whole, before the forward
+    CHECK(fa_fwd_checks_itself(&p, &decode) == 0);
+}
+
 TEST_CASE("gpu args: split-KV partial offsets and sizes at the largest split, row and head",
           "[gpu_args][int64]")
 {

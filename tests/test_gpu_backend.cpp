@@ -585,7 +585,7 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         REQUIRE(g_dev.fwds.size() == 1);
         CHECK(g_dev.fwds[0].checked_late == 1); // fixed length: the check may run beside it
     }
-    SECTION("paged, fixed length: the block_table kernel alone, one block per sequence, beside the forward")
+    SECTION("paged, fixed length, decode family: no check kernel, the forward checks itself")
     {
         fake_context f;
         REQUIRE(f.attach() == FA_OK);
@@ -598,19 +598,38 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         p.num_pages = 40;
         fa_kernel_config decode = c; // paged K/V runs on the decode family only
         decode.pack_gqa = 1;
-        const fa_selection sel = selection(decode, 1);
+        for (int splits : {1, 3}) {
+            g_dev.events.clear();
+            g_dev.fwds.clear();
+            const fa_selection sel = selection(decode, splits);
+            REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
+            INFO("splits " << splits);
+            if (splits == 1)
+                CHECK(launched() == std::vector<const void *>{k_fwd_kernel});
+            else
+                CHECK(launched() == std::vector<const void *>{k_fwd_kernel, k_combine});
+            CHECK(nth_launch(0).overlap == 0); // the call's first kernel
+            CHECK(g_dev.checks.empty());
+            REQUIRE(g_dev.fwds.size() == 1);
+            const fa_fwd_args &a = g_dev.fwds[0];
+            CHECK((a.checks_itself == 1 && a.checked_late == 0 && a.num_pages == 40));
+            CHECK((a.status == &g_dev.record && a.check_call == FA_CHECK_CALL_FWD));
+            CHECK(reinterpret_cast<unsigned char *>(a.seq_ok) == g_dev.memory + fa_split_bytes(&p, splits));
+        }
+    }
+    SECTION("fixed length seqused_k on the prefill family: the check kernel, beside the forward")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        fa_problem p = aligned_problem();
+        static const int32_t used[2] = {5, 7};
+        p.seqused_k = used;
+        const fa_selection sel = selection(c, 1);
         REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
-        CHECK(launched() == std::vector<const void *>{k_seq_check_pages, k_fwd_kernel});
+        CHECK(launched() == std::vector<const void *>{k_seq_check, k_fwd_kernel});
         CHECK((nth_launch(0).overlap == 0 && nth_launch(1).overlap == 1));
-        CHECK(same_grid(nth_launch(0).grid, fa_grid{2, 1, 1}));
-        CHECK(nth_launch(0).threads == FA_CHECK_PAGE_THREADS);
-        REQUIRE(g_dev.checks.size() == 1);
-        CHECK(!fa_check_needs_whole_pass(&g_dev.checks[0]));
-        CHECK((g_dev.checks[0].block_table == table && g_dev.checks[0].block_table_stride == 9 &&
-               g_dev.checks[0].block_table_width == 9 && g_dev.checks[0].page_size == 16 &&
-               g_dev.checks[0].num_pages == 40));
         REQUIRE(g_dev.fwds.size() == 1);
-        CHECK((g_dev.fwds[0].checked_late == 1 && g_dev.fwds[0].num_pages == 40));
+        CHECK((g_dev.fwds[0].checks_itself == 0 && g_dev.fwds[0].checked_late == 1));
     }
     SECTION("paged varlen: cu_seqlens_k gives lengths only, its end is not checked against rows")
     {

@@ -283,8 +283,8 @@ TEST_CASE("forward_is_the_same_in_the_reverse_wave_order")
 
 // ---- paged K/V and the kvcache ----
 
-// A decode-sized paged forward (the decode family): seq_check and seq_check_pages, then
-// the decode kernel over pages in random order, sequences ending inside a page.
+// A decode-sized paged forward (the decode family, which checks seqused_k and the page ids
+// itself): the decode kernel over pages in random order, sequences ending inside a page.
 fa_paged::PagedCase paged_case()
 {
     fa_paged::PagedCase c;
@@ -348,9 +348,9 @@ TEST_CASE("paged_device_check_reports_a_page_outside_the_pool")
     check_only_sequence_1_skipped(c, r);
 }
 
-// A fixed-length paged call's decode kernel reads seqused_k and the page ids before the
-// device check's verdict (fa_fwd_args.checked_late), clamped into the pools; here, under
-// ASan, a read they let out of the pools would stop the test.
+// A fixed-length paged call's decode kernel reads seqused_k and the page ids before any
+// verdict (it judges the sequence itself: fa_fwd_args.checks_itself), clamped into the
+// pools; here, under ASan, a read they let out of the pools would stop the test.
 TEST_CASE("paged_decode_reads_out_of_range_indices_inside_the_pools")
 {
     const fa_paged::PagedCase c = paged_case();

@@ -537,6 +537,20 @@ fa_combine_args fa_make_split_combine_args(const fa_problem *p, const fa_fwd_arg
     return a;
 }
 
+int fa_split_verdict_late(const fa_fwd_args *fwd, const fa_kernel_config *cfg)
+{
+    return (fwd->checked_late || fwd->checks_itself) && fwd->seq_ok != NULL && cfg->pack_gqa;
+}
+
+int fa_fwd_checks_itself(const fa_problem *p, const fa_kernel_config *cfg)
+{
+    /* One block reads a whole table row: one round of loads at most. A b 1 x 131072 call
+     * on 16-key pages (8192 entries) read in rounds of 512 took 25 us longer than with
+     * the check kernel beside it (bench/NOTES.md dec7). */
+    const int short_rows = p->block_table == NULL || p->block_table_width <= FA_JUDGE_ROUND * cfg->threads;
+    return fa_has_device_indices(p) && !p->varlen && cfg->pack_gqa && short_rows;
+}
+
 static int fa_same_strides(fa_strides a, fa_strides b)
 {
     return a.batch == b.batch && a.row == b.row && a.head == b.head;

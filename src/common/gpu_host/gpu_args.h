@@ -54,6 +54,17 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace);
  * splits > 1): the workspace as fwd->num_splits partials, one base and a split stride. */
 fa_combine_args fa_make_split_combine_args(const fa_problem *p, const fa_fwd_args *fwd);
 
+/* 1 when the forward that wrote fwd's partials (kernels of cfg) wrote every split's for
+ * every sequence: the decode family checking late or itself (attn_fwd.h).
+ * Its combine may then read seq_ok beside its loads (fa_combine_args.verdict_late). */
+int fa_split_verdict_late(const fa_fwd_args *fwd, const fa_kernel_config *cfg);
+
+/* 1 when fa_fwd's kernels of cfg check the problem's device indices themselves, with no
+ * check kernel ahead of them (fa_fwd_args.checks_itself): the decode family on fixed-
+ * length sequences, whose device indices are seqused_k and the page ids, with table
+ * rows of at most FA_JUDGE_ROUND entries per thread. */
+int fa_fwd_checks_itself(const fa_problem *p, const fa_kernel_config *cfg);
+
 /* fa_combine's arguments, after the checks the GPU kernel adds to api.c's: one layout
  * for every partial_out and one for every partial_lse, 16-byte aligned rows, batch and
  * heads within int, a grid the runtime takes; on failure ctx says why, naming `backend`. */

@@ -367,6 +367,7 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
     if (st != FA_OK || sel->num_splits <= 1)
         return st;
     fa_combine_args combine = fa_make_split_combine_args(p, args);
+    combine.verdict_late = fa_split_verdict_late(args, cfg);
     void *combine_args[] = {&combine};
     return launch_next(ctx, state->rt->combine, fa_combine_grid(&combine), FA_COMBINE_THREADS, combine_args, 0,
                   "split-KV combine");
@@ -419,11 +420,16 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
     } else if (st == FA_OK) {
         fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
         /* Fixed-length sequences: seqused_k and the block table are the only device
-         * indices, and the kernels clamp them, so the check may run beside the forward. */
-        args.checked_late = fa_has_device_indices(p) && !p->varlen;
-        st = check_indices(ctx, p, FA_CHECK_CALL_FWD, args.seq_ok);
+         * indices, and the kernels clamp them, so the decode family checks them itself
+         * and the other kernels let the check run beside them. */
+        args.checks_itself = fa_fwd_checks_itself(p, sel->config);
+        args.checked_late = !args.checks_itself && fa_has_device_indices(p) && !p->varlen;
+        args.check_call = FA_CHECK_CALL_FWD;
+        args.status = state_of(ctx)->status_device;
+        if (!args.checks_itself)
+            st = check_indices(ctx, p, FA_CHECK_CALL_FWD, args.seq_ok);
         if (st == FA_OK)
-            st = launch_fwd(ctx, sel, p, &args, fa_has_device_indices(p));
+            st = launch_fwd(ctx, sel, p, &args, fa_has_device_indices(p) && !args.checks_itself);
     }
     release_workspace(ctx, owned);
     return st;

@@ -8,6 +8,12 @@
 #define FA_ATTN_ARGS_H
 
 #include "api/fa_hd.h"
+#include "gpu_kernels/seq_check_args.h"
+
+/* Table entries per thread a decode block that checks its own sequence reads at once
+ * (attn_fwd.h fa_judge_sequence); longer rows keep the check kernel (gpu_args.c
+ * fa_fwd_checks_itself). */
+#define FA_JUDGE_ROUND 4
 
 /* Threads per block of the backward's preprocess (one thread per row). */
 #define FA_PREP_ROWS 64
@@ -61,14 +67,20 @@ typedef struct fa_fwd_args {
     long long block_table_stride;
     int page_size;                        /* keys per page (any positive count)        */
     /* Appended after everything above, whose offsets the kernels' code was compared at. */
-    const int *seq_ok;                    /* NULL, or [batch] from the device check   */
+    int *seq_ok;                          /* NULL, or [batch] from the device check   */
                                           /* (seq_check.h): 0 = the sequence is empty */
+                                          /* (written here when checks_itself)        */
     /* 1: the device check may run beside the forward: the decode family (attn_fwd.h)   */
     /* waits for it only before its writes, reading seqused_k and the page ids          */
     /* unchecked until then, clamped into the operands (attn_sequence.h,                */
     /* fa_page_in_pool); other kernels wait for it first.                               */
     int checked_late;
     int num_pages;                        /* pages in each pool (paged), at most 2^31-1 */
+    /* 1: no check kernel ran; the decode family checks the call's device indices itself */
+    /* (fixed length: seqused_k, the page ids; attn_fwd.h fa_judge_sequence), reporting  */
+    /* to `status` as the `check_call` entry point, and writes seq_ok for the combine.   */
+    int checks_itself, check_call;
+    fa_device_status *status;
 } fa_fwd_args;
 
 /* The warpgroup forward's second parameter: the TMA tensor maps of q, k and v
@@ -169,6 +181,10 @@ typedef struct fa_combine_args {
     int read_ahead;                           /* 1: every partial's rows are readable    */
                                               /* (the split-KV workspace), so they are   */
                                               /* loaded before their weights are known   */
+    int verdict_late;                         /* 1: the forward wrote every split's      */
+                                              /* partials, a bad sequence's as empty, so */
+                                              /* seq_ok is read beside the loads (it     */
+                                              /* gates the writes only)                  */
 } fa_combine_args;
 
 /* Kernel parameters are passed by value: stay within HIP's classic 4 KiB limit. */

@@ -265,8 +265,8 @@ FA_DEVICE void fa_combine_add_ahead(const fa_combine_args *a, int first, int ste
 /* out's row of one (row, head): the chunk lanes take turns over its 8-element chunks, each
  * lane of a chunk sums its share of the partials, and the shares meet by shuffles within
  * a warp, then for a group wider than a warp in fa_combine_store_wide (every thread takes
- * part, so the loop runs as often for all). */
-FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int batch, long long row, int head,
+ * part, so the loop runs as often for all). valid gates the reads, write the stores. */
+FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int write, int batch, long long row, int head,
                               int lane, const fa_combine_item *item, int read_ahead,
                               const fa_combine_ahead *ahead, fa_combine_smem *sm)
 {
@@ -290,10 +290,10 @@ FA_DEVICE void fa_combine_row(const fa_combine_args *a, int valid, int batch, lo
             fa_combine_accumulate(a, item, off, share, shares, FA_DTYPE_F16, acc);
         fa_warp_sum(acc, chunk_lanes, 1 << a->lanes_log2);
         if (1 << a->lanes_log2 > FA_WARP_SIZE) {
-            fa_combine_store_wide(a, valid, acc, lane, c0, out, sm);
+            fa_combine_store_wide(a, valid && write, acc, lane, c0, out, sm);
             continue;
         }
-        if (!active || share != 0)
+        if (!active || !write || share != 0)
             continue;
         uint4 packed;
         const int bf16 = a->out_dtype == FA_DTYPE_BF16;
@@ -331,10 +331,13 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
     int head;
     const long long row_in_seq = fa_combine_row_of(item_id, args.heads, &head);
     fa_wait_prior_grid(); /* the split-KV forward before it wrote the partials */
-    /* The device check found the sequence bad: nothing read (its partials were never
-     * written, and a varlen sequence's cu_seqlens_q may be anything), nothing written. */
-    if (args.seq_ok && !args.seq_ok[batch])
+    /* The device check found the sequence bad: nothing written. Nothing read either (its
+     * partials were never written, and a varlen sequence's cu_seqlens_q may be anything),
+     * unless the forward wrote them (verdict_late): then the verdict, a dependent load at
+     * the head of a short kernel, is read beside the loads and gates only the writes. */
+    if (args.seq_ok && !args.verdict_late && !args.seq_ok[batch])
         return;
+    const int write = !args.verdict_late || args.seq_ok[batch];
     long long row0 = 0, rows = args.rows;
     if (args.cu_seqlens_q) {
         row0 = args.cu_seqlens_q[batch];
@@ -358,8 +361,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_COMBINE_THREADS) FA_CAT(FA_KERNEL
     fa_combine_lse(&args, valid, lane, &item);
     if (args.read_ahead)
         fa_combine_ahead_weights(&args, valid, &item, share, shares, ahead.w);
-    fa_combine_row(&args, valid, batch, row, head, lane, &item, ahead_ok, &ahead, &sm);
-    if (valid && lane == 0 && args.lse)
+    fa_combine_row(&args, valid, write, batch, row, head, lane, &item, ahead_ok, &ahead, &sm);
+    if (valid && write && lane == 0 && args.lse)
         args.lse[fa_lse_at(&args.lse_layout, batch, head, row)] = item.lse;
 }
 

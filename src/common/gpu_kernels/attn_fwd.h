@@ -37,6 +37,7 @@
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/attn_sequence.h"
 #include "gpu_kernels/attn_tile.h"
+#include "gpu_kernels/check_report.h"
 #include "api/mask.h"
 
 /* The decode family gives each warp 16 rows; when the tile has fewer rows than warps x
@@ -107,14 +108,32 @@ FA_DEVICE void fa_load_q_packed(fa_elem *smem, const fa_fwd_args *args, const fa
     }
 }
 
-/* A thread's rows of a K/V tile are row0 + i * FA_KV_ROW_STEP. Page sizes are multiples
- * of 16 and tiles start at multiples of 16, so a 16-key group never straddles a page: a
- * thread reads the table at the rows that start a group of its rows (every row when the
- * step does not divide 16) and steps within the page in between. */
+/* A paged K/V tile's rows by thread: FA_KV_ROW_STEP threads' worth of rows per pass, as
+ * fa_load_tile, but when the passes divide the tile each thread takes a run of
+ * FA_KV_ROW_ITERS consecutive rows (a warp still reads whole rows per copy) rather than
+ * every FA_KV_ROW_STEP-th one: a run of up to 16 rows starting at a multiple of its length
+ * lies in one page (page sizes are multiples of 16), so the thread reads the table and
+ * forms a page address once per tile and steps by rows after, where rows FA_KV_ROW_STEP
+ * apart fall in different pages every 16 / FA_KV_ROW_STEP rows (bench/NOTES.md dec7).
+ * Row i of a thread is fa_kv_row(i). A row starts a group (FA_STARTS_GROUP: it takes
+ * its page from the table; the thread's later rows of the same 16-key group step from it)
+ * when it is the thread's first row in its 16-row group. */
 #define FA_KV_ROW_STEP (FA_THREADS / FA_CHUNKS)
 #define FA_KV_ROW_ITERS ((FA_INST_N + FA_KV_ROW_STEP - 1) / FA_KV_ROW_STEP)
-#define FA_STARTS_GROUP(i) \
-    (FA_KV_ROW_STEP >= 16 || 16 % FA_KV_ROW_STEP != 0 || ((i) * FA_KV_ROW_STEP) % 16 == 0)
+/* Runs of up to 8 rows: a run of 16 held a copy's registers per row on HIP's synchronous
+ * copies (gfx1100's d96 decode kernel: 256 VGPRs and 20 bytes of scratch). */
+#define FA_KV_ROW_RUNS (FA_INST_N % FA_KV_ROW_STEP == 0 && FA_KV_ROW_ITERS <= 8)
+#define FA_KV_ROW_STRIDE (FA_KV_ROW_RUNS ? 1 : FA_KV_ROW_STEP)
+#define FA_STARTS_GROUP(i)                                                                       \
+    (FA_KV_ROW_RUNS ? (16 % FA_KV_ROW_ITERS == 0   ? (i) == 0                                    \
+                       : FA_KV_ROW_ITERS % 16 == 0 ? (i) % 16 == 0                               \
+                                                   : 1)                                          \
+                    : FA_KV_ROW_STEP >= 16 || 16 % FA_KV_ROW_STEP != 0 || ((i) * FA_KV_ROW_STEP) % 16 == 0)
+FA_DEVICE int fa_kv_row(int i)
+{
+    const int thread_row = threadIdx.x / FA_CHUNKS;
+    return FA_KV_ROW_RUNS ? thread_row * FA_KV_ROW_ITERS + i : thread_row + i * FA_KV_ROW_STEP;
+}
 
 /* The pages one thread's rows of a K/V tile lie in, read from the block table a tile
  * ahead of the copies that use them: a table entry is a load whose value the copy
@@ -145,7 +164,8 @@ FA_DEVICE void fa_page_advance(int *index, int *in_page, int keys, int page_size
 }
 
 /* A page id of the table, read as page 0 when it lies outside the pools: the forward may
- * read the table before the device check has judged it (args.checked_late), and then
+ * read the table before the device check has judged it (args.checked_late, or
+ * args.checks_itself with split-KV, where most blocks never judge), and then
  * writes nothing for the sequence; a checked table never takes the substitute. */
 FA_DEVICE int fa_page_in_pool(int page, int num_pages) { return (unsigned)page < (unsigned)num_pages ? page : 0; }
 
@@ -156,13 +176,13 @@ FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, int p
         pages->page[0] = fa_page_in_pool(table[n0 / page_size], num_pages);
         return;
     }
-    const int row0 = threadIdx.x / FA_CHUNKS;
+    const int row0 = fa_kv_row(0);
     int index = (n0 + row0) / page_size, in_page = (n0 + row0) % page_size;
 #pragma unroll
     for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
         if (i > 0)
-            fa_page_advance(&index, &in_page, FA_KV_ROW_STEP, page_size);
-        if (FA_STARTS_GROUP(i) && row0 + i * FA_KV_ROW_STEP < rows_valid)
+            fa_page_advance(&index, &in_page, FA_KV_ROW_STRIDE, page_size);
+        if (FA_STARTS_GROUP(i) && fa_kv_row(i) < rows_valid)
             pages->page[i] = fa_page_in_pool(table[index], num_pages);
     }
 }
@@ -182,25 +202,24 @@ FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_ope
                      layout->row, rows_valid, head_dim, FA_INST_N);
         return;
     }
-    const int row0 = threadIdx.x / FA_CHUNKS;
     const int chunk = threadIdx.x % FA_CHUNKS;
     const int col_valid = chunk * 8 < head_dim;
     if (threadIdx.x >= FA_KV_ROW_STEP * FA_CHUNKS)
         return;
-    int index = 0, in_page = (n0 + row0) % page_size;
+    int index = 0, in_page = (n0 + fa_kv_row(0)) % page_size;
     const fa_elem *src = pool;
 #pragma unroll
     for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
-        int row = row0 + i * FA_KV_ROW_STEP;
+        int row = fa_kv_row(i);
         if (i > 0)
-            fa_page_advance(&index, &in_page, FA_KV_ROW_STEP, page_size);
-        if (FA_INST_N % FA_KV_ROW_STEP == 0 || row < FA_INST_N) {
+            fa_page_advance(&index, &in_page, FA_KV_ROW_STRIDE, page_size);
+        if (FA_KV_ROW_RUNS || row < FA_INST_N) {
             int valid = col_valid && row < rows_valid;
             if (FA_STARTS_GROUP(i))
                 src = pool + (long long)(valid ? pages->page[i] : 0) * layout->batch +
                       (long long)in_page * layout->row + chunk * 8;
             else
-                src += FA_KV_ROW_STEP * layout->row;
+                src += FA_KV_ROW_STRIDE * layout->row;
             fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : pool, valid);
         }
     }
@@ -217,6 +236,47 @@ FA_DEVICE void fa_load_kv(fa_elem *smem, const fa_elem *base, const fa_operand_l
     else
         fa_load_tile(smem, base + (long long)n0 * layout->row, layout->row, s->seqlen_k - n0,
                      args->head_dim, FA_INST_N);
+}
+
+/* The device check of a fixed-length decode call made by the forward's own blocks
+ * (args.checks_itself), the checks seq_check.h makes of such a call: seqused_k[batch] in
+ * 0 .. seqlen_k, then every page id that covers its keys inside the pools. A thread takes
+ * every FA_THREADS-th entry of the table row, FA_JUDGE_ROUND loads at a time (the host
+ * lets the forward judge only rows of one round: fa_fwd_checks_itself); 1 when it found
+ * a violation (reported: the record keeps the first of all). The check kernel ahead of the forward it replaces cost
+ * a b 1 call its launch and a dependent read of the verdict (bench/NOTES.md dec7). */
+FA_DEVICE int fa_judge_sequence(const fa_fwd_args *a, int batch)
+{
+    long long keys = a->seqlen_k;
+    if (a->seqused_k) {
+        const int used = a->seqused_k[batch];
+        if (used < 0 || used > keys) {
+            if (threadIdx.x == 0)
+                fa_report_violation(a->status, a->check_call, FA_CHECK_SEQUSED_K, batch, batch, used, keys);
+            return 1;
+        }
+        keys = used;
+    }
+    if (a->block_table == NULL)
+        return 0;
+    const int *row = a->block_table + batch * a->block_table_stride;
+    const int pages = (int)((keys + a->page_size - 1) / a->page_size);
+    int bad = 0;
+    for (int j0 = threadIdx.x; j0 < pages; j0 += FA_JUDGE_ROUND * FA_THREADS) {
+        int page[FA_JUDGE_ROUND];
+#pragma unroll
+        for (int k = 0; k < FA_JUDGE_ROUND; ++k) /* a round's loads all in flight at once */
+            page[k] = j0 + k * FA_THREADS < pages ? row[j0 + k * FA_THREADS] : 0;
+#pragma unroll
+        for (int k = 0; k < FA_JUDGE_ROUND; ++k) {
+            const int j = j0 + k * FA_THREADS;
+            if (j < pages && (unsigned)page[k] >= (unsigned)a->num_pages) {
+                fa_report_violation(a->status, a->check_call, FA_CHECK_PAGE_ID, batch, j, page[k], a->num_pages);
+                bad = 1;
+            }
+        }
+    }
+    return bad;
 }
 
 /* The pages of tile n0 for fa_load_kv (nothing when K/V is not paged). */
@@ -366,9 +426,11 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 
     /* The device check or the append before this kernel wrote seq_ok, the cache; the
      * decode family waits for a check that only judges (args.checked_late) before its
-     * writes instead (the prefill family keeps its registers: it spilled more so). */
+     * writes instead (the prefill family keeps its registers: it spilled more so), or
+     * judges its sequence itself (args.checks_itself: then no check kernel ran). */
     const int check_late = FA_INST_PACK_GQA && args.checked_late;
-    if (!check_late)
+    const int judged_here = FA_INST_PACK_GQA && args.checks_itself;
+    if (!check_late && !judged_here)
         fa_wait_prior_grid();
     /* The split-KV combine (the only kernel launched to overlap this one) is scheduled
      * once every block has passed here, so its launch and set-up hide behind the main
@@ -379,8 +441,13 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
      * ends after the check's grid. Keep every exit between here and there an exit of a
      * block that writes nothing. */
     const fa_block_span s = fa_find_span(&args);
-    if (s.rows_valid <= 0 || s.batch == args.batch || (!check_late && fa_sequence_bad(&args, s.batch)))
+    if (s.rows_valid <= 0 || s.batch == args.batch ||
+        (!check_late && !judged_here && fa_sequence_bad(&args, s.batch)))
         return;
+    /* Blocks that write out judge their sequence; with split-KV, whose blocks write only
+     * partials, the block of KV head 0 and split 0 judges for the combine (seq_ok). */
+    const int judges = judged_here && (args.num_splits == 1 || (s.head == 0 && s.split == 0));
+    int judged_bad = 0;
     const int warp_row0 = (fa_warp() / FA_KEY_WARPS) * FA_WARP_ROWS;
     const int warp_key0 = (fa_warp() % FA_KEY_WARPS) * FA_WARP_KEYS;
     float alibi_log2 = 0.f;
@@ -428,21 +495,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
                  s.seqlen_k - FA_TILE_N0(t), args.head_dim, FA_INST_N)
 #endif
 
+    /* Cleared after the prologue (FA_JUDGE), whose table reads then need no room beside
+     * them: gfx1100's d96 decode kernel spilled 20 bytes otherwise. */
     float acc_o[FA_MF][FA_DF][FA_ACC_REGS];
     float row_max[FA_MF][FA_ACC_ROWS], row_sum[FA_MF][FA_ACC_ROWS];
-#pragma unroll
-    for (int mf = 0; mf < FA_MF; ++mf) {
-#pragma unroll
-        for (int df = 0; df < FA_DF; ++df)
-#pragma unroll
-            for (int r = 0; r < FA_ACC_REGS; ++r)
-                acc_o[mf][df][r] = 0.f;
-#pragma unroll
-        for (int g = 0; g < FA_ACC_ROWS; ++g) {
-            row_max[mf][g] = -INFINITY;
-            row_sum[mf][g] = 0.f;
-        }
-    }
 #define FA_K_BUF(t) (smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH)
 #define FA_V_BUF(t) (smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH)
 #define FA_SOFTMAX_STEP(t)                                                                 \
@@ -457,6 +513,18 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
         fa_pack_p(p, acc_s);                                                               \
     }
 
+    /* The judging blocks read the table while the first tiles' copies are in flight;
+     * then the softmax state starts empty. */
+#if FA_INST_PACK_GQA
+#define FA_JUDGE()                                              \
+    do {                                                        \
+        if (judges)                                             \
+            judged_bad = fa_judge_sequence(&args, s.batch);     \
+        fa_clear_state(acc_o, row_max, row_sum);                \
+    } while (0)
+#else
+#define FA_JUDGE() fa_clear_state(acc_o, row_max, row_sum)
+#endif
     /* Copies complete in commit order, so "tile t has landed" is a fixed count of commit
      * groups still allowed in flight; every slot commits a group (empty past the last
      * tile) to keep that count exact. */
@@ -480,6 +548,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     }
     if (FA_INST_STAGES - 1 < n_tiles)
         FA_FETCH_PAGES(FA_INST_STAGES - 1);
+    FA_JUDGE();
     for (int t = 0; t < n_tiles; ++t) {
         fa_async_wait(FA_INST_STAGES - 2);
         fa_barrier();
@@ -510,6 +579,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
             FA_LOAD_K(t);
         fa_async_commit();
     }
+    FA_JUDGE();
     for (int t = 0; t < n_tiles; ++t) {
         fa_async_wait(2 * FA_INST_STAGES - 2); /* K_t */
         fa_barrier(); /* ... for every thread, and P·V_{t-1} is done: its V buffer is free */
@@ -534,17 +604,32 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #undef FA_LOAD_V
 #undef FA_LOAD_KV_TILE
 #undef FA_FETCH_PAGES
+#undef FA_JUDGE
     fa_async_wait(0); /* with no key tile, the Q copy is still in flight */
+    /* A sequence the late check found bad writes nothing, except that a split still writes
+     * its partial as one that saw no key (LSE -inf): the combine then reads the verdict
+     * beside its loads, all of written memory (fa_combine_args.verdict_late). */
+    int bad = 0;
     if (check_late) {
         fa_wait_prior_grid(); /* the device check beside this kernel wrote seq_ok */
-        if (fa_sequence_bad(&args, s.batch))
-            return;
+        bad = fa_sequence_bad(&args, s.batch);
     }
+    if (judges) {
+        bad = fa_barrier_any(judged_bad);
+        if (args.num_splits > 1 && threadIdx.x == 0)
+            args.seq_ok[s.batch] = !bad;
+    }
+    if (bad && args.num_splits == 1)
+        return;
 #if FA_KEY_WARPS > 1
     float merged_o[FA_MF][FA_DF_OUT][FA_ACC_REGS];
     fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum, merged_o);
+    if (bad)
+        fa_forget_rows(row_sum);
     fa_write_output(&args, &s, warp_row0, (warp_key0 / FA_WARP_KEYS) * FA_DF_OUT, merged_o, row_max, row_sum);
 #else
+    if (bad)
+        fa_forget_rows(row_sum);
     fa_write_output(&args, &s, warp_row0, 0, acc_o, row_max, row_sum);
 #endif
 }

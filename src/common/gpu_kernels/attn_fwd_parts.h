@@ -286,6 +286,36 @@ FA_DEVICE void fa_pack_p(uint32_t p[FA_MF][FA_KS][FA_A_REGS],
             fa_acc_to_a(p[mf][ks], acc_s[mf], ks);
 }
 
+/* An empty softmax state: O 0, running max -inf, sum 0. */
+FA_DEVICE void fa_clear_state(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], float row_max[FA_MF][FA_ACC_ROWS],
+                              float row_sum[FA_MF][FA_ACC_ROWS])
+{
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf) {
+#pragma unroll
+        for (int df = 0; df < FA_DF; ++df)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r)
+                acc_o[mf][df][r] = 0.f;
+#pragma unroll
+        for (int g = 0; g < FA_ACC_ROWS; ++g) {
+            row_max[mf][g] = -INFINITY;
+            row_sum[mf][g] = 0.f;
+        }
+    }
+}
+
+/* The rows' softmax sums set to 0, so fa_write_output writes them as rows that saw no
+ * key: LSE -inf (and O times 0, never read by the combine: its weight is 0). */
+FA_DEVICE void fa_forget_rows(float row_sum[FA_MF][FA_ACC_ROWS])
+{
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+        for (int g = 0; g < FA_ACC_ROWS; ++g)
+            row_sum[mf][g] = 0.f;
+}
+
 /* Normalise and write O and LSE once (or the split's fp32 partials). acc_o holds
  * FA_DF_OUT of the row's n-tiles of O from n-tile df0 on (the decode family's key warps
  * each write a share: attn_fwd.h); the warp with the first share writes the LSE. */

@@ -20,8 +20,10 @@ FA_DEVICE void fa_barrier(void) { __syncthreads(); }
 /* A barrier that also tells every thread whether any thread's predicate was non-zero. */
 FA_DEVICE int fa_barrier_any(int predicate) { return __syncthreads_or(predicate); }
 
-/* 1 for exactly one caller of all that find *flag 0 (which it sets to 1). */
-FA_DEVICE int fa_claim_once(int *flag) { return atomicCAS(flag, 0, 1) == 0; }
+/* 1 for exactly one caller of all that find *flag 0 (which it sets to 1). An exchange,
+ * not a compare-and-swap: the AMD code-object check forbids CAS in every kernel (it is
+ * how a float atomic add without hardware support compiles; bench/amd_resources.py). */
+FA_DEVICE int fa_claim_once(int *flag) { return atomicExch(flag, 1) == 0; }
 /* Orders this thread's earlier writes before its later ones for every observer,
  * the host included (mapped host memory). */
 FA_DEVICE void fa_fence_system(void) { __threadfence_system(); }

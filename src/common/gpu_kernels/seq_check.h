@@ -14,23 +14,14 @@
 
 #include "fa_device.h"
 #include "gpu_kernels/attn_args.h"
+#include "gpu_kernels/check_report.h"
 #include "gpu_kernels/seq_check_args.h"
 
-/* Records a violation when it is the first since the host read the record: the fields,
- * a system-scope fence, then the check (which the host reads first). */
+/* A violation of `a`'s call (check_report.h). */
 FA_DEVICE void fa_check_report(const fa_seq_check_args *a, int check, int batch, long long index,
                                long long value, long long limit)
 {
-    volatile fa_device_status *st = a->status;
-    if (st == NULL || !fa_claim_once((int *)&a->status->claim))
-        return;
-    st->call = a->call;
-    st->batch = batch;
-    st->index = index;
-    st->value = value;
-    st->limit = limit;
-    fa_fence_system();
-    st->check = check;
+    fa_report_violation(a->status, a->call, check, batch, index, value, limit);
 }
 
 /* The whole-array checks of one cu_seqlens array (this thread's entries of it): starts

@@ -36,12 +36,11 @@ static inline void __syncthreads(void) { (void)fa_emu_barrier(0, 0); }
 static inline int __syncthreads_or(int predicate) { return fa_emu_barrier(1, predicate); }
 
 /* One host thread runs every lane and every store is visible at once (research note
- * 2.4): a compare-and-swap needs no atomics and a fence does nothing. */
-static inline int atomicCAS(int *p, int compare, int value)
+ * 2.4): an exchange needs no atomics and a fence does nothing. */
+static inline int atomicExch(int *p, int value)
 {
     const int old = *p;
-    if (old == compare)
-        *p = value;
+    *p = value;
     return old;
 }
 static inline void __threadfence_system(void) {}
