@@ -38,6 +38,8 @@
 
 #define fa_isa_mfma16_f16(a, b, c) fa_emu_mfma16_f16((a), (b), (c))
 #define fa_isa_mfma16_bf16(a, b, c) fa_emu_mfma16_bf16((a), (b), (c))
+#define fa_isa_mfma32_f16(a, b, c) fa_emu_mfma32_f16((a), (b), (c))
+#define fa_isa_mfma32_bf16(a, b, c) fa_emu_mfma32_bf16((a), (b), (c))
 #define fa_isa_wmma11_f16(a, b, c) fa_emu_wmma11_f16((a), (b), (c))
 #define fa_isa_wmma11_bf16(a, b, c) fa_emu_wmma11_bf16((a), (b), (c))
 #define fa_isa_wmma12_f16(a, b, c) fa_emu_wmma12_f16((a), (b), (c))

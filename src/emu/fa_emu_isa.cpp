@@ -1,7 +1,7 @@
 /*
  * fa_emu_isa.cpp - the semantics of the emulated AMD instructions: which element of A,
- * B, C and D each lane's registers hold in the 16x16x16 matrix instructions, the
- * arithmetic, and the cross-lane gather and vote.
+ * B, C and D each lane's registers hold in the 16x16x16 matrix instructions and CDNA's
+ * 32x32x8, the arithmetic, and the cross-lane gather and vote.
  *
  * The operand and result layouts are those of docs/research/issue15_emulator.md section
  * 2 (2.1 MFMA, 2.2 RDNA3 WMMA, 2.3 RDNA4 WMMA), read from AMD's Matrix Instruction
@@ -17,21 +17,23 @@
 
 #include "fa_emu.h"
 
-/* One lane's operands of a matrix instruction, widest shape (RDNA3: 16 elements, 8
- * accumulators). */
+/* One lane's operands of a matrix instruction, widest shapes (RDNA3: 16 elements; MFMA
+ * 32x32x8: 16 accumulators). */
 struct mma_lane_in {
     uint16_t a[16], b[16];
-    float c[8];
+    float c[16];
 };
 struct mma_lane_out {
-    float d[8];
+    float d[16];
 };
 
-/* A matrix instruction's layout. The A row and the B and D column of a lane are
- * lane % 16 on all three (2.1-2.3); k of element e and the D row of register r differ. */
+/* A matrix instruction's layout: D (dim x dim) = A (dim x kdim) · B (kdim x dim) + C. The
+ * A row and the B and D column of a lane are lane % dim on all of them (2.1-2.3, and
+ * [CALC]'s equations for 32x32x8); k of element e and the D row of register r differ. */
 struct mma_shape {
     const char *name;
     int target;     /* the one emulated target that has it (942, 1100, 1201) */
+    int dim, kdim;  /* 16 x 16 x 16, or MFMA's 32 x 32 x 8 */
     int elems;      /* 16-bit elements of A (and of B) per lane */
     int regs;       /* fp32 registers of C/D per lane */
     int bf16;       /* else fp16 */
@@ -43,6 +45,10 @@ struct mma_shape {
 /* 2.1 MFMA 16x16x16: A k = 4 * floor(lane / 16) + element; D i = 4 * floor(lane / 16) + r. */
 static int mfma16_k(int lane, int e) { return 4 * (lane / 16) + e; }
 static int mfma16_d_row(int lane, int r) { return 4 * (lane / 16) + r; }
+/* MFMA 32x32x8 ([CALC], v_mfma_f32_32x32x8_f16 / _bf16 on CDNA3): A k = 4 * floor(lane /
+ * 32) + element; D i = 8 * floor(r / 4) + 4 * floor(lane / 32) + r % 4. */
+static int mfma32_k(int lane, int e) { return 4 * (lane / 32) + e; }
+static int mfma32_d_row(int lane, int r) { return 8 * (r / 4) + 4 * (lane / 32) + r % 4; }
 /* 2.2 RDNA3 WMMA: A k = element (both copies); D i = 2 * r + floor(lane / 16). */
 static int wmma11_k(int lane, int e) { return (void)lane, e; }
 static int wmma11_d_row(int lane, int r) { return 2 * r + lane / 16; }
@@ -95,38 +101,41 @@ static void mma_exec(const struct mma_shape *s, int wave_size, const void *const
     if (s->replicated && !copies_agree(s, in))
         return;
     /* NaN first: an element no lane holds (a hole in a layout) poisons its sums. */
-    double a[16][16], b[16][16], c[16][16];
-    for (int i = 0; i < 16 * 16; ++i)
-        a[i / 16][i % 16] = b[i / 16][i % 16] = c[i / 16][i % 16] = NAN;
+    double a[32][32], b[32][32], c[32][32];
+    for (int i = 0; i < 32 * 32; ++i)
+        a[i / 32][i % 32] = b[i / 32][i % 32] = c[i / 32][i % 32] = NAN;
     for (int l = 0; l < wave_size; ++l) {
+        const int col = l % s->dim;
         for (int e = 0; e < s->elems; ++e) {
-            a[l % 16][s->k_of(l, e)] = elem_value(in[l]->a[e], s->bf16);
-            b[s->k_of(l, e)][l % 16] = elem_value(in[l]->b[e], s->bf16);
+            a[col][s->k_of(l, e)] = elem_value(in[l]->a[e], s->bf16);
+            b[s->k_of(l, e)][col] = elem_value(in[l]->b[e], s->bf16);
         }
         for (int r = 0; r < s->regs; ++r)
-            c[s->d_row(l, r)][l % 16] = in[l]->c[r];
+            c[s->d_row(l, r)][col] = in[l]->c[r];
     }
     for (int l = 0; l < wave_size; ++l)
         for (int r = 0; r < s->regs; ++r) {
-            const int i = s->d_row(l, r), j = l % 16;
+            const int i = s->d_row(l, r), j = l % s->dim;
             double sum = c[i][j];
-            for (int k = 0; k < 16; ++k)
+            for (int k = 0; k < s->kdim; ++k)
                 sum += a[i][k] * b[k][j];
             ((struct mma_lane_out *)out_v[l])->d[r] = (float)sum;
         }
 }
 
-#define FA_EMU_MMA(fn, inst, target, elems, regs, bf16, repl, k_of, d_row)                          \
-    static const struct mma_shape fn##_shape = {inst, target, elems, regs, bf16, repl, k_of, d_row};  \
+#define FA_EMU_MMA(fn, inst, target, dim, kdim, elems, regs, bf16, repl, k_of, d_row)                    \
+    static const struct mma_shape fn##_shape = {inst, target, dim, kdim, elems, regs, bf16, repl, k_of, d_row}; \
     static void fn##_exec(int ws, const void *const *in, void *const *out) { mma_exec(&fn##_shape, ws, in, out); } \
     static const struct fa_emu_wave_op fn##_op = {inst, fn##_exec};
 
-FA_EMU_MMA(mfma16_f16, "v_mfma_f32_16x16x16_f16", 942, 4, 4, 0, 0, mfma16_k, mfma16_d_row)
-FA_EMU_MMA(mfma16_bf16, "v_mfma_f32_16x16x16_bf16", 942, 4, 4, 1, 0, mfma16_k, mfma16_d_row)
-FA_EMU_MMA(wmma11_f16, "v_wmma_f32_16x16x16_f16 (gfx11)", 1100, 16, 8, 0, 1, wmma11_k, wmma11_d_row)
-FA_EMU_MMA(wmma11_bf16, "v_wmma_f32_16x16x16_bf16 (gfx11)", 1100, 16, 8, 1, 1, wmma11_k, wmma11_d_row)
-FA_EMU_MMA(wmma12_f16, "v_wmma_f32_16x16x16_f16 (gfx12)", 1201, 8, 8, 0, 0, wmma12_k, wmma12_d_row)
-FA_EMU_MMA(wmma12_bf16, "v_wmma_f32_16x16x16_bf16 (gfx12)", 1201, 8, 8, 1, 0, wmma12_k, wmma12_d_row)
+FA_EMU_MMA(mfma16_f16, "v_mfma_f32_16x16x16_f16", 942, 16, 16, 4, 4, 0, 0, mfma16_k, mfma16_d_row)
+FA_EMU_MMA(mfma16_bf16, "v_mfma_f32_16x16x16_bf16", 942, 16, 16, 4, 4, 1, 0, mfma16_k, mfma16_d_row)
+FA_EMU_MMA(mfma32_f16, "v_mfma_f32_32x32x8_f16", 942, 32, 8, 4, 16, 0, 0, mfma32_k, mfma32_d_row)
+FA_EMU_MMA(mfma32_bf16, "v_mfma_f32_32x32x8_bf16", 942, 32, 8, 4, 16, 1, 0, mfma32_k, mfma32_d_row)
+FA_EMU_MMA(wmma11_f16, "v_wmma_f32_16x16x16_f16 (gfx11)", 1100, 16, 16, 16, 8, 0, 1, wmma11_k, wmma11_d_row)
+FA_EMU_MMA(wmma11_bf16, "v_wmma_f32_16x16x16_bf16 (gfx11)", 1100, 16, 16, 16, 8, 1, 1, wmma11_k, wmma11_d_row)
+FA_EMU_MMA(wmma12_f16, "v_wmma_f32_16x16x16_f16 (gfx12)", 1201, 16, 16, 8, 8, 0, 0, wmma12_k, wmma12_d_row)
+FA_EMU_MMA(wmma12_bf16, "v_wmma_f32_16x16x16_bf16 (gfx12)", 1201, 16, 16, 8, 8, 1, 0, wmma12_k, wmma12_d_row)
 
 /* One lane's part of an MMA: its operands' bits in, its accumulators out. */
 static void mma_issue(const struct fa_emu_wave_op *op, const void *a, const void *b, size_t elem_bytes,
@@ -152,6 +161,8 @@ static void mma_issue(const struct fa_emu_wave_op *op, const void *a, const void
 
 FA_EMU_MMA_FN(mfma16_f16, fa_emu_f32x4, fa_emu_f16x4)
 FA_EMU_MMA_FN(mfma16_bf16, fa_emu_f32x4, fa_emu_i16x4)
+FA_EMU_MMA_FN(mfma32_f16, fa_emu_f32x16, fa_emu_f16x4)
+FA_EMU_MMA_FN(mfma32_bf16, fa_emu_f32x16, fa_emu_i16x4)
 FA_EMU_MMA_FN(wmma11_f16, fa_emu_f32x8, fa_emu_f16x16)
 FA_EMU_MMA_FN(wmma11_bf16, fa_emu_f32x8, fa_emu_i16x16)
 FA_EMU_MMA_FN(wmma12_f16, fa_emu_f32x8, fa_emu_f16x8)

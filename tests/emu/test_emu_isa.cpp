@@ -13,30 +13,49 @@
 
 #include "emu_test.hpp"
 
+// One lane's part of a matrix instruction on 16-bit element bits and fp32 accumulators.
+typedef void (*mma_issue_fn)(int bf16, const uint16_t *a, const uint16_t *b, const float *c, float *d);
+
+#define MMA_ISSUE(name, frag_f16, frag_bf16, acc_vec, mma_f16, mma_bf16)              \
+    static void name(int bf16, const uint16_t *a, const uint16_t *b, const float *c, float *d) \
+    {                                                                                  \
+        acc_vec acc;                                                                   \
+        memcpy(&acc, c, sizeof acc);                                                   \
+        if (bf16) {                                                                    \
+            frag_bf16 va, vb;                                                          \
+            memcpy(&va, a, sizeof va);                                                 \
+            memcpy(&vb, b, sizeof vb);                                                 \
+            acc = mma_bf16(va, vb, acc);                                               \
+        } else {                                                                       \
+            frag_f16 va, vb;                                                           \
+            memcpy(&va, a, sizeof va);                                                 \
+            memcpy(&vb, b, sizeof vb);                                                 \
+            acc = mma_f16(va, vb, acc);                                                \
+        }                                                                              \
+        memcpy(d, &acc, sizeof acc);                                                   \
+    }
+
+// A matrix instruction of this target: D (dim x dim) = A (dim x kdim) B + C, its
+// calculator tables (tests/emu/calc/<calc>_<dtype>_<A|B|D>.csv), 16-bit elements of A
+// (and B) and fp32 registers of D per lane, and how often the tables hold each element.
+struct mma_kind {
+    const char *calc;
+    int dim, kdim, elems, regs, copies;
+    mma_issue_fn issue;
+};
+
 #if FA_AMD_PRIM == FA_AMD_MFMA16
-#define CALC_ARCH "cdna3"
-typedef fa_emu_f16x4 frag_f16;
-typedef fa_emu_i16x4 frag_bf16;
-typedef fa_emu_f32x4 acc_vec;
-#define MMA_F16 fa_isa_mfma16_f16
-#define MMA_BF16 fa_isa_mfma16_bf16
+MMA_ISSUE(issue_mfma16, fa_emu_f16x4, fa_emu_i16x4, fa_emu_f32x4, fa_isa_mfma16_f16, fa_isa_mfma16_bf16)
+MMA_ISSUE(issue_mfma32, fa_emu_f16x4, fa_emu_i16x4, fa_emu_f32x16, fa_isa_mfma32_f16, fa_isa_mfma32_bf16)
+static const mma_kind k_primary = {"cdna3", 16, 16, 4, 4, 1, issue_mfma16};
+static const mma_kind k_mfma32 = {"cdna3_32x32x8", 32, 8, 4, 16, 1, issue_mfma32};
 #elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11
-#define CALC_ARCH "rdna3"
-typedef fa_emu_f16x16 frag_f16;
-typedef fa_emu_i16x16 frag_bf16;
-typedef fa_emu_f32x8 acc_vec;
-#define MMA_F16 fa_isa_wmma11_f16
-#define MMA_BF16 fa_isa_wmma11_bf16
+MMA_ISSUE(issue_wmma11, fa_emu_f16x16, fa_emu_i16x16, fa_emu_f32x8, fa_isa_wmma11_f16, fa_isa_wmma11_bf16)
+static const mma_kind k_primary = {"rdna3", 16, 16, 16, 8, 2, issue_wmma11}; // RDNA3 holds A and B twice
 #else
-#define CALC_ARCH "rdna4"
-typedef fa_emu_f16x8 frag_f16;
-typedef fa_emu_i16x8 frag_bf16;
-typedef fa_emu_f32x8 acc_vec;
-#define MMA_F16 fa_isa_wmma12_f16
-#define MMA_BF16 fa_isa_wmma12_bf16
+MMA_ISSUE(issue_wmma12, fa_emu_f16x8, fa_emu_i16x8, fa_emu_f32x8, fa_isa_wmma12_f16, fa_isa_wmma12_bf16)
+static const mma_kind k_primary = {"rdna4", 16, 16, 8, 8, 1, issue_wmma12};
 #endif
-#define FRAG_ELEMS ((int)(sizeof(frag_f16) / 2))
-#define ACC_REGS ((int)(sizeof(acc_vec) / 4))
 
 // Which matrix element each (lane, register half) holds: one of the calculator's tables.
 struct calc_map {
@@ -44,12 +63,12 @@ struct calc_map {
     int row[64][16], col[64][16];
 };
 
-// Rows "lane,X[r][c],X[r][c],..." of tests/emu/calc/<arch>_<dtype>_<A|B|D>.csv; the
-// other lines (architecture, instruction, header) start with a letter.
-static void calc_load(calc_map *m, const char *dtype, char matrix)
+// Rows "lane,X[r][c],X[r][c],..." of one table; the other lines (architecture,
+// instruction, header) start with a letter.
+static void calc_load(calc_map *m, const char *calc, const char *dtype, char matrix)
 {
     char path[512], line[1024];
-    snprintf(path, sizeof path, "%s/%s_%s_%c.csv", FA_EMU_CALC_DIR, CALC_ARCH, dtype, matrix);
+    snprintf(path, sizeof path, "%s/%s_%s_%c.csv", FA_EMU_CALC_DIR, calc, dtype, matrix);
     FILE *f = fopen(path, "r");
     REQUIRE(f != NULL);
     memset(m, 0, sizeof *m);
@@ -69,46 +88,31 @@ static void calc_load(calc_map *m, const char *dtype, char matrix)
     fclose(f);
 }
 
-// The table covers each of the 256 elements `copies` times (else the parse is wrong and
-// the matmul check would prove nothing).
-static void calc_check_cover(const calc_map &m, int elems, int copies)
+// The table covers each element of a rows x cols matrix `copies` times (else the parse is
+// wrong and the matmul check would prove nothing).
+static void calc_check_cover(const calc_map &m, int elems, int copies, int rows, int cols)
 {
-    int seen[16][16] = {};
+    int seen[32][32] = {};
     REQUIRE(m.lanes == FA_AMD_WAVE_SIZE);
     REQUIRE(m.elems == elems);
     for (int l = 0; l < m.lanes; ++l)
-        for (int e = 0; e < m.elems; ++e)
+        for (int e = 0; e < m.elems; ++e) {
+            REQUIRE((m.row[l][e] < rows && m.col[l][e] < cols));
             seen[m.row[l][e]][m.col[l][e]]++;
-    for (int i = 0; i < 16; ++i)
-        for (int j = 0; j < 16; ++j)
+        }
+    for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j)
             REQUIRE(seen[i][j] == copies);
 }
 
 struct mma_case {
+    const mma_kind *kind;
     calc_map a, b, d;
     int bf16;
-    uint16_t A[16][16], B[16][16]; // 16-bit element bits
-    float C[16][16], D[16][16];
+    uint16_t A[32][32], B[32][32]; // 16-bit element bits
+    float C[32][32], D[32][32];
     int corrupt_lane;              // flips one bit of this lane's A element 1; -1: none
 };
-
-static void mma_issue(int bf16, const uint16_t *a, const uint16_t *b, const float *c, float *d)
-{
-    acc_vec acc;
-    memcpy(&acc, c, sizeof acc);
-    if (bf16) {
-        frag_bf16 va, vb;
-        memcpy(&va, a, sizeof va);
-        memcpy(&vb, b, sizeof vb);
-        acc = MMA_BF16(va, vb, acc);
-    } else {
-        frag_f16 va, vb;
-        memcpy(&va, a, sizeof va);
-        memcpy(&vb, b, sizeof vb);
-        acc = MMA_F16(va, vb, acc);
-    }
-    memcpy(d, &acc, sizeof acc);
-}
 
 // arg: one mma_case per wave of the workgroup.
 static void mma_kernel(void *arg)
@@ -116,17 +120,17 @@ static void mma_kernel(void *arg)
     mma_case *t = (mma_case *)arg + threadIdx.x / FA_AMD_WAVE_SIZE;
     const int l = (int)(threadIdx.x % FA_AMD_WAVE_SIZE);
     uint16_t a[16], b[16];
-    float c[8], d[8];
-    for (int e = 0; e < FRAG_ELEMS; ++e) {
+    float c[16], d[16];
+    for (int e = 0; e < t->kind->elems; ++e) {
         a[e] = t->A[t->a.row[l][e]][t->a.col[l][e]];
         b[e] = t->B[t->b.row[l][e]][t->b.col[l][e]];
     }
     if (l == t->corrupt_lane)
         a[1] ^= 1u;
-    for (int r = 0; r < ACC_REGS; ++r)
+    for (int r = 0; r < t->kind->regs; ++r)
         c[r] = t->C[t->d.row[l][r]][t->d.col[l][r]];
-    mma_issue(t->bf16, a, b, c, d);
-    for (int r = 0; r < ACC_REGS; ++r)
+    t->kind->issue(t->bf16, a, b, c, d);
+    for (int r = 0; r < t->kind->regs; ++r)
         t->D[t->d.row[l][r]][t->d.col[l][r]] = d[r];
 }
 
@@ -149,16 +153,16 @@ static uint16_t elem_from_float(float x, int bf16)
     return bits;
 }
 
-static void mma_case_init(mma_case *t, int bf16)
+static void mma_case_init(mma_case *t, const mma_kind *kind, int bf16)
 {
     const char *dtype = bf16 ? "bf16" : "f16";
-    calc_load(&t->a, dtype, 'A');
-    calc_load(&t->b, dtype, 'B');
-    calc_load(&t->d, dtype, 'D');
-    const int copies = FA_AMD_PRIM == FA_AMD_WMMA_GFX11 ? 2 : 1; // RDNA3 holds A and B twice
-    calc_check_cover(t->a, FRAG_ELEMS, copies);
-    calc_check_cover(t->b, FRAG_ELEMS, copies);
-    calc_check_cover(t->d, ACC_REGS, 1);
+    t->kind = kind;
+    calc_load(&t->a, kind->calc, dtype, 'A');
+    calc_load(&t->b, kind->calc, dtype, 'B');
+    calc_load(&t->d, kind->calc, dtype, 'D');
+    calc_check_cover(t->a, kind->elems, kind->copies, kind->dim, kind->kdim);
+    calc_check_cover(t->b, kind->elems, kind->copies, kind->kdim, kind->dim);
+    calc_check_cover(t->d, kind->regs, 1, kind->dim, kind->dim);
     t->bf16 = bf16;
     t->corrupt_lane = -1;
 }
@@ -166,8 +170,8 @@ static void mma_case_init(mma_case *t, int bf16)
 static void mma_case_randomize(mma_case *t, std::mt19937 &rng)
 {
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-    for (int i = 0; i < 16; ++i)
-        for (int j = 0; j < 16; ++j) {
+    for (int i = 0; i < 32; ++i)
+        for (int j = 0; j < 32; ++j) {
             t->A[i][j] = elem_from_float(u(rng), t->bf16);
             t->B[i][j] = elem_from_float(u(rng), t->bf16);
             t->C[i][j] = u(rng);
@@ -179,10 +183,11 @@ static void mma_case_randomize(mma_case *t, std::mt19937 &rng)
 // error is within 2^-24 of the sum of magnitudes; a misplaced element is off by O(1).
 static void mma_check(const mma_case &t)
 {
-    for (int i = 0; i < 16; ++i)
-        for (int j = 0; j < 16; ++j) {
+    const int dim = t.kind->dim;
+    for (int i = 0; i < dim; ++i)
+        for (int j = 0; j < dim; ++j) {
             double ref = t.C[i][j], mag = fabs(t.C[i][j]);
-            for (int k = 0; k < 16; ++k) {
+            for (int k = 0; k < t.kind->kdim; ++k) {
                 const double p = elem_to_double(t.A[i][k], t.bf16) * elem_to_double(t.B[k][j], t.bf16);
                 ref += p;
                 mag += fabs(p);
@@ -192,10 +197,10 @@ static void mma_check(const mma_case &t)
         }
 }
 
-static void mma_random_trials(int bf16)
+static void mma_random_trials(const mma_kind *kind, int bf16)
 {
     static mma_case t;
-    mma_case_init(&t, bf16);
+    mma_case_init(&t, kind, bf16);
     std::mt19937 rng(1234u + (unsigned)bf16);
     for (int trial = 0; trial < 20; ++trial) {
         mma_case_randomize(&t, rng);
@@ -204,8 +209,12 @@ static void mma_random_trials(int bf16)
     }
 }
 
-TEST_CASE("matrix_f16_matches_fp64_matmul") { mma_random_trials(0); }
-TEST_CASE("matrix_bf16_matches_fp64_matmul") { mma_random_trials(1); }
+TEST_CASE("matrix_f16_matches_fp64_matmul") { mma_random_trials(&k_primary, 0); }
+TEST_CASE("matrix_bf16_matches_fp64_matmul") { mma_random_trials(&k_primary, 1); }
+#if FA_AMD_PRIM == FA_AMD_MFMA16
+TEST_CASE("matrix_32x32x8_f16_matches_fp64_matmul") { mma_random_trials(&k_mfma32, 0); }
+TEST_CASE("matrix_32x32x8_bf16_matches_fp64_matmul") { mma_random_trials(&k_mfma32, 1); }
+#endif
 
 // Two waves issue their own products at once; each gets its own result.
 TEST_CASE("matrix_op_per_wave")
@@ -213,7 +222,7 @@ TEST_CASE("matrix_op_per_wave")
     static mma_case t[2];
     std::mt19937 rng(99u);
     for (int w = 0; w < 2; ++w) {
-        mma_case_init(&t[w], 0);
+        mma_case_init(&t[w], &k_primary, 0);
         mma_case_randomize(&t[w], rng);
     }
     REQUIRE(emu_run(mma_kernel, t, 2 * FA_AMD_WAVE_SIZE, 1, FA_EMU_ORDER_REVERSE) == FA_EMU_OK);
@@ -226,7 +235,7 @@ TEST_CASE("matrix_op_per_wave")
 TEST_CASE("wmma11_differing_copies_refused")
 {
     static mma_case t;
-    mma_case_init(&t, 0);
+    mma_case_init(&t, &k_primary, 0);
     std::mt19937 rng(7u);
     mma_case_randomize(&t, rng);
     t.corrupt_lane = 21;

@@ -5,7 +5,8 @@
 #   sh generate.sh <that checkout>
 # Each file <arch>_<dtype>_<A|B|D>.csv is the calculator's own output of
 #   matrix_calculator.py -a <arch> -i v_{mfma,wmma}_f32_16x16x16_<dtype> -M -<A|B|D> --csv
-# (one row per lane: which matrix element each register half holds). tabulate.py here
+# (one row per lane: which matrix element each register half holds), and each
+# cdna3_32x32x8_<dtype>_<A|B|D>.csv that of v_mfma_f32_32x32x8_<dtype> on cdna3. tabulate.py here
 # stands in for the `tabulate` package, which only formats the table (no package index
 # could be reached when they were made); the mapping equations do not go through it.
 # The emulator's semantics (src/emu/fa_emu_isa.cpp) are written from the equations of the
@@ -20,5 +21,11 @@ for row in cdna3:v_mfma rdna3:v_wmma rdna4:v_wmma; do
       PYTHONPATH=$here python3 "$calc" -a "$arch" -i "${row#*:}_f32_16x16x16_$dtype" -M -$m --csv \
         > "$here/${arch}_${dtype}_$m.csv"
     done
+  done
+done
+for dtype in f16 bf16; do
+  for m in A B D; do
+    PYTHONPATH=$here python3 "$calc" -a cdna3 -i "v_mfma_f32_32x32x8_$dtype" -M -$m --csv \
+      > "$here/cdna3_32x32x8_${dtype}_$m.csv"
   done
 done
