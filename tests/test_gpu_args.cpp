@@ -378,6 +378,10 @@ TEST_CASE("gpu args: the decode family checks fixed-length device indices itself
     CHECK(fa_fwd_checks_itself(&p, &decode) == 0);
     p.block_table_width = 4;
     p.block_table_stride = 4;
+    p.num_pages = (long long)INT32_MAX + 1; // more than the kernels' int holds: the check kernel
+    CHECK(fa_fwd_checks_itself(&p, &decode) == 0);
+    p.num_pages = INT32_MAX;
+    CHECK(fa_fwd_checks_itself(&p, &decode) == 1);
     p.varlen = 1; // cu_seqlens are checked whole, before the forward
     CHECK(fa_fwd_checks_itself(&p, &decode) == 0);
 }

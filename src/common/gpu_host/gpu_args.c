@@ -256,7 +256,7 @@ static fa_status fa_fwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
                        "the %s backend's combine merges at most %d splits, not %d", backend,
                        FA_COMBINE_MAX_PARTIALS, sel->num_splits);
     st = fa_check_grid(ctx, fa_fwd_grid(p, sel), sel->config->threads, "forward", backend);
-    if (st == FA_OK && p->block_table != NULL)
+    if (st == FA_OK && p->block_table != NULL && !fa_fwd_checks_itself(p, sel->config))
         st = fa_check_grid(ctx, fa_seq_check_pages_grid(p->batch), FA_CHECK_PAGE_THREADS, "block_table check", backend);
     if (st == FA_OK && sel->num_splits > 1) {
         const fa_fwd_args fwd = fa_make_args(p, sel->num_splits, NULL);
@@ -548,7 +548,10 @@ int fa_fwd_checks_itself(const fa_problem *p, const fa_kernel_config *cfg)
      * on 16-key pages (8192 entries) read in rounds of 512 took 25 us longer than with
      * the check kernel beside it (bench/NOTES.md dec7). */
     const int short_rows = p->block_table == NULL || p->block_table_width <= FA_JUDGE_ROUND * cfg->threads;
-    return fa_has_device_indices(p) && !p->varlen && cfg->pack_gqa && short_rows;
+    /* The kernels hold num_pages in an int (fa_fwd_args): a larger pool is judged by the
+     * check kernel, which compares page ids with the whole count. */
+    const int pages_fit = p->num_pages <= INT32_MAX;
+    return fa_has_device_indices(p) && !p->varlen && cfg->pack_gqa && short_rows && pages_fit;
 }
 
 static int fa_same_strides(fa_strides a, fa_strides b)

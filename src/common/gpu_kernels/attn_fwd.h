@@ -109,25 +109,23 @@ FA_DEVICE void fa_load_q_packed(fa_elem *smem, const fa_fwd_args *args, const fa
 }
 
 /* A paged K/V tile's rows by thread: FA_KV_ROW_STEP threads' worth of rows per pass, as
- * fa_load_tile, but when the passes divide the tile each thread takes a run of
- * FA_KV_ROW_ITERS consecutive rows (a warp still reads whole rows per copy) rather than
- * every FA_KV_ROW_STEP-th one: a run of up to 16 rows starting at a multiple of its length
- * lies in one page (page sizes are multiples of 16), so the thread reads the table and
- * forms a page address once per tile and steps by rows after, where rows FA_KV_ROW_STEP
- * apart fall in different pages every 16 / FA_KV_ROW_STEP rows (bench/NOTES.md dec7).
- * Row i of a thread is fa_kv_row(i). A row starts a group (FA_STARTS_GROUP: it takes
- * its page from the table; the thread's later rows of the same 16-key group step from it)
- * when it is the thread's first row in its 16-row group. */
+ * fa_load_tile, but when the passes divide the tile into runs whose length divides 16
+ * (and is at most 8), each thread takes a run of FA_KV_ROW_ITERS consecutive rows (a warp
+ * still reads whole rows per copy) rather than every FA_KV_ROW_STEP-th one: such a run
+ * starts at a multiple of its length, so it lies in one 16-key group and thus one page
+ * (page sizes are multiples of 16), and the thread reads the table and forms a page
+ * address once per tile, then steps by rows; rows FA_KV_ROW_STEP apart fall in different
+ * pages every 16 / FA_KV_ROW_STEP rows (bench/NOTES.md dec7). Runs of 16 held a copy's
+ * registers per row on HIP's synchronous copies (gfx1100's d96 decode kernel: 256 VGPRs
+ * and 20 bytes of scratch). Row i of a thread is fa_kv_row(i). A row starts a group
+ * (FA_STARTS_GROUP: it takes its page from the table; the thread's later rows of the same
+ * 16-key group step from it) when it is the thread's first row in its 16-row group. */
 #define FA_KV_ROW_STEP (FA_THREADS / FA_CHUNKS)
 #define FA_KV_ROW_ITERS ((FA_INST_N + FA_KV_ROW_STEP - 1) / FA_KV_ROW_STEP)
-/* Runs of up to 8 rows: a run of 16 held a copy's registers per row on HIP's synchronous
- * copies (gfx1100's d96 decode kernel: 256 VGPRs and 20 bytes of scratch). */
-#define FA_KV_ROW_RUNS (FA_INST_N % FA_KV_ROW_STEP == 0 && FA_KV_ROW_ITERS <= 8)
+#define FA_KV_ROW_RUNS (FA_INST_N % FA_KV_ROW_STEP == 0 && FA_KV_ROW_ITERS <= 8 && 16 % FA_KV_ROW_ITERS == 0)
 #define FA_KV_ROW_STRIDE (FA_KV_ROW_RUNS ? 1 : FA_KV_ROW_STEP)
-#define FA_STARTS_GROUP(i)                                                                       \
-    (FA_KV_ROW_RUNS ? (16 % FA_KV_ROW_ITERS == 0   ? (i) == 0                                    \
-                       : FA_KV_ROW_ITERS % 16 == 0 ? (i) % 16 == 0                               \
-                                                   : 1)                                          \
+#define FA_STARTS_GROUP(i)                                                                 \
+    (FA_KV_ROW_RUNS ? (i) == 0                                                             \
                     : FA_KV_ROW_STEP >= 16 || 16 % FA_KV_ROW_STEP != 0 || ((i) * FA_KV_ROW_STEP) % 16 == 0)
 FA_DEVICE int fa_kv_row(int i)
 {

@@ -16,7 +16,9 @@ FA_DEVICE void fa_report_violation(fa_device_status *status, int call, int check
                                    long long value, long long limit)
 {
     volatile fa_device_status *st = status;
-    if (st == NULL || !fa_claim_once(&status->claim))
+    /* Read before the exchange: a bad table can make many threads report, and each
+     * exchange on the mapped record crosses the bus. */
+    if (st == NULL || st->claim != 0 || !fa_claim_once(&status->claim))
         return;
     st->call = call;
     st->batch = batch;
