@@ -584,6 +584,9 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         CHECK(g_dev.checks[0].cu_seqlens_q == nullptr);
         REQUIRE(g_dev.fwds.size() == 1);
         CHECK(g_dev.fwds[0].checked_late == 1); // fixed length: the check may run beside it
+        CHECK(g_dev.fwds[0].checks_itself == 0); // the prefill family: the check kernel
+        CHECK(launched() == std::vector<const void *>{k_seq_check, k_fwd_kernel});
+        CHECK((nth_launch(0).overlap == 0 && nth_launch(1).overlap == 1));
     }
     SECTION("paged, fixed length, decode family: no check kernel, the forward checks itself")
     {
@@ -616,20 +619,6 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
             CHECK((a.status == &g_dev.record && a.check_call == FA_CHECK_CALL_FWD));
             CHECK(reinterpret_cast<unsigned char *>(a.seq_ok) == g_dev.memory + fa_split_bytes(&p, splits));
         }
-    }
-    SECTION("fixed length seqused_k on the prefill family: the check kernel, beside the forward")
-    {
-        fake_context f;
-        REQUIRE(f.attach() == FA_OK);
-        fa_problem p = aligned_problem();
-        static const int32_t used[2] = {5, 7};
-        p.seqused_k = used;
-        const fa_selection sel = selection(c, 1);
-        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
-        CHECK(launched() == std::vector<const void *>{k_seq_check, k_fwd_kernel});
-        CHECK((nth_launch(0).overlap == 0 && nth_launch(1).overlap == 1));
-        REQUIRE(g_dev.fwds.size() == 1);
-        CHECK((g_dev.fwds[0].checks_itself == 0 && g_dev.fwds[0].checked_late == 1));
     }
     SECTION("paged varlen: cu_seqlens_k gives lengths only, its end is not checked against rows")
     {
