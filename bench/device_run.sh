@@ -8,7 +8,8 @@
 # hopper (not part of all): issue 13's sm_90a primitive tests ([hopper]) with their output,
 # then memcheck and racecheck over them.
 # decode: issue 12's decode table with paged rows, then d64, MQA and s_q 4 (compare_decode.py),
-# and memcheck over the decode, paged, kvcache, graph, device-check and combine tests.
+# the kernels of a b 1 and a b 16 call inside graph replays (graph_timeline.py), and
+# memcheck over the decode, paged, kvcache, graph, device-check and combine tests.
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
@@ -105,6 +106,8 @@ if [[ $what == all || $what == decode ]]; then
   python3 bench/compare_decode.py --kv-heads 1 --rows 1x8192,16x8192,64x16384 >> "$OUT/decode.txt" 2>&1
   python3 bench/compare_decode.py --sq 4 --rows 1x8192,16x8192,64x16384 >> "$OUT/decode.txt" 2>&1
   cat "$OUT/decode.txt"
+  echo "== where a call's time goes inside a graph (b 1 and b 16 x 8192)"
+  python3 bench/graph_timeline.py --rows 1x8192,16x8192 2>&1 | grep -v -i warn | tee "$OUT/timeline.txt"
   echo "== memcheck over the issue-12 tests"
   compute-sanitizer --tool memcheck --error-exitcode 9 .carry/flashattn_gpu_tests \
     "[decode],[paged],[kvcache],[graph],[device_check],[combine]" > "$OUT/decode_memcheck.log" 2>&1
