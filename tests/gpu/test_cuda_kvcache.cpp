@@ -350,14 +350,15 @@ TEST_CASE("cuda graph: paged decode captured, replayed with new lengths and a ba
     CHECK(std::equal(after.begin() + half, after.end(), moved.begin() + half));
 }
 
-// A fixed-length paged decode's device check runs beside the forward (checked_late in
-// attn_args.h): the forward reads seqused_k and the page ids before they are judged,
-// clamped into the pools, and writes nothing for a sequence the check condemns. Run
+// A fixed-length paged decode reads seqused_k and the page ids before they are judged
+// (by its own blocks, checks_itself, or by the check kernel beside it, checked_late:
+// attn_args.h), clamped into the pools, and writes nothing for a sequence found bad. Run
 // under memcheck (bench/device_run.sh) this shows the unchecked reads stay in bounds.
-TEST_CASE("cuda paged decode: out-of-range seqused_k and page ids, read beside the check, write nothing",
-          "[gpu][paged][decode][device_check][sanitize]")
+// Table rows of `width` entries.
+void check_out_of_range_indices(int width)
 {
-    const PagedCase c = paged_decode_case(70, {1000, 517, 700});
+    INFO("block_table_width " << width);
+    const PagedCase c = paged_decode_case(width, {1000, 517, 700});
     PagedRun r;
     prepare(c, r);
     DevicePaged d(r);
@@ -395,6 +396,15 @@ TEST_CASE("cuda paged decode: out-of-range seqused_k and page ids, read beside t
         CHECK(std::equal(after.begin(), after.begin() + seq_bytes, good.begin()));
         CHECK(std::equal(after.begin() + seq_bytes, after.end(), poison.begin() + seq_bytes));
     }
+}
+
+// Rows of 70 entries: the decode kernel judges each sequence itself; of 600 (past
+// FA_JUDGE_ROUND entries a thread): the check kernel runs beside it.
+TEST_CASE("cuda paged decode: out-of-range seqused_k and page ids, read beside the check, write nothing",
+          "[gpu][paged][decode][device_check][sanitize]")
+{
+    check_out_of_range_indices(70);
+    check_out_of_range_indices(600);
 }
 
 TEST_CASE("cuda graph: fa_fwd_kvcache (paged, rotary) captured and replayed", "[gpu][kvcache][paged][graph][decode]")
