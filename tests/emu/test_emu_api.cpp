@@ -369,21 +369,23 @@ TEST_CASE("paged_decode_reads_out_of_range_indices_inside_the_pools")
 
 // With split-KV only the block of KV head 0 and split 0 judges a sequence (the decode
 // kernel checks itself: fa_fwd_args.checks_itself) and writes seq_ok, the other blocks
-// write their partials regardless, and the combine leaves a bad sequence unwritten.
+// write their partials regardless, and the combine leaves a bad sequence unwritten. Rows
+// of 260 pages (past FA_JUDGE_ROUND entries for a 64-lane block) take the check kernel.
 TEST_CASE("paged_decode_with_split_kv_judges_once_and_the_combine_writes_nothing_for_it")
 {
+    for (int width : {20, 260})
     for (int bad_used : {0, 1}) {
         fa_paged::PagedCase c = paged_case();
-        c.width = 20; // 320 keys: three splits of the decode tile's 128 keys
-        c.keys = {320, 320};
+        c.width = width; // at least three splits of the decode tile's 128 keys
+        c.keys = {16 * width, 16 * width};
         fa_paged::PagedRun r;
         fa_paged::prepare(c, r);
         r.paged.num_splits = 3;
         if (bad_used)
             r.used[1] = -1;
         else
-            r.table.entries[(size_t)r.table.stride + 19] = r.table.num_pages + 7; // sequence 1, last page
-        INFO("bad " << (bad_used ? "seqused_k" : "page id"));
+            r.table.entries[(size_t)r.table.stride + width - 1] = r.table.num_pages + 7; // sequence 1, last page
+        INFO("width " << width << ", bad " << (bad_used ? "seqused_k" : "page id"));
         EmuContext cx;
         fa_plan plan;
         REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &plan) == FA_OK);
@@ -392,7 +394,8 @@ TEST_CASE("paged_decode_with_split_kv_judges_once_and_the_combine_writes_nothing
         CHECK(fa_device_error(cx.ctx, 1) == FA_ERR_DEVICE_CHECK);
         const std::string msg = fa_last_error(cx.ctx);
         INFO(msg);
-        CHECK(contains(msg, bad_used ? "seqused_k[1]" : "block_table[1][19]"));
+        const std::string want = bad_used ? "seqused_k[1]" : "block_table[1][" + std::to_string(width - 1) + "]";
+        CHECK(contains(msg, want.c_str()));
         check_only_sequence_1_skipped(c, r);
     }
 }
