@@ -22,6 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
 from compare_decode import paged_call  # noqa: E402
+from graph_timeline import capture  # noqa: E402
+
+CALLS = 10  # calls per captured graph
 
 
 class Library:
@@ -37,21 +40,9 @@ class Library:
         flashattn._lib, flashattn._contexts = self.lib, self.contexts
 
 
-def graph_of(fn, calls=10):
-    """A CUDA graph of `calls` calls of fn (fn's library installed while capturing)."""
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    return graph, calls
-
-
-def replay_us(graph_calls):
-    graph, calls = graph_calls
+def replay_us(graph):
     ms = triton.testing.do_bench(graph.replay, warmup=10, rep=40, return_mode="median")
-    return ms * 1e3 / calls
+    return ms * 1e3 / CALLS
 
 
 def row_calls(lib, b, s_k, h, h_k, d, page):
@@ -66,7 +57,7 @@ def row_calls(lib, b, s_k, h, h_k, d, page):
         run, keep = paged_call(q, k, v, out, False, page)
     else:
         run, keep = (lambda: flashattn.attention(q, k, v, out=out)), None
-    return graph_of(run), (q, k, v, out, keep)
+    return capture(run, CALLS), (q, k, v, out, keep)
 
 
 def main():

@@ -27,15 +27,21 @@ import flashattn  # noqa: E402
 from compare_decode import paged_call  # noqa: E402
 
 
-def graph_kernels(fn, calls, replays=5):
-    """The device kernels of `replays` replays of a graph of `calls` calls of fn, as
-    (name, start us, end us) in time order."""
+def capture(fn, calls):
+    """A CUDA graph of `calls` calls of fn, after one plain call (first-call set-up)."""
     fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(calls):
             fn()
+    return graph
+
+
+def graph_kernels(fn, calls, replays=5):
+    """The device kernels of `replays` replays of a graph of `calls` calls of fn, as
+    (name, start us, end us) in time order."""
+    graph = capture(fn, calls)
     for _ in range(3):
         graph.replay()
     torch.cuda.synchronize()

@@ -248,11 +248,8 @@ FA_DEVICE int fa_judge_sequence(const fa_fwd_args *a, int batch)
     long long keys = a->seqlen_k;
     if (a->seqused_k) {
         const int used = a->seqused_k[batch];
-        if (used < 0 || used > keys) {
-            if (threadIdx.x == 0)
-                fa_report_violation(a->status, a->check_call, FA_CHECK_SEQUSED_K, batch, batch, used, keys);
+        if (fa_used_keys_broken(threadIdx.x == 0 ? a->status : NULL, a->check_call, batch, used, keys))
             return 1;
-        }
         keys = used;
     }
     if (a->block_table == NULL)
@@ -268,10 +265,8 @@ FA_DEVICE int fa_judge_sequence(const fa_fwd_args *a, int batch)
 #pragma unroll
         for (int k = 0; k < FA_JUDGE_ROUND; ++k) {
             const int j = j0 + k * FA_THREADS;
-            if (j < pages && (unsigned)page[k] >= (unsigned)a->num_pages) {
-                fa_report_violation(a->status, a->check_call, FA_CHECK_PAGE_ID, batch, j, page[k], a->num_pages);
-                bad = 1;
-            }
+            if (j < pages)
+                bad |= fa_page_id_broken(a->status, a->check_call, batch, j, page[k], a->num_pages);
         }
     }
     return bad;
@@ -619,15 +614,13 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
     }
     if (bad && args.num_splits == 1)
         return;
+    if (bad) /* every key warp's sum 0: the merged sums are 0 too */
+        fa_forget_rows(row_sum);
 #if FA_KEY_WARPS > 1
     float merged_o[FA_MF][FA_DF_OUT][FA_ACC_REGS];
     fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum, merged_o);
-    if (bad)
-        fa_forget_rows(row_sum);
     fa_write_output(&args, &s, warp_row0, (warp_key0 / FA_WARP_KEYS) * FA_DF_OUT, merged_o, row_max, row_sum);
 #else
-    if (bad)
-        fa_forget_rows(row_sum);
     fa_write_output(&args, &s, warp_row0, 0, acc_o, row_max, row_sum);
 #endif
 }

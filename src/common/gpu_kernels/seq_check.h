@@ -77,10 +77,8 @@ FA_DEVICE int fa_check_sequence(const fa_seq_check_args *a, int i)
     }
     if (a->seqused_k) {
         const int used = a->seqused_k[i];
-        if (used < 0 || used > keys) {
-            fa_check_report(a, FA_CHECK_SEQUSED_K, i, i, used, keys);
+        if (fa_used_keys_broken(a->status, a->call, i, used, keys))
             return 0;
-        }
         keys = used;
     }
     if (a->cache_batch_idx) {
@@ -150,11 +148,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_CHECK_PAGE_THREADS)
         const long long pages = (fa_check_keys(&args, i) + args.page_size - 1) / args.page_size;
         const int *row = args.block_table + i * args.block_table_stride;
         for (long long j = threadIdx.x; j < pages; j += blockDim.x) {
-            const int page = row[j];
-            if (page < 0 || page >= args.num_pages) {
-                fa_check_report(&args, FA_CHECK_PAGE_ID, i, j, page, args.num_pages);
-                bad = 1;
-            }
+            bad |= fa_page_id_broken(args.status, args.call, i, j, row[j], args.num_pages);
         }
     }
     /* Every thread has read seq_ok[i] before it is changed; without fa_seq_check, this is
