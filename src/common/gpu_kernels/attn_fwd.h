@@ -63,6 +63,11 @@
  * larger ones load K and V as one group with one barrier per tile (measured:
  * bench/NOTES.md). The decode family is memory-bound at every head dim: one group. */
 #define FA_JOINT_KV_TILES (FA_INST_STAGES >= 2 && (FA_INST_D > 64 || FA_INST_PACK_GQA))
+/* The decode family keeps all S stages in flight while it waits for a tile, at the cost
+ * of a second barrier per tile: a decode block streams few tiles (4 at b 1 x 8192), so
+ * the S-1 tiles in flight of the one-barrier schedule leave one DRAM latency per tile
+ * exposed, not just the first (bench/NOTES.md dec8). */
+#define FA_LOAD_AHEAD (FA_JOINT_KV_TILES && FA_INST_PACK_GQA)
 
 #if FA_KEY_WARPS < 1 || FA_WARP_ROWS % FA_MMA_M != 0 || FA_WARP_KEYS % (2 * FA_MMA_N) != 0 || \
     FA_INST_D % (2 * FA_MMA_N) != 0 || FA_WARP_KEYS % FA_MMA_K != 0 || FA_INST_D % FA_MMA_K != 0 || \
@@ -464,20 +469,25 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
      * diagonal (the masked ones) come first. */
 #define FA_TILE_N0(t) ((s.tile_hi - 1 - (t)) * FA_INST_N)
 #if FA_INST_PACK_GQA
-    /* With K and V in one group the pages of tile t are read while tile t-1 is copied
+    /* With K and V in one group the pages of tile t are read a tile ahead of its copies
      * (FA_FETCH_PAGES), else right before each copy. */
     fa_tile_pages pages;
-#define FA_FETCH_PAGES(t) fa_fetch_pages(&pages, &args, &s, FA_TILE_N0(t))
-#define FA_LOAD_KV_TILE(buf, base, layout, t)                          \
-    do {                                                               \
-        if (!FA_JOINT_KV_TILES)                                        \
-            FA_FETCH_PAGES(t);                                         \
-        fa_load_kv(buf, base, layout, &args, &s, &pages, FA_TILE_N0(t)); \
+#define FA_FETCH_PAGES_INTO(pg, t) fa_fetch_pages(&(pg), &args, &s, FA_TILE_N0(t))
+#define FA_FETCH_PAGES(t) FA_FETCH_PAGES_INTO(pages, t)
+#define FA_LOAD_KV_TILE(buf, base, layout, pg, t)                       \
+    do {                                                                \
+        if (!FA_JOINT_KV_TILES)                                         \
+            FA_FETCH_PAGES_INTO(pg, t);                                 \
+        fa_load_kv(buf, base, layout, &args, &s, &(pg), FA_TILE_N0(t)); \
     } while (0)
-#define FA_LOAD_K(t) FA_LOAD_KV_TILE(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, t)
-#define FA_LOAD_V(t) FA_LOAD_KV_TILE(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, t)
+#define FA_LOAD_KV_FROM(pg, t)                                                                        \
+    do {                                                                                              \
+        FA_LOAD_KV_TILE(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, pg, t); \
+        FA_LOAD_KV_TILE(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, pg, t); \
+    } while (0)
+#define FA_LOAD_K(t) FA_LOAD_KV_TILE(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, pages, t)
+#define FA_LOAD_V(t) FA_LOAD_KV_TILE(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, pages, t)
 #else
-#define FA_FETCH_PAGES(t) ((void)0)
 #define FA_LOAD_K(t)                                                                  \
     fa_load_tile(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,              \
                  k + (long long)FA_TILE_N0(t) * args.k_layout.row, args.k_layout.row, \
@@ -526,21 +536,53 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #else
     fa_load_tile(smem_q, q, args.q_layout.row, s.rows_valid, args.head_dim, FA_INST_M);
 #endif
-#if FA_JOINT_KV_TILES
-    /* One group per K/V tile; tiles t+1 .. t+S-1 are in flight while tile t computes.
-     * The barrier at the top of an iteration both publishes tile t and tells that every
-     * warp is done with tile t-1, whose buffer is then refilled: one barrier per tile. */
+#if FA_LOAD_AHEAD
+    /* One group per K/V tile, tiles t .. t+S-1 in flight while tile t is waited for: a
+     * tile's buffer is refilled (tile t+S) right after every warp is done with it, and
+     * the pages of tile t+S are read while tile t computes. */
+    {
+        /* Every first tile's pages are read before any copy goes out: one table read's
+         * wait in front of all of them (a chain of S reads otherwise: the copies are
+         * ordered, and the read after a copy waits for it to be issued). */
+        fa_tile_pages first_pages[FA_INST_STAGES];
+#pragma unroll
+        for (int t = 0; t < FA_INST_STAGES; ++t)
+            if (t < n_tiles)
+                FA_FETCH_PAGES_INTO(first_pages[t], t);
+#pragma unroll
+        for (int t = 0; t < FA_INST_STAGES; ++t) {
+            if (t < n_tiles)
+                FA_LOAD_KV_FROM(first_pages[t], t);
+            fa_async_commit();
+        }
+    }
+    FA_JUDGE();
+    for (int t = 0; t < n_tiles; ++t) {
+        const int refill = t + FA_INST_STAGES < n_tiles;
+        if (refill)
+            FA_FETCH_PAGES(t + FA_INST_STAGES);
+        fa_async_wait(FA_INST_STAGES - 1);
+        fa_barrier(); /* tile t has landed for every thread */
+        FA_SOFTMAX_STEP(t);
+        fa_pv(acc_o, p, FA_V_BUF(t) + warp_key0 * FA_PITCH);
+        fa_barrier(); /* every warp is done with tile t's buffer */
+        if (refill)
+            FA_LOAD_KV_FROM(pages, t + FA_INST_STAGES);
+        fa_async_commit();
+    }
+#elif FA_JOINT_KV_TILES
+    /* The prefill family (contiguous K/V). One group per K/V tile; tiles t+1 .. t+S-1 are
+     * in flight while tile t computes. The barrier at the top of an iteration both
+     * publishes tile t and tells that every warp is done with tile t-1, whose buffer is
+     * then refilled: one barrier per tile. */
 #pragma unroll
     for (int t = 0; t < FA_INST_STAGES - 1; ++t) {
         if (t < n_tiles) {
-            FA_FETCH_PAGES(t);
             FA_LOAD_K(t);
             FA_LOAD_V(t);
         }
         fa_async_commit();
     }
-    if (FA_INST_STAGES - 1 < n_tiles)
-        FA_FETCH_PAGES(FA_INST_STAGES - 1);
     FA_JUDGE();
     for (int t = 0; t < n_tiles; ++t) {
         fa_async_wait(FA_INST_STAGES - 2);
@@ -548,8 +590,6 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
         if (t + FA_INST_STAGES - 1 < n_tiles) {
             FA_LOAD_K(t + FA_INST_STAGES - 1);
             FA_LOAD_V(t + FA_INST_STAGES - 1);
-            if (t + FA_INST_STAGES < n_tiles)
-                FA_FETCH_PAGES(t + FA_INST_STAGES);
         }
         fa_async_commit();
         FA_SOFTMAX_STEP(t);
@@ -596,7 +636,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args
 #undef FA_LOAD_K
 #undef FA_LOAD_V
 #undef FA_LOAD_KV_TILE
+#undef FA_LOAD_KV_FROM
 #undef FA_FETCH_PAGES
+#undef FA_FETCH_PAGES_INTO
 #undef FA_JUDGE
     fa_async_wait(0); /* with no key tile, the Q copy is still in flight */
     /* A sequence the late check found bad writes nothing, except that a split still writes
