@@ -117,9 +117,10 @@ def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=(), page_order="random"):
     return row
 
 
-def paged_call(qb, kb, vb, out, causal, page, num_splits=0, order="random"):
+def paged_call(qb, kb, vb, out, causal, page, num_splits=0, order="random", seqused=True):
     """flashattn over kb/vb laid out as a paged cache of `page` keys per page, pages in a
-    random order; the call, and the tensors it reads."""
+    random order (with seqused_k = s_k unless seqused is False); the call, and the tensors
+    it reads."""
     b, s_k, h_k, d = kb.shape
     width = (s_k + page - 1) // page
     pad = width * page - s_k
@@ -141,7 +142,8 @@ def paged_call(qb, kb, vb, out, causal, page, num_splits=0, order="random"):
     params.block_table_batch_stride = width
     params.page_block_size = page
     params.block_table_width = width
-    params.seqused_k = used.data_ptr()
+    if seqused:
+        params.seqused_k = used.data_ptr()
     views = [flashattn._view(t) for t in (qb, pools[0], pools[1], out)]
 
     def run():

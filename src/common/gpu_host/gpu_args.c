@@ -112,7 +112,8 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
     a.total_q = p->total_q;
     a.block_table = p->block_table;
     a.block_table_stride = p->block_table_stride;
-    a.page_size = p->page_size;
+    if (p->block_table)
+        a.page_size = fa_divisor_of(p->page_size);
     a.num_pages = p->num_pages < INT32_MAX ? (int)p->num_pages : INT32_MAX;
     /* fa_fwd_limits sizes the combine's grid from args without a workspace: no partials
      * then (an offset from NULL is undefined behaviour). */

@@ -8,6 +8,7 @@
 #define FA_ATTN_ARGS_H
 
 #include "api/fa_hd.h"
+#include "gpu_kernels/fast_divide.h"
 #include "gpu_kernels/seq_check_args.h"
 
 /* Table entries per thread a decode block that checks its own sequence reads at once
@@ -65,7 +66,8 @@ typedef struct fa_fwd_args {
     /* of the k and v pools, whose layouts' batch stride is the stride between pages.    */
     const int *block_table;
     long long block_table_stride;
-    int page_size;                        /* keys per page (any positive count)        */
+    fa_divisor page_size;                 /* keys per page (any positive count), as a  */
+                                          /* divisor (fast_divide.h)                   */
     /* Appended after everything above, whose offsets the kernels' code was compared at. */
     int *seq_ok;                          /* NULL, or [batch] from the device check   */
                                           /* (seq_check.h): 0 = the sequence is empty */

@@ -172,19 +172,19 @@ FA_DEVICE void fa_page_advance(int *index, int *in_page, int keys, int page_size
  * writes nothing for the sequence; a checked table never takes the substitute. */
 FA_DEVICE int fa_page_in_pool(int page, int num_pages) { return (unsigned)page < (unsigned)num_pages ? page : 0; }
 
-FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, int page_size, int num_pages, int n0,
-                                   int rows_valid)
+FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, fa_divisor page_size, int num_pages,
+                                   int n0, int rows_valid)
 {
-    if (page_size % FA_INST_N == 0) {
-        pages->page[0] = fa_page_in_pool(table[n0 / page_size], num_pages);
+    if (page_size.d % FA_INST_N == 0) {
+        pages->page[0] = fa_page_in_pool(table[fa_divide(n0, page_size)], num_pages);
         return;
     }
     const int row0 = fa_kv_row(0);
-    int index = (n0 + row0) / page_size, in_page = (n0 + row0) % page_size;
+    int index = fa_divide(n0 + row0, page_size), in_page = n0 + row0 - index * page_size.d;
 #pragma unroll
     for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
         if (i > 0)
-            fa_page_advance(&index, &in_page, FA_KV_ROW_STRIDE, page_size);
+            fa_page_advance(&index, &in_page, FA_KV_ROW_STRIDE, page_size.d);
         if (FA_STARTS_GROUP(i) && fa_kv_row(i) < rows_valid)
             pages->page[i] = fa_page_in_pool(table[index], num_pages);
     }
@@ -198,10 +198,12 @@ FA_DEVICE void fa_fetch_tile_pages(fa_tile_pages *pages, const int *table, int p
  * step from it by rows, as a contiguous tile's do. Only the pages of keys inside the
  * sequence are read. */
 FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_operand_layout *layout,
-                                const fa_tile_pages *pages, int page_size, int n0, int rows_valid, int head_dim)
+                                const fa_tile_pages *pages, fa_divisor page_size, int n0, int rows_valid,
+                                int head_dim)
 {
-    if (page_size % FA_INST_N == 0) {
-        fa_load_tile(smem, pool + (long long)pages->page[0] * layout->batch + (long long)(n0 % page_size) * layout->row,
+    if (page_size.d % FA_INST_N == 0) {
+        fa_load_tile(smem, pool + (long long)pages->page[0] * layout->batch +
+                               (long long)fa_remainder(n0, page_size) * layout->row,
                      layout->row, rows_valid, head_dim, FA_INST_N);
         return;
     }
@@ -209,13 +211,13 @@ FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_ope
     const int col_valid = chunk * 8 < head_dim;
     if (threadIdx.x >= FA_KV_ROW_STEP * FA_CHUNKS)
         return;
-    int index = 0, in_page = (n0 + fa_kv_row(0)) % page_size;
+    int index = 0, in_page = fa_remainder(n0 + fa_kv_row(0), page_size);
     const fa_elem *src = pool;
 #pragma unroll
     for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
         int row = fa_kv_row(i);
         if (i > 0)
-            fa_page_advance(&index, &in_page, FA_KV_ROW_STRIDE, page_size);
+            fa_page_advance(&index, &in_page, FA_KV_ROW_STRIDE, page_size.d);
         if (FA_KV_ROW_RUNS || row < FA_INST_N) {
             int valid = col_valid && row < rows_valid;
             if (FA_STARTS_GROUP(i))
@@ -260,7 +262,7 @@ FA_DEVICE int fa_judge_sequence(const fa_fwd_args *a, int batch)
     if (a->block_table == NULL)
         return 0;
     const int *row = a->block_table + batch * a->block_table_stride;
-    const int pages = (int)((keys + a->page_size - 1) / a->page_size);
+    const int pages = keys > 0 ? fa_divide((int)keys - 1, a->page_size) + 1 : 0;
     int bad = 0;
     for (int j0 = threadIdx.x; j0 < pages; j0 += FA_JUDGE_ROUND * FA_THREADS) {
         int page[FA_JUDGE_ROUND];
