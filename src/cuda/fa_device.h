@@ -36,6 +36,10 @@
 #define FA_ACC_PAIR_STRIDE 1
 #include "gpu_kernels/device_common.h"
 
+/* The forward kernels' attributes beyond their block size: none (ptxas sizes registers
+ * from __launch_bounds__ alone). */
+#define FA_FWD_KERNEL_ATTRS
+
 /* The warpgroup vocabulary (wgmma, TMA, mbarriers, setmaxnreg) for the warpgroup
  * forward's units only (FA_INST_WARPGROUP, ws_instances.txt), which the build compiles
  * for sm_90a alone; fa_hopper.h refuses any other device pass. */

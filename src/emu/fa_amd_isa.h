@@ -47,6 +47,9 @@
 
 #define fa_isa_bpermute(addr, v) fa_emu_bpermute((addr), (v))
 
+/* Where the compiler puts accumulators is not modelled: no attribute. */
+#define FA_AMD_ACC_IN_VGPRS
+
 /* The builtins' widths: ballot_w64 on wave64, ballot_w32 on wave32. */
 #if FA_AMD_WAVE_SIZE == 64
 #define fa_isa_ballot(pred) ((uint64_t)fa_emu_ballot(pred))

@@ -62,6 +62,18 @@
 #define fa_isa_wmma12_f16(a, b, c) __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12((a), (b), (c))
 #define fa_isa_wmma12_bf16(a, b, c) __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12((a), (b), (c))
 
+/* The attribute of a kernel whose matrix accumulators are to live in VGPRs: at least two
+ * waves per SIMD, so at most 256 registers per lane, under which the compiler gives
+ * gfx90a / gfx942's MFMA VGPR operands instead of AGPRs, and rescaling O needs no
+ * v_accvgpr_read / v_accvgpr_write round trip (the d128 forward's loop: 120 of its 613
+ * VALU instructions; its VGPRs 168 + 40 AGPRs -> 176 + 0, still two waves per SIMD,
+ * bench/AMD_RESOURCES.md). RDNA's WMMA has no AGPRs. */
+#if FA_AMD_PRIM == FA_AMD_MFMA16
+#define FA_AMD_ACC_IN_VGPRS __attribute__((amdgpu_waves_per_eu(2)))
+#else
+#define FA_AMD_ACC_IN_VGPRS
+#endif
+
 /* ds_bpermute_b32: the 32-bit v of the lane whose byte address (lane * 4) this lane gives. */
 #define fa_isa_bpermute(addr, v) __builtin_amdgcn_ds_bpermute((addr), (v))
 

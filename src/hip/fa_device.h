@@ -56,6 +56,18 @@
 #define FA_FRAG_PIECE (FA_FRAG_ELEMS < 8 ? FA_FRAG_ELEMS : 8)
 #include "gpu_kernels/device_common.h"
 
+/* The forward kernels' attributes (src/common/gpu_kernels/attn_fwd.h): accumulators in
+ * VGPRs on CDNA (fa_amd_isa.h) for the prefill family up to head dim 128, which then
+ * still hold two or more waves per SIMD. The others need more than the 256 registers it
+ * leaves a lane: the d256 decode kernel spilled 244-252 bytes and the d128 16x64 one
+ * 44-52, and every decode instance of 16 x 64 keys or more, and the d192 forward, stayed
+ * at one wave per SIMD anyway (the code-object check, bench/AMD_RESOURCES.md). */
+#if defined(FA_INST_D) && FA_INST_D <= 128 && !FA_INST_PACK_GQA
+#define FA_FWD_KERNEL_ATTRS FA_AMD_ACC_IN_VGPRS
+#else
+#define FA_FWD_KERNEL_ATTRS
+#endif
+
 FA_DEVICE int fa_acc_row(int lane, int reg) { return (void)reg, fa_amd_acc_row(lane); }
 FA_DEVICE int fa_acc_col(int lane, int reg) { return fa_amd_acc_col(FA_AMD_PRIM, lane, reg); }
 FA_DEVICE int fa_row_leader(int lane) { return lane < 16; }

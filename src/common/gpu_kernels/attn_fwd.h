@@ -417,7 +417,7 @@ FA_DEVICE void fa_merge_key_warps(float *scratch, const float acc_o[FA_MF][FA_DF
 }
 #endif
 
-extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_INST_NAME(fa_fwd_args args)
+extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_INST_NAME(fa_fwd_args args)
 {
     FA_DYNAMIC_SMEM(fa_smem, FA_FWD_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
     fa_elem *smem_q = (fa_elem *)fa_smem;
