@@ -36,6 +36,10 @@
 #define FA_ACC_PAIR_STRIDE 1
 #include "gpu_kernels/device_common.h"
 
+/* Copies land in shared memory without passing through the thread (cp.async): nothing
+ * for a kernel to hold between a copy's load and its store (attn_tile.h). */
+#define FA_SYNC_COPIES 0
+
 /* The forward kernels' attributes beyond their block size: none (ptxas sizes registers
  * from __launch_bounds__ alone). */
 #define FA_FWD_KERNEL_ATTRS

@@ -111,13 +111,28 @@ FA_DEVICE float fa_log(float x) { return __logf(x); }
 typedef unsigned int fa_u32x2 __attribute__((ext_vector_type(2)));
 typedef unsigned int fa_u32x4 __attribute__((ext_vector_type(4)));
 
+/* Copies go through registers (no global->LDS copy engine): a kernel may hold a copy's
+ * 16 bytes (fa_chunk) between the global load and the LDS store, so the load is in
+ * flight while the LDS it replaces is still read (attn_fwd.h, FA_HELD_COPIES). The load
+ * is unconditional (a branch around it would end at a join where the compiler waits for
+ * it); a copy of nothing loads a valid address and stores fa_chunk_zero instead. */
+#define FA_SYNC_COPIES 1
+typedef fa_u32x4 fa_chunk;
+FA_DEVICE fa_chunk fa_chunk_load(const void *gmem_src) { return *(const fa_chunk *)gmem_src; }
+FA_DEVICE fa_chunk fa_chunk_zero(void)
+{
+    fa_chunk v = {0u, 0u, 0u, 0u};
+    return v;
+}
+FA_DEVICE void fa_chunk_store(void *smem_dst, fa_chunk v) { *(fa_chunk *)smem_dst = v; }
+
 /* 16-byte global->LDS copy, synchronous (see the header); src_valid 0 stores zeros. */
 FA_DEVICE void fa_async_copy16(void *smem_dst, const void *gmem_src, int src_valid)
 {
-    fa_u32x4 v = {0u, 0u, 0u, 0u};
+    fa_chunk v = fa_chunk_zero();
     if (src_valid)
-        v = *(const fa_u32x4 *)gmem_src;
-    *(fa_u32x4 *)smem_dst = v;
+        v = fa_chunk_load(gmem_src);
+    fa_chunk_store(smem_dst, v);
 }
 /* 4-byte variant for fp32 per-row values, same contract. */
 FA_DEVICE void fa_async_copy4(void *smem_dst, const void *gmem_src, int src_valid)

@@ -68,6 +68,12 @@
  * the S-1 tiles in flight of the one-barrier schedule leave one DRAM latency per tile
  * exposed, not just the first (bench/NOTES.md dec8). */
 #define FA_LOAD_AHEAD (FA_JOINT_KV_TILES && FA_INST_PACK_GQA)
+/* Where a copy goes through the thread's registers (FA_SYNC_COPIES: HIP), the prefill
+ * family holds the next K/V tile there while it works on the current one: its global
+ * loads are in flight through the whole tile's work instead of stalling the copy ahead
+ * of it (docs/research/issue19_cdna3.md, section 5). Wave64 only: a wave32 lane holds
+ * twice the chunks, and gfx1100's d64 and d128 bf16 forward spilled 16-20 bytes. */
+#define FA_HELD_COPIES (FA_SYNC_COPIES && !FA_INST_PACK_GQA && FA_INST_STAGES == 1 && FA_WARP_SIZE == 64)
 
 #if FA_KEY_WARPS < 1 || FA_WARP_ROWS % FA_MMA_M != 0 || FA_WARP_KEYS % (2 * FA_MMA_N) != 0 || \
     FA_INST_D % (2 * FA_MMA_N) != 0 || FA_WARP_KEYS % FA_MMA_K != 0 || FA_INST_D % FA_MMA_K != 0 || \
@@ -538,7 +544,42 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
 #else
     fa_load_tile(smem_q, q, args.q_layout.row, s.rows_valid, args.head_dim, FA_INST_M);
 #endif
-#if FA_LOAD_AHEAD
+#if FA_HELD_COPIES
+    /* One buffer per operand. Tile t+1's loads are issued before tile t's work and stored
+     * after it; a barrier publishes each store, another tells that every wave is done
+     * with the buffers the store overwrites. */
+    fa_held_tile k_held, v_held;
+#define FA_FETCH_KV(t)                                                                                       \
+    do {                                                                                                     \
+        fa_fetch_tile(&k_held, k + (long long)FA_TILE_N0(t) * args.k_layout.row, args.k_layout.row,          \
+                      s.seqlen_k - FA_TILE_N0(t), args.head_dim);                                            \
+        fa_fetch_tile(&v_held, v + (long long)FA_TILE_N0(t) * args.v_layout.row, args.v_layout.row,          \
+                      s.seqlen_k - FA_TILE_N0(t), args.head_dim);                                            \
+    } while (0)
+#define FA_STORE_KV()                       \
+    do {                                    \
+        fa_store_tile(smem_k, &k_held);     \
+        fa_store_tile(smem_v, &v_held);     \
+    } while (0)
+    if (n_tiles > 0) {
+        FA_FETCH_KV(0);
+        FA_STORE_KV();
+    }
+    FA_JUDGE();
+    for (int t = 0; t < n_tiles; ++t) {
+        fa_barrier(); /* tile t (and Q) is in shared memory for every thread */
+        if (t + 1 < n_tiles)
+            FA_FETCH_KV(t + 1);
+        FA_SOFTMAX_STEP(t);
+        fa_pv(acc_o, p, smem_v + warp_key0 * FA_PITCH);
+        if (t + 1 < n_tiles) {
+            fa_barrier(); /* every wave is done with tile t */
+            FA_STORE_KV();
+        }
+    }
+#undef FA_FETCH_KV
+#undef FA_STORE_KV
+#elif FA_LOAD_AHEAD
     /* One group per K/V tile, tiles t .. t+S-1 in flight while tile t is waited for: a
      * tile's buffer is refilled (tile t+S) right after every warp is done with it, and
      * the pages of tile t+S are read while tile t computes. */

@@ -65,4 +65,56 @@ FA_DEVICE void fa_load_tile(fa_elem *smem, const fa_elem *gmem, long long row_st
                           chunk * 8 < head_dim);
 }
 
+#if FA_SYNC_COPIES
+/* Chunks of a tile_rows-row tile one thread copies in fa_load_tile. */
+#define FA_TILE_CHUNKS(tile_rows) (((tile_rows) + FA_THREADS / FA_CHUNKS - 1) / (FA_THREADS / FA_CHUNKS))
+
+/* A copy fa_fetch_tile began: this thread's chunks of the tile, and which of them hold
+ * data (bit i for chunk i; the others store zeros). */
+typedef struct {
+    fa_chunk chunk[FA_TILE_CHUNKS(FA_INST_N)];
+    unsigned valid;
+} fa_held_tile;
+
+/* fa_load_tile's global loads alone, into this thread's registers, for vendors whose
+ * copies go through registers anyway (FA_SYNC_COPIES): issued before the work on the
+ * tile the copy replaces, stored by fa_store_tile after it. The same rows, chunks and
+ * zero fill as fa_load_tile; a chunk outside the tile loads the tile's first (valid)
+ * address and is zeroed at the store, so no load sits behind a branch. */
+FA_DEVICE void fa_fetch_tile(fa_held_tile *held, const fa_elem *gmem, long long row_stride, int rows_valid,
+                             int head_dim)
+{
+    const int step = FA_THREADS / FA_CHUNKS;
+    const int row0 = threadIdx.x / FA_CHUNKS;
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    const int col_valid = chunk * 8 < head_dim;
+    const fa_elem *src = gmem + row0 * row_stride + chunk * 8;
+    held->valid = 0;
+#pragma unroll
+    for (int i = 0; i < FA_TILE_CHUNKS(FA_INST_N); ++i) {
+        const int valid = col_valid && row0 + i * step < rows_valid;
+        held->chunk[i] = fa_chunk_load(valid ? src : gmem);
+        held->valid |= (unsigned)valid << i;
+        src += step * row_stride;
+    }
+}
+
+/* The shared-memory half of a copy fa_fetch_tile began. */
+FA_DEVICE void fa_store_tile(fa_elem *smem, const fa_held_tile *held)
+{
+    const int step = FA_THREADS / FA_CHUNKS;
+    const int row0 = threadIdx.x / FA_CHUNKS;
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    if (threadIdx.x >= step * FA_CHUNKS)
+        return;
+#pragma unroll
+    for (int i = 0; i < FA_TILE_CHUNKS(FA_INST_N); ++i) {
+        const int row = row0 + i * step;
+        if (FA_INST_N % step == 0 || row < FA_INST_N)
+            fa_chunk_store(smem + fa_smem_offset(row, chunk),
+                           (held->valid >> i) & 1 ? held->chunk[i] : fa_chunk_zero());
+    }
+}
+#endif
+
 #endif /* FA_ATTN_TILE_H */
