@@ -135,8 +135,6 @@ def paged_call(qb, kb, vb, out, causal, page, num_splits=0, order="random", sequ
         pools.append(pool)
     table = perm.view(b, width).to(torch.int32).contiguous()
     used = torch.full((b,), s_k, device="cuda", dtype=torch.int32)
-    lib = flashattn.library()
-    ctx = flashattn._context(qb.device)
     params, _ = flashattn._params(qb, causal, None, (-1, -1), 0.0, None, num_splits)
     params.block_table = table.data_ptr()
     params.block_table_batch_stride = width
@@ -144,15 +142,22 @@ def paged_call(qb, kb, vb, out, causal, page, num_splits=0, order="random", sequ
     params.block_table_width = width
     if seqused:
         params.seqused_k = used.data_ptr()
-    views = [flashattn._view(t) for t in (qb, pools[0], pools[1], out)]
+    return params_call(qb, pools[0], pools[1], out, params), (pools, table, used)
+
+
+def params_call(q, k, v, out, params):
+    """fa_fwd of q, k, v into out with fa_params the binding has no argument for (block
+    tables, seqused_k), as a callable; its workspace comes from torch's allocator."""
+    lib, ctx = flashattn.library(), flashattn._context(q.device)
+    views = [flashattn._view(t) for t in (q, k, v, out)]
 
     def run():
-        flashattn._bind_stream(ctx, qb.device)
-        ws, ws_bytes, ws_keep = flashattn._workspace(ctx, lib.fa_fwd_workspace_size, views[:3], params, qb.device)
+        flashattn._bind_stream(ctx, q.device)
+        ws, ws_bytes, ws_keep = flashattn._workspace(ctx, lib.fa_fwd_workspace_size, views[:3], params, q.device)
         flashattn._check(ctx, lib.fa_fwd(ctx, *[ctypes.byref(x) for x in views[:3]], ctypes.byref(params),
                                          ctypes.byref(views[3]), None, ws, ws_bytes))
         del ws_keep
-    return run, (pools, table, used)
+    return run
 
 
 def cell(entry):

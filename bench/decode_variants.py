@@ -8,7 +8,6 @@ permutation). Each step adds one difference to the one before.
     python3 bench/decode_variants.py [--row 1x8192] [--pages 16,256] [--rounds 7]
 """
 import argparse
-import ctypes
 import os
 import statistics
 import sys
@@ -19,25 +18,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
 from ab_decode import CALLS, replay_us  # noqa: E402
-from compare_decode import paged_call  # noqa: E402
+from compare_decode import paged_call, params_call  # noqa: E402
 from graph_timeline import capture  # noqa: E402
 
 
 def with_seqused(q, k, v, out):
     """The contiguous call with seqused_k = s_k for every sequence (a device array)."""
     used = torch.full((q.shape[0],), k.shape[1], device="cuda", dtype=torch.int32)
-    lib, ctx = flashattn.library(), flashattn._context(q.device)
     params, _ = flashattn._params(q, False, None, (-1, -1), 0.0, None)
     params.seqused_k = used.data_ptr()
-    views = [flashattn._view(t) for t in (q, k, v, out)]
-
-    def run():
-        flashattn._bind_stream(ctx, q.device)
-        ws, ws_bytes, keep = flashattn._workspace(ctx, lib.fa_fwd_workspace_size, views[:3], params, q.device)
-        flashattn._check(ctx, lib.fa_fwd(ctx, *[ctypes.byref(x) for x in views[:3]], ctypes.byref(params),
-                                         ctypes.byref(views[3]), None, ws, ws_bytes))
-        del keep
-    return run, used
+    return params_call(q, k, v, out, params), used
 
 
 def main():
