@@ -355,7 +355,9 @@ TEST_CASE("every_head_dim_is_the_same_in_every_wave_order")
 
 // Paged K/V (seq_check_pages, then the decode family over pages in random order) on
 // every head dim with a decode row, both dtypes: varlen sequences ending inside a page,
-// pages of 16 and of 64 keys, seqused_k, a page shared by two sequences.
+// pages of 16, 48 and 64 keys (48: the page size is a divisor the host prepares,
+// fast_divide.h, and a page then ends inside a 64-key tile), seqused_k, a page shared
+// by two sequences.
 TEST_CASE("paged_decode_every_head_dim_both_dtypes")
 {
     uint64_t seed = 900;
@@ -366,7 +368,8 @@ TEST_CASE("paged_decode_every_head_dim_both_dtypes")
             fa_paged::PagedCase c;
             c.dtype = dt;
             c.dim = dim;
-            c.page = seed % 2 ? 64 : 16;
+            const int page_sizes[] = {16, 48, 64};
+            c.page = page_sizes[seed % 3];
             c.width = 160 / c.page + 1;
             c.keys = {150, 71, 97};
             c.varlen = seed % 2 == 0;
