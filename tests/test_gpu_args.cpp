@@ -386,6 +386,26 @@ TEST_CASE("gpu args: the decode family checks fixed-length device indices itself
     CHECK(fa_fwd_checks_itself(&p, &decode) == 0);
 }
 
+TEST_CASE("gpu args: the page size becomes the kernels' divisor; a cache of no rows (page size 0) gets none",
+          "[gpu_args]")
+{
+    static const int32_t table[2] = {0, 0}; // never read
+    fa_problem p = big_problem(2, 1, 48, 8, 2, 16);
+    p.block_table = table;
+    p.block_table_width = 1;
+    p.block_table_stride = 1;
+    p.page_size = 48;
+    fa_fwd_args a = fa_make_args(&p, 1, nullptr);
+    CHECK(a.page_size.d == 48);
+    CHECK(fa_divide(47, a.page_size) == 0);
+    CHECK(fa_divide(48, a.page_size) == 1);
+    p.seqlen_k = 0; // fa_fwd_kvcache's cache_batch_idx over a cache of no rows
+    p.page_size = 0;
+    a = fa_make_args(&p, 1, nullptr);
+    CHECK(a.page_size.d == 0);
+    CHECK(a.page_size.mul == 0u);
+}
+
 TEST_CASE("gpu args: split-KV partial offsets and sizes at the largest split, row and head",
           "[gpu_args][int64]")
 {

@@ -112,7 +112,9 @@ fa_fwd_args fa_make_args(const fa_problem *p, int splits, void *workspace)
     a.total_q = p->total_q;
     a.block_table = p->block_table;
     a.block_table_stride = p->block_table_stride;
-    if (p->block_table)
+    /* A cache of no rows read through cache_batch_idx has page size 0 (seq_check.h): no
+     * key to divide, and no divisor of 0. */
+    if (p->block_table && p->page_size > 0)
         a.page_size = fa_divisor_of(p->page_size);
     a.num_pages = p->num_pages < INT32_MAX ? (int)p->num_pages : INT32_MAX;
     /* fa_fwd_limits sizes the combine's grid from args without a workspace: no partials

@@ -79,20 +79,23 @@ typedef struct {
 /* fa_load_tile's global loads alone, into this thread's registers, for vendors whose
  * copies go through registers anyway (FA_SYNC_COPIES): issued before the work on the
  * tile the copy replaces, stored by fa_store_tile after it. The same rows, chunks and
- * zero fill as fa_load_tile; a chunk outside the tile loads the tile's first (valid)
- * address and is zeroed at the store, so no load sits behind a branch. */
+ * zero fill as fa_load_tile; a chunk it does not copy (past the sequence, the head dim or
+ * the tile, or of a thread beyond the block's whole rows of chunks) loads the tile's
+ * first address, which every thread's first chunk reads anyway, and is zeroed or left
+ * out at the store: no load sits behind a branch. */
 FA_DEVICE void fa_fetch_tile(fa_held_tile *held, const fa_elem *gmem, long long row_stride, int rows_valid,
                              int head_dim)
 {
     const int step = FA_THREADS / FA_CHUNKS;
     const int row0 = threadIdx.x / FA_CHUNKS;
     const int chunk = threadIdx.x % FA_CHUNKS;
-    const int col_valid = chunk * 8 < head_dim;
+    const int col_valid = chunk * 8 < head_dim && threadIdx.x < step * FA_CHUNKS;
     const fa_elem *src = gmem + row0 * row_stride + chunk * 8;
     held->valid = 0;
 #pragma unroll
     for (int i = 0; i < FA_TILE_CHUNKS(FA_INST_N); ++i) {
-        const int valid = col_valid && row0 + i * step < rows_valid;
+        const int row = row0 + i * step;
+        const int valid = col_valid && row < rows_valid && (FA_INST_N % step == 0 || row < FA_INST_N);
         held->chunk[i] = fa_chunk_load(valid ? src : gmem);
         held->valid |= (unsigned)valid << i;
         src += step * row_stride;
