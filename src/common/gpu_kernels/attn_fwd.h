@@ -480,21 +480,15 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
     /* With K and V in one group the pages of tile t are read a tile ahead of its copies
      * (FA_FETCH_PAGES), else right before each copy. */
     fa_tile_pages pages;
-#define FA_FETCH_PAGES_INTO(pg, t) fa_fetch_pages(&(pg), &args, &s, FA_TILE_N0(t))
-#define FA_FETCH_PAGES(t) FA_FETCH_PAGES_INTO(pages, t)
-#define FA_LOAD_KV_TILE(buf, base, layout, pg, t)                       \
-    do {                                                                \
-        if (!FA_JOINT_KV_TILES)                                         \
-            FA_FETCH_PAGES_INTO(pg, t);                                 \
-        fa_load_kv(buf, base, layout, &args, &s, &(pg), FA_TILE_N0(t)); \
+#define FA_FETCH_PAGES(t) fa_fetch_pages(&pages, &args, &s, FA_TILE_N0(t))
+#define FA_LOAD_KV_TILE(buf, base, layout, t)                            \
+    do {                                                                 \
+        if (!FA_JOINT_KV_TILES)                                          \
+            FA_FETCH_PAGES(t);                                           \
+        fa_load_kv(buf, base, layout, &args, &s, &pages, FA_TILE_N0(t)); \
     } while (0)
-#define FA_LOAD_KV_FROM(pg, t)                                                                        \
-    do {                                                                                              \
-        FA_LOAD_KV_TILE(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, pg, t); \
-        FA_LOAD_KV_TILE(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, pg, t); \
-    } while (0)
-#define FA_LOAD_K(t) FA_LOAD_KV_TILE(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, pages, t)
-#define FA_LOAD_V(t) FA_LOAD_KV_TILE(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, pages, t)
+#define FA_LOAD_K(t) FA_LOAD_KV_TILE(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, k, &args.k_layout, t)
+#define FA_LOAD_V(t) FA_LOAD_KV_TILE(smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH, v, &args.v_layout, t)
 #else
 #define FA_LOAD_K(t)                                                                  \
     fa_load_tile(smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH,              \
@@ -583,21 +577,14 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
     /* One group per K/V tile, tiles t .. t+S-1 in flight while tile t is waited for: a
      * tile's buffer is refilled (tile t+S) right after every warp is done with it, and
      * the pages of tile t+S are read while tile t computes. */
-    {
-        /* Every first tile's pages are read before any copy goes out: one table read's
-         * wait in front of all of them (a chain of S reads otherwise: the copies are
-         * ordered, and the read after a copy waits for it to be issued). */
-        fa_tile_pages first_pages[FA_INST_STAGES];
 #pragma unroll
-        for (int t = 0; t < FA_INST_STAGES; ++t)
-            if (t < n_tiles)
-                FA_FETCH_PAGES_INTO(first_pages[t], t);
-#pragma unroll
-        for (int t = 0; t < FA_INST_STAGES; ++t) {
-            if (t < n_tiles)
-                FA_LOAD_KV_FROM(first_pages[t], t);
-            fa_async_commit();
+    for (int t = 0; t < FA_INST_STAGES; ++t) {
+        if (t < n_tiles) {
+            FA_FETCH_PAGES(t);
+            FA_LOAD_K(t);
+            FA_LOAD_V(t);
         }
+        fa_async_commit();
     }
     FA_JUDGE();
     for (int t = 0; t < n_tiles; ++t) {
@@ -609,8 +596,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
         FA_SOFTMAX_STEP(t);
         fa_pv(acc_o, p, FA_V_BUF(t) + warp_key0 * FA_PITCH);
         fa_barrier(); /* every warp is done with tile t's buffer */
-        if (refill)
-            FA_LOAD_KV_FROM(pages, t + FA_INST_STAGES);
+        if (refill) {
+            FA_LOAD_K(t + FA_INST_STAGES);
+            FA_LOAD_V(t + FA_INST_STAGES);
+        }
         fa_async_commit();
     }
 #elif FA_JOINT_KV_TILES
@@ -679,9 +668,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
 #undef FA_LOAD_K
 #undef FA_LOAD_V
 #undef FA_LOAD_KV_TILE
-#undef FA_LOAD_KV_FROM
 #undef FA_FETCH_PAGES
-#undef FA_FETCH_PAGES_INTO
 #undef FA_JUDGE
     fa_async_wait(0); /* with no key tile, the Q copy is still in flight */
     /* A sequence the late check found bad writes nothing, except that a split still writes
