@@ -16,6 +16,14 @@ is timed as a CUDA graph replay (triton's do_bench_cudagraph), so host launch ov
 large next to a 10 us decode, is not counted for anyone; one that cannot be captured is
 timed with plain launches instead and marked "*".
 
+--cold: every timed call reads K/V that the L2 cache does not hold. A graph replay of the
+same call re-reads the same cache, and a cache smaller than L2 (b 1 x 8192: 32 MiB; the
+H100's and H200's L2: 50 MiB) is then partly served from L2 (ncu, bench/NOTES.md dec8);
+a server's decode step reads each layer's cache once per step, so the cold number is the
+one it sees. Each function then runs over `copies` sets of inputs in turn (together at
+least 3x the L2 size), the time divided by the copies; rows of K/V at least that size
+are cold either way and keep one copy.
+
 s_q > 1 is causal with the diagonal at the bottom right (each new token sees the cache
 and the new tokens up to itself), flashattn's convention; SDPA gets it as
 torch.nn.attention.bias.causal_lower_right (its is_causal aligns top-left, under which
@@ -23,7 +31,7 @@ the new tokens would see only the first keys).
 
     python3 bench/compare_decode.py [--rows 1x8192,16x8192,...] [--heads 32] [--kv-heads 8]
                                     [--dims 128] [--sq 1] [--dtype bf16] [--pages 16,256]
-                                    [--page-order random|identity] [--json out.json]
+                                    [--page-order random|identity] [--cold] [--json out.json]
 
 --pages P,...: flashattn also reads the same keys from a paged cache of page size P (pools
 [pages, P, h_k, d], pages in a random order, params.block_table), reported as TB/s and as
@@ -77,43 +85,72 @@ def ceilings():
     return 2 * nbytes / (copy_ms * 1e-3) / 1e12, nbytes / (read_ms * 1e-3) / 1e12
 
 
-def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=(), page_order="random"):
+def cold_copies(kv_bytes, cold):
+    """Input sets a timed function cycles through: enough that together they pass 3x the
+    L2 cache (--cold), else 1."""
+    if not cold:
+        return 1
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    return max(1, -(-3 * l2 // kv_bytes))
+
+
+def in_turn(fns):
+    """One function that calls each of fns once."""
+    def run():
+        for fn in fns:
+            fn()
+    return run
+
+
+def bench_row(b, s_k, s_q, h, h_k, d, dtype, pages=(), page_order="random", cold=False):
     torch.manual_seed(0)
-    q = torch.randn(b, h, s_q, d, device="cuda", dtype=dtype)
-    k = torch.randn(b, h_k, s_k, d, device="cuda", dtype=dtype)
-    v = torch.randn_like(k)
+    kv_bytes = 2 * b * h_k * s_k * d * torch.finfo(dtype).bits // 8
+    copies = cold_copies(kv_bytes, cold)
+    sets = []
+    for _ in range(copies):
+        q = torch.randn(b, h, s_q, d, device="cuda", dtype=dtype)
+        k = torch.randn(b, h_k, s_k, d, device="cuda", dtype=dtype)
+        v = torch.randn_like(k)
+        # flashattn reads the same memory as strided BSHD views.
+        qb, kb, vb = (t.transpose(1, 2) for t in (q, k, v))
+        sets.append((q, k, v, qb, kb, vb, torch.empty_like(qb)))
     causal = s_q > 1  # bottom-right: each new token sees the cache and the tokens before it
-    kv_bytes = 2 * k.numel() * k.element_size()
-    # flashattn reads the same memory as strided BSHD views.
-    qb, kb, vb = (t.transpose(1, 2) for t in (q, k, v))
-    out = torch.empty_like(qb)
-    fns = {"flashattn": lambda: flashattn.attention(qb, kb, vb, causal=causal, out=out)}
     mask = causal_lower_right(s_q, s_k) if causal else None
+    fns = {"flashattn": in_turn([lambda t=t: flashattn.attention(t[3], t[4], t[5], causal=causal, out=t[6])
+                                 for t in sets])}
     for name, backend in (("fa2", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-        def run(backend=backend):
+        def run(backend=backend, t=sets[0]):
             with sdpa_kernel([backend]):
-                return sdpa(q, k, v, attn_mask=mask, enable_gqa=h != h_k)
-        fns[name] = run
+                return sdpa(t[0], t[1], t[2], attn_mask=mask, enable_gqa=h != h_k)
+        fns[name] = in_turn([lambda t=t, run=run: run(t=t) for t in sets])
+        fns[name + "_one"] = run
     row = {"b": b, "s_k": s_k, "s_q": s_q, "heads": h, "heads_k": h_k, "d": d,
-           "dtype": str(dtype).replace("torch.", ""), "kv_mib": kv_bytes / 2**20}
+           "dtype": str(dtype).replace("torch.", ""), "kv_mib": kv_bytes / 2**20, "copies": copies}
     ref = None
-    for name, fn in fns.items():
+    out = sets[0][6]
+    for name in ("flashattn", "fa2", "cudnn"):
         try:
-            ms, how = timed_ms(fn)
+            ms, how = timed_ms(fns[name])
+            ms /= copies
             row[name] = {"tbps": kv_bytes / (ms * 1e-3) / 1e12, "us": ms * 1e3, "timing": how}
             if name != "flashattn" and ref is None:  # the first SDPA backend that runs
-                ref = fn().transpose(1, 2).float()
+                ref = fns[name + "_one"]().transpose(1, 2).float()
         except Exception as e:  # noqa: BLE001 - an unsupported backend is a row entry, not a crash
             row[name] = {"error": str(e).splitlines()[0][:120]}
     if ref is not None:
         row["max_abs_diff_vs_sdpa"] = (out.float() - ref).abs().max().item()
     for page in pages:
-        paged_out = torch.empty_like(qb)
-        run, keep = paged_call(qb, kb, vb, paged_out, causal, page, order=page_order)
-        ms, how = timed_ms(run)
+        runs, keeps, outs = [], [], []
+        for t in sets:
+            outs.append(torch.empty_like(t[3]))
+            run, keep = paged_call(t[3], t[4], t[5], outs[-1], causal, page, order=page_order)
+            runs.append(run)
+            keeps.append(keep)
+        ms, how = timed_ms(in_turn(runs))
+        ms /= copies
         row["paged%d" % page] = {"tbps": kv_bytes / (ms * 1e-3) / 1e12, "us": ms * 1e3, "timing": how,
-                                 "max_abs_diff_vs_contiguous": (paged_out.float() - out.float()).abs().max().item()}
-        del keep
+                                 "max_abs_diff_vs_contiguous": (outs[0].float() - out.float()).abs().max().item()}
+        del keeps
     return row
 
 
@@ -177,6 +214,7 @@ def main():
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     ap.add_argument("--pages", default="", help="page sizes of paged flashattn runs")
     ap.add_argument("--page-order", default="random", choices=("random", "identity"))
+    ap.add_argument("--cold", action="store_true", help="K/V not in L2 at each timed call")
     ap.add_argument("--json")
     args = ap.parse_args()
     pages = [int(x) for x in args.pages.split(",") if x]
@@ -184,7 +222,8 @@ def main():
     copy_tbps, read_tbps = ceilings()
     print("%s, torch %s; ceilings in this run: copy %.2f TB/s (read + write), read %.2f TB/s"
           % (torch.cuda.get_device_name(), torch.__version__, copy_tbps, read_tbps))
-    print("TB/s of K/V read (us per call); * = timed with plain launches (not capturable)")
+    print("TB/s of K/V read (us per call); * = timed with plain launches (not capturable)%s"
+          % ("; cold: K/V not in L2 at any timed call" if args.cold else ""))
     print("%-4s %-7s %-3s %-4s %-8s | %-16s %-16s %-16s | %-7s %-7s %-8s"
           % ("b", "s_k", "s_q", "d", "KV MiB", "flashattn", "SDPA FA2", "SDPA cuDNN",
              "vs cuDNN", "vs read", "maxdiff"))
@@ -193,7 +232,8 @@ def main():
         b, s_k = (int(x) for x in pair.split("x"))
         for d in (int(x) for x in args.dims.split(",")):
             for s_q in (int(x) for x in args.sq.split(",")):
-                row = bench_row(b, s_k, s_q, args.heads, args.kv_heads, d, DTYPES[args.dtype], pages, args.page_order)
+                row = bench_row(b, s_k, s_q, args.heads, args.kv_heads, d, DTYPES[args.dtype], pages, args.page_order,
+                                args.cold)
                 rows.append(row)
                 ours, cudnn = row["flashattn"], row["cudnn"]
                 vs_cudnn = ours["tbps"] / cudnn["tbps"] if "tbps" in ours and "tbps" in cudnn else float("nan")
