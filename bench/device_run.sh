@@ -8,6 +8,7 @@
 # hopper (not part of all): issue 13's sm_90a primitive tests ([hopper]) with their output,
 # then memcheck and racecheck over them.
 # decode: issue 12's decode table with paged rows, then d64, MQA and s_q 4 (compare_decode.py),
+# the table again cold (--cold),
 # the kernels of a b 1 and a b 16 call inside graph replays (graph_timeline.py), and
 # memcheck over the decode, paged, kvcache, graph, device-check and combine tests.
 set -u
@@ -105,6 +106,10 @@ if [[ $what == all || $what == decode ]]; then
   python3 bench/compare_decode.py --dims 64 --rows 1x8192,16x8192,64x16384 >> "$OUT/decode.txt" 2>&1
   python3 bench/compare_decode.py --kv-heads 1 --rows 1x8192,16x8192,64x16384 >> "$OUT/decode.txt" 2>&1
   python3 bench/compare_decode.py --sq 4 --rows 1x8192,16x8192,64x16384 >> "$OUT/decode.txt" 2>&1
+  echo "== the same rows cold (K/V not in L2 at any timed call: a server's step)" >> "$OUT/decode.txt"
+  python3 bench/compare_decode.py --cold --pages 16,256 --json "$OUT/decode_cold.json" >> "$OUT/decode.txt" 2>&1
+  python3 bench/compare_decode.py --cold --dims 64 --rows 1x8192,16x8192 >> "$OUT/decode.txt" 2>&1
+  python3 bench/compare_decode.py --cold --kv-heads 1 --rows 1x8192,16x8192 >> "$OUT/decode.txt" 2>&1
   cat "$OUT/decode.txt"
   echo "== where a call's time goes inside a graph (b 1 and b 16 x 8192)"
   python3 bench/graph_timeline.py --rows 1x8192,16x8192 2>&1 | grep -v -i warn | tee "$OUT/timeline.txt"

@@ -93,7 +93,7 @@ TEST_CASE("cuda decode: seqused_k, varlen with empty sequences, forced splits", 
         v.cu_k = {0, 300, 300, 301, 1900, 1990};
         check_case(v, seed++);
     }
-    for (int splits : {1, 3, 7, 64}) {
+    for (int splits : {1, 3, 7, 12, 64}) {
         Case f = decode_case(32, 8, 4, 1500, 128);
         f.num_splits = splits;
         f.causal = true;
