@@ -32,12 +32,12 @@ class Library:
 
     def __init__(self, path):
         os.environ["FLASHATTN_LIBRARY"] = os.path.abspath(path)
-        flashattn._lib, flashattn._contexts = None, {}
-        self.lib, self.contexts = flashattn.library(), flashattn._contexts
+        flashattn._library._lib, flashattn._core._contexts = None, {}
+        self.lib, self.contexts = flashattn.library(), flashattn._core._contexts
         self.path = path
 
     def use(self):
-        flashattn._lib, flashattn._contexts = self.lib, self.contexts
+        flashattn._library._lib, flashattn._core._contexts = self.lib, self.contexts
 
 
 def replay_us(graph):

@@ -40,7 +40,6 @@ a fraction of flashattn's contiguous read in the same row (SDPA has no paged inp
 which separates the cost of scattered pages from that of reading through the table.
 """
 import argparse
-import ctypes
 import json
 import os
 import sys
@@ -53,7 +52,6 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
-from flashattn import _abi  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}  # the library's spelling
 ISSUE_ROWS = "1x8192,1x131072,16x8192,16x32768,64x4096,64x16384"  # issue 12's table (b x s_k)
@@ -172,29 +170,10 @@ def paged_call(qb, kb, vb, out, causal, page, num_splits=0, order="random", sequ
         pools.append(pool)
     table = perm.view(b, width).to(torch.int32).contiguous()
     used = torch.full((b,), s_k, device="cuda", dtype=torch.int32)
-    params, _ = flashattn._params(qb, causal, None, (-1, -1), 0.0, None, num_splits)
-    params.block_table = table.data_ptr()
-    params.block_table_batch_stride = width
-    params.page_block_size = page
-    params.block_table_width = width
-    if seqused:
-        params.seqused_k = used.data_ptr()
-    return params_call(qb, pools[0], pools[1], out, params), (pools, table, used)
-
-
-def params_call(q, k, v, out, params):
-    """fa_fwd of q, k, v into out with fa_params the binding has no argument for (block
-    tables, seqused_k), as a callable; its workspace comes from torch's allocator."""
-    lib, ctx = flashattn.library(), flashattn._context(q.device)
-    views = [flashattn._view(t) for t in (q, k, v, out)]
-
-    def run():
-        flashattn._bind_stream(ctx, q.device)
-        ws, ws_bytes, ws_keep = flashattn._workspace(ctx, lib.fa_fwd_workspace_size, views[:3], params, q.device)
-        flashattn._check(ctx, lib.fa_fwd(ctx, *[ctypes.byref(x) for x in views[:3]], ctypes.byref(params),
-                                         ctypes.byref(views[3]), None, ws, ws_bytes))
-        del ws_keep
-    return run
+    run = lambda: flashattn._core.fwd(qb, pools[0], pools[1], out, None, page_block_size=page,  # noqa: E731
+                                      causal=causal, num_splits=num_splits, block_table=table,
+                                      seqused_k=used if seqused else None)
+    return run, (pools, table, used)
 
 
 def cell(entry):

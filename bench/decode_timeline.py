@@ -18,7 +18,6 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
-from flashattn import _abi  # noqa: E402
 
 
 def graph_us(fn):
@@ -44,19 +43,18 @@ def kernels_us(fn, reps=20):
 def with_workspace(qb, kb, vb, out):
     """flashattn.attention's call with a caller-owned workspace (no allocation in the call)."""
     lib = flashattn.library()
-    ctx = flashattn._context(qb.device)
-    params, _ = flashattn._params(qb, False, None, (-1, -1), 0.0, None)
-    views = [flashattn._view(t) for t in (qb, kb, vb, out)]
+    core = flashattn._core
+    ctx = core._context(qb.device)
+    params, _ = core._params(qb)
+    views = [core._view(t) for t in (qb, kb, vb, out)]
     size = ctypes.c_size_t()
-    lib.fa_fwd_workspace_size.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(_abi.Tensor)] * 3 + [
-        ctypes.POINTER(_abi.Params), ctypes.POINTER(ctypes.c_size_t)]
-    flashattn._check(ctx, lib.fa_fwd_workspace_size(ctx, *[ctypes.byref(x) for x in views[:3]],
+    core._check(ctx, lib.fa_fwd_workspace_size(ctx, *[ctypes.byref(x) for x in views[:3]],
                                                     ctypes.byref(params), ctypes.byref(size)))
     ws = torch.empty(max(size.value, 16), dtype=torch.uint8, device="cuda")
 
     def run():
-        flashattn._bind_stream(ctx, qb.device)
-        flashattn._check(ctx, lib.fa_fwd(ctx, *[ctypes.byref(x) for x in views[:3]], ctypes.byref(params),
+        core._bind_stream(ctx, qb.device)
+        core._check(ctx, lib.fa_fwd(ctx, *[ctypes.byref(x) for x in views[:3]], ctypes.byref(params),
                                          ctypes.byref(views[3]), None, ws.data_ptr(), size.value))
     return run, size.value
 

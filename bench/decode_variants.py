@@ -18,16 +18,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
 from ab_decode import CALLS, replay_us  # noqa: E402
-from compare_decode import paged_call, params_call  # noqa: E402
+from compare_decode import paged_call  # noqa: E402
 from graph_timeline import capture  # noqa: E402
 
 
 def with_seqused(q, k, v, out):
     """The contiguous call with seqused_k = s_k for every sequence (a device array)."""
     used = torch.full((q.shape[0],), k.shape[1], device="cuda", dtype=torch.int32)
-    params, _ = flashattn._params(q, False, None, (-1, -1), 0.0, None)
-    params.seqused_k = used.data_ptr()
-    return params_call(q, k, v, out, params), used
+    return (lambda: flashattn._core.fwd(q, k, v, out, None, seqused_k=used)), used
 
 
 def main():

@@ -23,11 +23,16 @@ def load_abi():
 
 
 def library_path():
+    """FLASHATTN_LIBRARY, else the tree's build*/, else the copy an installed package bundles."""
     explicit = os.environ.get("FLASHATTN_LIBRARY")
     if explicit:
         return explicit
     found = sorted(glob.glob(os.path.join(ROOT, "build*", "libflashattn.so")))
-    assert found, "set FLASHATTN_LIBRARY or build libflashattn.so into build*/"
+    installed = importlib.util.find_spec("flashattn")
+    if installed is not None and installed.origin:
+        found.append(os.path.join(os.path.dirname(installed.origin), "_lib", "libflashattn.so"))
+    found = [path for path in found if os.path.exists(path)]
+    assert found, "set FLASHATTN_LIBRARY, build libflashattn.so into build*/, or install the package"
     return found[0]
 
 

@@ -3,13 +3,10 @@ of one training step of a small attention block against an fp64 reference, with 
 tolerance rule of the C tests: error <= 3 x (error of a naive same-precision attention)
 + 1e-5. Run: FLASHATTN_LIBRARY=... python3 -m pytest tests/python -q"""
 import math
-import os
-import sys
 
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import flashattn  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

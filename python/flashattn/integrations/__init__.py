@@ -1,0 +1,1 @@
+"""Integrations of flashattn into other libraries (transformers.py: Hugging Face transformers)."""
