@@ -16,6 +16,9 @@ PACKAGES+=(libgfortran-12-dev)
 PACKAGES+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19 clang-tools-19)
 # libFuzzer and sanitizer runtimes for clang-19 (tests/fuzz)
 PACKAGES+=(libclang-rt-19-dev)
+# The Python package (python/, tests/python): Debian's torch (1.13: the autograd.Function
+# path) and pytest; setuptools, wheel, pip and venv to pip-install it without a network.
+PACKAGES+=(python3-torch python3-pytest python3-setuptools python3-wheel python3-pip python3-venv)
 
 install_with() { # install_with [sudo]: env passes the variable through sudo as well
   "$@" env DEBIAN_FRONTEND=noninteractive apt-get update
