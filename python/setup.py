@@ -1,7 +1,7 @@
 """Builds the flashattn wheel with the C library inside it (flashattn/_lib/libflashattn.so),
 so the installed package finds the library it was built with. The library is not compiled
 here: it is taken from FLASHATTN_LIBRARY, else from the source tree's build
-(../build*/libflashattn.so, the README's cmake build; the first in name order). With
+(../build*/libflashattn.so, the README's cmake build; the newest). With
 neither, the build stops and says what to do; FLASHATTN_NO_BUNDLE=1 builds a package that
 loads an installed libflashattn through the system loader instead. The version is the
 CMake project's."""
@@ -29,9 +29,9 @@ def library_to_bundle():
         if not os.path.isfile(explicit):
             raise SystemExit("flashattn setup: FLASHATTN_LIBRARY=%s is not a file" % explicit)
         return explicit
-    built = sorted(glob.glob(os.path.join(ROOT, "build*", "libflashattn.so")))
+    built = sorted(glob.glob(os.path.join(ROOT, "build*", "libflashattn.so")), key=os.path.getmtime)
     if built:
-        return built[0]
+        return built[-1]
     if os.environ.get("FLASHATTN_NO_BUNDLE") == "1":
         return None
     raise SystemExit("flashattn setup: no libflashattn.so to bundle. Build the C library first "

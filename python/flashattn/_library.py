@@ -5,8 +5,8 @@ ctest loads the library without it).
 Search order: FLASHATTN_LIBRARY (a path, used as given); the copy bundled into the
 installed package (flashattn/_lib/, put there by `pip install ./python` from the library
 it found at build time); the source tree's own builds (build*/libflashattn.so next to
-python/, for a checkout used in place); the system loader (ldconfig, LD_LIBRARY_PATH, an
-installed prefix). The error names every place it looked."""
+python/, for a checkout used in place; the newest first); the system loader (ldconfig,
+LD_LIBRARY_PATH, an installed prefix). The error names every place it looked."""
 import ctypes
 import ctypes.util
 import glob
@@ -19,6 +19,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 BUNDLED = os.path.join(_HERE, "_lib", "libflashattn.so")
 
 
+def newest_first(paths):
+    """Build trees by the time their library was last built: the one just built wins."""
+    return sorted(paths, key=os.path.getmtime, reverse=True)
+
+
 def candidates():
     """(where, path) pairs in search order; a path may not exist."""
     found = []
@@ -27,7 +32,7 @@ def candidates():
         found.append(("FLASHATTN_LIBRARY", explicit))
     found.append(("bundled with the package", BUNDLED))
     root = os.path.dirname(os.path.dirname(_HERE))
-    for path in sorted(glob.glob(os.path.join(root, "build*", "libflashattn.so"))):
+    for path in newest_first(glob.glob(os.path.join(root, "build*", "libflashattn.so"))):
         found.append(("source-tree build", path))
     system = ctypes.util.find_library("flashattn")
     if system:

@@ -39,11 +39,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_report_header(config):
     try:
+        import importlib.metadata
         import flashattn
         import torch
-        return "flashattn from %s, library %s; torch %s (custom ops: %s), CUDA: %s" % (
+        try:
+            transformers = importlib.metadata.version("transformers")
+        except importlib.metadata.PackageNotFoundError:
+            transformers = "absent"
+        return "flashattn from %s, library %s; torch %s (custom ops: %s), CUDA: %s, transformers %s" % (
             os.path.dirname(flashattn.__file__), flashattn.library_path(), torch.__version__,
-            flashattn.HAS_CUSTOM_OPS, torch.cuda.is_available())
+            flashattn.HAS_CUSTOM_OPS, torch.cuda.is_available(), transformers)
     except ImportError as e:
         return "flashattn: not importable (%s)" % e
 
