@@ -597,7 +597,8 @@ static int make_run_buffers(const options *o, problem *p)
     r->out = run_buffer(dev, h->out, q_elements(o) * elem);
     r->lse = (float *)run_buffer(dev, h->lse, lse_elements(o) * sizeof(float));
     r->slopes = (float *)run_buffer(dev, h->slopes, (size_t)o->heads * sizeof(float));
-    r->block_table = (int32_t *)run_buffer(dev, h->block_table, page_count(o) * sizeof(int32_t));
+    /* page_count divides by the page size: only with --page (the CUDA build evaluates the size). */
+    r->block_table = (int32_t *)run_buffer(dev, h->block_table, paged ? page_count(o) * sizeof(int32_t) : 0);
     r->seqused = (int32_t *)run_buffer(dev, h->seqused, (size_t)o->batch * sizeof(int32_t));
     if (!(r->q && r->k && r->v && r->out && r->lse && (h->slopes == NULL || r->slopes)))
         return 0;

@@ -3,7 +3,10 @@
 with fake (meta) implementations and fwd's autograd registered, so torch.compile traces
 them without a graph break and CUDA graphs capture them; on an older torch (Debian 12's
 1.13) the same functions run directly and fwd's gradient comes from an
-autograd.Function. Either way the arithmetic is the library's (_core.py).
+autograd.Function. Either way the arithmetic is the library's (_core.py). attention(),
+attention_with_kvcache() and combine_partials() are what interface.py calls: in plain
+eager mode with nothing to differentiate they call the implementation directly, since
+the custom-op layer costs more host time than the library call itself.
 
 Options travel as plain scalars (the schema of a custom op has no tuples or None floats):
 softmax_scale 0 means 1/sqrt(head_dim), window sides -1 are unbounded."""
@@ -125,9 +128,26 @@ if HAS_CUSTOM_OPS:
 
     fwd.register_autograd(_fwd_backward, setup_context=_setup_context)
 
+    def _plain_eager(tensors):
+        """True when a call may skip the custom-op layer (about 90 us of host time per call
+        on torch 2.11, more than the library's own): not traced by torch.compile or export,
+        plain tensors (no fake, functional or other subclass), and no gradient to record."""
+        tensors = [t for t in tensors if t is not None]
+        return (not torch.compiler.is_compiling() and all(type(t) is torch.Tensor for t in tensors)
+                and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+
     def attention(*args):
-        """fwd (out, lse) with its gradient: the custom op (autograd registered)."""
-        return fwd(*args)
+        """fwd (out, lse) with its gradient: the custom op (autograd registered), or its
+        implementation directly where nothing would trace or differentiate it."""
+        return _fwd(*args) if _plain_eager(args[:8]) else fwd(*args)
+
+    def attention_with_kvcache(*args):
+        """fwd_kvcache: the custom op, or directly as attention() does."""
+        return _fwd_kvcache(*args) if _plain_eager(args[:11]) else fwd_kvcache(*args)
+
+    def combine_partials(outs, lses):
+        """combine: the custom op, or directly as attention() does."""
+        return _combine(outs, lses) if _plain_eager(list(outs) + list(lses)) else combine(outs, lses)
 else:
     fwd, bwd, fwd_kvcache, combine = _fwd, _bwd, _fwd_kvcache, _combine
 
@@ -148,3 +168,5 @@ else:
     def attention(*args):
         """fwd (out, lse) with its gradient through autograd.Function."""
         return _Attention.apply(*args)
+
+    attention_with_kvcache, combine_partials = _fwd_kvcache, _combine

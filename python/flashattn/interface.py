@@ -161,10 +161,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     seqlens = _cache_seqlens_tensor(cache_seqlens, q, k_cache, block_table, k is not None)
     scale = float(softmax_scale) if softmax_scale is not None else q.shape[-1] ** -0.5
     left, right = window_size
-    out, lse = _ops.fwd_kvcache(q, k_cache, v_cache, k, v, seqlens, cache_batch_idx, block_table, rotary_cos,
-                                rotary_sin, alibi_slopes, scale, bool(causal), int(left), int(right),
-                                float(softcap), bool(rotary_interleaved), int(num_splits),
-                                bool(return_softmax_lse))
+    out, lse = _ops.attention_with_kvcache(q, k_cache, v_cache, k, v, seqlens, cache_batch_idx, block_table,
+                                           rotary_cos, rotary_sin, alibi_slopes, scale, bool(causal), int(left),
+                                           int(right), float(softcap), bool(rotary_interleaved), int(num_splits),
+                                           bool(return_softmax_lse))
     return (out, lse) if return_softmax_lse else out
 
 
@@ -184,7 +184,7 @@ def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
     outs = [t.to(dtype) for t in outs]
     # The library's LSE layout is heads before rows: (batch, nheads, seqlen) or (nheads, total).
     lses = [t.transpose(-1, -2) for t in lses]
-    merged, lse = _ops.combine(outs, lses)
+    merged, lse = _ops.combine_partials(outs, lses)
     if out is not None:
         out.copy_(merged)
         merged = out

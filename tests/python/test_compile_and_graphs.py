@@ -27,7 +27,7 @@ def test_opcheck_every_op():
     torch.library.opcheck(_ops.fwd, fwd_args)
     out, lse = _ops.fwd(*fwd_args)
     torch.library.opcheck(_ops.bwd, (torch.randn_like(out), q.detach(), k.detach(), v.detach(), out.detach(),
-                                     lse, None, None, None, None, 0, 0, 0.125, True, -1, -1, 0.0, False))
+                                     lse.detach(), None, None, None, None, 0, 0, 0.125, True, -1, -1, 0.0, False))
     k_cache, v_cache = _randn(2, 64, 2, 64), _randn(2, 64, 2, 64)
     seqlens = torch.tensor([5, 40], dtype=torch.int32, device=DEVICE)
     torch.library.opcheck(_ops.fwd_kvcache, (q.detach()[:, :1], k_cache, v_cache, _randn(2, 1, 2, 64),
@@ -36,6 +36,14 @@ def test_opcheck_every_op():
     parts = [_randn(2, 33, 4, 64) for _ in range(3)]
     lses = [torch.randn(2, 4, 33, device=DEVICE) for _ in range(3)]
     torch.library.opcheck(_ops.combine, (parts, lses))
+
+
+def test_eager_shortcut_equals_the_custom_op():
+    q, k, v = _randn(2, 33, 4, 64), _randn(2, 47, 2, 64), _randn(2, 47, 2, 64)
+    with torch.no_grad():
+        direct = flashattn.flash_attn_func(q, k, v, causal=True)  # the implementation, no op layer
+    through_op, _ = _ops.fwd(q, k, v, None, None, None, None, None, 0, 0, 0.0, True, -1, -1, 0.0, 0, False)
+    assert direct.grad_fn is None and torch.equal(direct, through_op)
 
 
 class Block(torch.nn.Module):

@@ -292,8 +292,11 @@ def test_library_errors_name_the_status_and_write_nothing(device):
     v_cache = k_cache.clone()
     too_long = torch.tensor([8], dtype=torch.int32, device=device)  # no room for the new key
     with pytest.raises(FlashAttnError, match="FA_ERR_"):
+        # The CPU checks on the host and raises here; a GPU checks on the device, and the
+        # report comes from the next call or from check_device_error.
         flashattn.flash_attn_with_kvcache(q[:, :1], k_cache, v_cache, k=k[:, :1], v=v[:, :1],
                                           cache_seqlens=too_long)
+        flashattn.check_device_error(device)
     assert (k_cache == 7.0).all() and (v_cache == 7.0).all()
 
 

@@ -5,7 +5,7 @@ Without transformers (CI's Debian has none): the attention function itself again
 float64 reference with padding masks (right- and left-padded, 2-D and 4-D), GQA, sliding
 windows, packed sequences, and its refusals. With transformers (the GPU machine): a tiny
 Llama from a config (random weights) trained two steps and run through generate() with
-attn_implementation="flashattn" against "sdpa"."""
+attn_implementation="fa_attention" (fa_hf.NAME) against "sdpa"."""
 import importlib.util
 import types
 
@@ -110,8 +110,9 @@ def test_refusals(device):
 
 def _tiny_llama(attn_implementation, device, dtype):
     from transformers import AutoModelForCausalLM, LlamaConfig
+    # GQA 4/2, and a head dim of 36 (not a multiple of 8: padded inside flashattn).
     config = LlamaConfig(vocab_size=97, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=6, num_key_value_heads=2, head_dim=40, max_position_embeddings=256)
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=36, max_position_embeddings=256)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
     return model.to(device=device, dtype=dtype)
@@ -125,7 +126,7 @@ def test_llama_trains_and_generates_like_sdpa(device):
     mask = torch.ones_like(ids)
     mask[1, 30:] = 0  # right padding in training
     losses, grads = {}, {}
-    for impl in ("sdpa", "flashattn"):
+    for impl in ("sdpa", fa_hf.NAME):
         model = _tiny_llama(impl, device, dtype)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         losses[impl] = []
@@ -137,9 +138,9 @@ def test_llama_trains_and_generates_like_sdpa(device):
             optimizer.zero_grad()
             losses[impl].append(loss.item())
     tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
-    for a, b in zip(losses["sdpa"], losses["flashattn"]):
-        assert abs(a - b) <= tol * max(1.0, abs(a)), (losses["sdpa"], losses["flashattn"])
-    rel = (grads["sdpa"] - grads["flashattn"]).norm() / grads["sdpa"].norm()
+    for a, b in zip(losses["sdpa"], losses[fa_hf.NAME]):
+        assert abs(a - b) <= tol * max(1.0, abs(a)), (losses["sdpa"], losses[fa_hf.NAME])
+    rel = (grads["sdpa"] - grads[fa_hf.NAME]).norm() / grads["sdpa"].norm()
     assert rel <= (5e-2 if dtype == torch.bfloat16 else 1e-3), rel
     # Generation through flashattn (prefill, then decode steps over the KV cache, left-padded
     # prompt): its scores at every step equal SDPA's logits for the same tokens computed in
@@ -147,10 +148,10 @@ def test_llama_trains_and_generates_like_sdpa(device):
     prompt = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(2)).to(device)
     prompt_mask = torch.ones_like(prompt)
     prompt_mask[1, :5] = 0
-    models = {impl: _tiny_llama(impl, device, dtype).eval() for impl in ("sdpa", "flashattn")}
-    models["flashattn"].generation_config.eos_token_id = None
+    models = {impl: _tiny_llama(impl, device, dtype).eval() for impl in ("sdpa", fa_hf.NAME)}
+    models[fa_hf.NAME].generation_config.eos_token_id = None
     with torch.no_grad():
-        run = models["flashattn"].generate(input_ids=prompt, attention_mask=prompt_mask, max_new_tokens=8,
+        run = models[fa_hf.NAME].generate(input_ids=prompt, attention_mask=prompt_mask, max_new_tokens=8,
                                            do_sample=False, pad_token_id=0, output_scores=True,
                                            return_dict_in_generate=True)
         assert run.sequences.shape == (2, 20)

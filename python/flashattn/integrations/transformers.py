@@ -2,9 +2,12 @@
 
     import flashattn.integrations.transformers as fa_hf
     fa_hf.register()                      # once; then, for Llama-style models:
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="flashattn")
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=fa_hf.NAME)
 
-register() adds "flashattn" to transformers' AttentionInterface and, where transformers has
+The name is "fa_attention", not "flashattn": transformers (5.x, is_flash_attention_requested)
+takes every implementation whose name contains "flash" for a FlashAttention kernel it must
+import itself (from flash_attn or the kernels hub) and fails on any other.
+register() adds the name to transformers' AttentionInterface and, where transformers has
 an AttentionMaskInterface, gives it the mask that transformers builds for
 flash_attention_2 (None, or the 2-D padding mask), so padded batches arrive as a padding
 mask. GQA goes to the library as is (no repeat_kv). A padding mask is served through
@@ -19,7 +22,7 @@ import torch
 from .. import interface
 from .._core import FlashAttnError
 
-NAME = "flashattn"
+NAME = "fa_attention"
 
 
 def register(name=NAME):
