@@ -31,6 +31,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "bench.h"
 #include "flashattn.h"
 
 /* The library's own host conversions, so inputs round exactly as its CPU backend rounds. */
@@ -45,21 +46,6 @@
 /* Options                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
-typedef struct options {
-    fa_backend backend;
-    int batch, seqlen_q, seqlen_k, heads, kv_heads, head_dim;
-    int dtype_given;
-    fa_dtype dtype;
-    int causal, window_left, window_right;
-    float softcap;
-    int alibi;
-    int iters, threads;
-    int check, sgemm, sgemm_n, json;
-    int backward;
-    int decode, seqlen_q_given;
-    int page;          /* keys per page of the paged K/V cache; 0: contiguous k and v */
-    int page_shuffled; /* the block table lists the pages in a shuffled order         */
-} options;
 
 static void usage(FILE *to)
 {
@@ -82,10 +68,15 @@ static void usage(FILE *to)
             "  --check                       compare sampled rows (with --backward: rows of\n"
             "                                dq, dk and dv) with an fp64 reference\n"
             "  --sgemm [--sgemm-n N]         also time cblas_sgemm N x N x N (N = 4096)\n"
-            "  --json                        print one JSON object on stdout\n");
+            "  --json                        print one JSON object on stdout\n"
+            "  --sweep PRESET [--out-json F] [--out-csv F] [--list]\n"
+            "                                run a preset's shapes (smoke, training, decode,\n"
+            "                                paged; see bench_sweep.c) with the device record\n"
+            "                                and the ceilings measured in the same run; progress\n"
+            "                                on stderr; --list prints the shapes, runs nothing\n");
 }
 
-static void default_options(options *o)
+void bench_default_options(options *o)
 {
     memset(o, 0, sizeof *o);
     o->backend = FA_BACKEND_AUTO;
@@ -211,6 +202,12 @@ static int parse_valued(int argc, char **argv, int *i, options *o)
         return v && parse_int(v, 1, &o->page);
     if (takes_value(argc, argv, i, "--page-order", &v))
         return v && parse_page_order(v, &o->page_shuffled);
+    if (takes_value(argc, argv, i, "--sweep", &v))
+        return v && (o->sweep = v) != NULL;
+    if (takes_value(argc, argv, i, "--out-json", &v))
+        return v && (o->json_out = v) != NULL;
+    if (takes_value(argc, argv, i, "--out-csv", &v))
+        return v && (o->csv_out = v) != NULL;
     if (takes_value(argc, argv, i, "--sgemm-n", &v))
         return v && parse_int(v, 1, &o->sgemm_n) && (o->sgemm = 1);
     return -1; /* not a valued option */
@@ -232,6 +229,8 @@ static int parse_flag(const char *arg, options *o)
         o->backward = 1;
     else if (strcmp(arg, "--decode") == 0)
         o->decode = 1;
+    else if (strcmp(arg, "--list") == 0)
+        o->list = 1;
     else
         return 0;
     return 1;
@@ -241,7 +240,7 @@ static int parse_flag(const char *arg, options *o)
 static int parse_args(int argc, char **argv, options *o)
 {
     int i;
-    default_options(o);
+    bench_default_options(o);
     for (i = 1; i < argc; ++i) {
         int valued;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -742,7 +741,7 @@ static double attention_flops(const options *o)
 
 /* The K and V a forward must read once, the bytes that bound decode: 2 b s_k h_k d
  * elements (the same with --page: the pages hold the same keys). */
-static double kv_read_bytes(const options *o)
+double bench_kv_read_bytes(const options *o)
 {
     return 2.0 * o->batch * (double)o->seqlen_k * o->kv_heads * o->head_dim *
            (double)dtype_bytes(o->dtype);
@@ -782,23 +781,19 @@ static double median(double *values, int count)
 /* Running attention                                                                    */
 /* ------------------------------------------------------------------------------------ */
 
-typedef struct results {
-    fa_device_info info;
-    fa_plan plan;
-    double median_s, min_s, flops;
-    long long extra_bytes;
-    int checked, check_passed;
-    double max_err, max_lse_err, tolerance;
-    double grad_scale;    /* --backward: max |reference gradient|, at least 1 */
-    int key_rows_checked; /* --backward: dk/dv rows compared (0: too costly)  */
-    int sgemm_n;
-    double sgemm_gflops;
-} results;
+/* The last library failure's text, for the sweep's report of a shape that failed. */
+static char last_error[512];
+
+const char *bench_last_error(void)
+{
+    return last_error;
+}
 
 static int library_error(fa_context *ctx, const char *what, fa_status status)
 {
-    fprintf(stderr, "flashattn_bench: %s: %s: %s\n", what, fa_status_string(status),
-            fa_last_error(ctx));
+    snprintf(last_error, sizeof last_error, "%s: %s: %s", what, fa_status_string(status),
+             fa_last_error(ctx));
+    fprintf(stderr, "flashattn_bench: %s\n", last_error);
     return EXIT_USAGE;
 }
 
@@ -1242,7 +1237,7 @@ static int check_gradients(const options *o, problem *p, results *r)
 
 #ifdef FA_BENCH_HAVE_CBLAS
 /* Median of three N x N x N SGEMMs after a warm-up, on the bench's thread count. */
-static int time_sgemm(const options *o, results *r)
+int bench_time_sgemm(const options *o, results *r)
 {
     size_t n = (size_t)o->sgemm_n;
     float *a = (float *)malloc(n * n * sizeof(float));
@@ -1275,7 +1270,7 @@ static int time_sgemm(const options *o, results *r)
     return 0;
 }
 #else
-static int time_sgemm(const options *o, results *r)
+int bench_time_sgemm(const options *o, results *r)
 {
     (void)o;
     (void)r;
@@ -1283,6 +1278,15 @@ static int time_sgemm(const options *o, results *r)
     return EXIT_USAGE;
 }
 #endif
+
+int bench_have_sgemm(void)
+{
+#ifdef FA_BENCH_HAVE_CBLAS
+    return 1;
+#else
+    return 0;
+#endif
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* Reports                                                                              */
@@ -1295,7 +1299,7 @@ static double gflops(const results *r)
 
 static double kv_read_gbps(const options *o, const results *r)
 {
-    return kv_read_bytes(o) / r->median_s * 1e-9;
+    return bench_kv_read_bytes(o) / r->median_s * 1e-9;
 }
 
 static const char *page_order_name(const options *o)
@@ -1328,7 +1332,7 @@ static void print_text(const options *o, const results *r)
     printf("throughput   %.2f GFLOP/s (%.3g FLOP per call)\n", gflops(r), r->flops);
     if (!o->backward)
         printf("kv read      %.2f GB/s (%.3g bytes of K and V per call)\n", kv_read_gbps(o, r),
-               kv_read_bytes(o));
+               bench_kv_read_bytes(o));
     if (r->info.backend == FA_BACKEND_CPU)
         printf("extra memory %.2f MiB peak RSS growth (workspace %zu bytes)\n",
                (double)r->extra_bytes / 1048576.0, pl->workspace_bytes);
@@ -1348,30 +1352,30 @@ static void print_text(const options *o, const results *r)
                r->sgemm_gflops, gflops(r) / r->sgemm_gflops);
 }
 
-static void print_json_string(const char *key, const char *value)
+void bench_json_string(FILE *to, const char *key, const char *value)
 {
     const char *c;
-    printf("\"%s\":\"", key);
+    fprintf(to, "\"%s\":\"", key);
     for (c = value; *c; ++c) {
         if (*c == '"' || *c == '\\')
-            printf("\\%c", *c);
+            fprintf(to, "\\%c", *c);
         else if ((unsigned char)*c < 0x20)
-            printf("\\u%04x", (unsigned)*c);
+            fprintf(to, "\\u%04x", (unsigned)*c);
         else
-            putchar(*c);
+            fputc(*c, to);
     }
-    printf("\"");
+    fputc('"', to);
 }
 
 static void print_json(const options *o, const results *r)
 {
     const fa_plan *pl = &r->plan;
     printf("{");
-    print_json_string("backend", fa_backend_name(r->info.backend));
+    bench_json_string(stdout, "backend", fa_backend_name(r->info.backend));
     printf(",");
-    print_json_string("device", r->info.device_name);
+    bench_json_string(stdout, "device", r->info.device_name);
     printf(",");
-    print_json_string("arch", r->info.arch);
+    bench_json_string(stdout, "arch", r->info.arch);
     printf(",\"batch\":%d,\"seqlen_q\":%d,\"seqlen_k\":%d,\"heads\":%d,\"kv_heads\":%d,"
            "\"head_dim\":%d,\"dtype\":\"%s\",\"causal\":%d,\"window_left\":%d,"
            "\"window_right\":%d,\"softcap\":%g,\"alibi\":%d,\"pass\":\"%s\",",
@@ -1382,18 +1386,18 @@ static void print_json(const options *o, const results *r)
         printf("\"page_block_size\":%d,\"pages\":%zu,\"page_order\":\"%s\",", o->page,
                page_count(o), page_order_name(o));
     printf("\"plan\":{");
-    print_json_string("kernel", pl->kernel);
+    bench_json_string(stdout, "kernel", pl->kernel);
     printf(",\"tile_m\":%d,\"tile_n\":%d,\"stages\":%d,\"threads\":%d,\"num_splits\":%d,"
            "\"head_dim_instance\":%d,\"workspace_bytes\":%zu,",
            pl->tile_m, pl->tile_n, pl->stages, pl->threads, pl->num_splits,
            pl->head_dim_instance, pl->workspace_bytes);
-    print_json_string("reason", pl->reason);
+    bench_json_string(stdout, "reason", pl->reason);
     printf("},\"iters\":%d,\"time_ms_median\":%.6f,\"time_ms_min\":%.6f,\"flops\":%.6g,"
            "\"gflops\":%.4f,\"peak_extra_bytes\":%lld",
            o->iters, 1e3 * r->median_s, 1e3 * r->min_s, r->flops, gflops(r),
            r->info.backend == FA_BACKEND_CPU ? r->extra_bytes : (long long)pl->workspace_bytes);
     if (!o->backward)
-        printf(",\"kv_read_bytes\":%.6g,\"kv_read_gbps\":%.4f", kv_read_bytes(o), kv_read_gbps(o, r));
+        printf(",\"kv_read_bytes\":%.6g,\"kv_read_gbps\":%.4f", bench_kv_read_bytes(o), kv_read_gbps(o, r));
     if (r->checked && o->backward)
         printf(",\"check\":{\"passed\":%s,\"max_abs_err\":%.6g,\"gradient_scale\":%.6g,"
                "\"tolerance\":%g,\"dq_rows\":%d,\"dkdv_rows\":%d}",
@@ -1436,7 +1440,7 @@ static int options_fit_backend(const options *o, fa_backend backend)
     return 1;
 }
 
-static int open_context(const options *o, fa_context **ctx)
+int bench_open_context(const options *o, fa_context **ctx)
 {
     fa_backend backend;
     fa_status st = fa_create(ctx, o->backend, BENCH_DEVICE);
@@ -1457,10 +1461,11 @@ static int open_context(const options *o, fa_context **ctx)
     return st == FA_OK ? 0 : library_error(*ctx, "fa_set_num_threads", st);
 }
 
-static int run(const options *o, fa_context *ctx, results *r)
+int bench_run(const options *o, fa_context *ctx, results *r)
 {
     problem p;
     int rc = 0;
+    last_error[0] = '\0';
     if (!make_problem(o, fa_context_backend(ctx) == FA_BACKEND_CUDA, &p))
         rc = EXIT_USAGE;
     if (rc == 0)
@@ -1469,7 +1474,7 @@ static int run(const options *o, fa_context *ctx, results *r)
         rc = EXIT_USAGE;
     free_problem(&p);
     if (rc == 0 && o->sgemm)
-        rc = time_sgemm(o, r);
+        rc = bench_time_sgemm(o, r);
     return rc;
 }
 
@@ -1481,14 +1486,16 @@ int main(int argc, char **argv)
     int rc;
     if (!parse_args(argc, argv, &o))
         return EXIT_USAGE;
-    rc = open_context(&o, &ctx);
+    if (o.sweep)
+        return bench_sweep(&o);
+    rc = bench_open_context(&o, &ctx);
     memset(&r, 0, sizeof r);
     if (rc == 0)
         rc = fa_get_device_info(ctx, &r.info) == FA_OK ? 0 : EXIT_USAGE;
     if (rc == 0 && !o.dtype_given)
         o.dtype = r.info.backend == FA_BACKEND_CPU ? FA_DTYPE_F32 : FA_DTYPE_BF16;
     if (rc == 0)
-        rc = run(&o, ctx, &r);
+        rc = bench_run(&o, ctx, &r);
     fa_destroy(ctx);
     if (rc != 0)
         return rc;
