@@ -51,6 +51,8 @@ int bench_open_context(const options *o, fa_context **ctx);
 int bench_run(const options *o, fa_context *ctx, results *r);
 const char *bench_last_error(void);
 double bench_kv_read_bytes(const options *o);
+/* FlashAttention's FLOP count of the shape (2.5x the forward's for the backward). */
+double bench_flops(const options *o);
 /* OpenBLAS SGEMM of o->sgemm_n (r->sgemm_gflops); EXIT_USAGE in a build without it. */
 int bench_time_sgemm(const options *o, results *r);
 int bench_have_sgemm(void);

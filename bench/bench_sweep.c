@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,29 @@ static void *open_cublas(char *name, size_t name_size)
     return NULL;
 }
 
+/* Random bf16 values in [-1, 1) on the device: a constant matrix toggles fewer bits and
+ * reads a higher rate than a real product does (the GPU clocks up). */
+static int random_bf16(void *device, size_t count, uint64_t seed)
+{
+    uint16_t *host = (uint16_t *)malloc(count * sizeof(uint16_t));
+    uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+    size_t i;
+    int ok;
+    for (i = 0; host && i < count; ++i) {
+        float value;
+        uint32_t bits;
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        value = (float)((double)(state >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+        memcpy(&bits, &value, sizeof bits);
+        host[i] = (uint16_t)(bits >> 16);
+    }
+    ok = host && cudaMemcpy(device, host, count * sizeof(uint16_t), cudaMemcpyHostToDevice) == cudaSuccess;
+    free(host);
+    return ok;
+}
+
 /* bf16 GEMM 8192^3 through cuBLAS (fp32 accumulation), median of 5 after a warm-up. */
 static void cuda_matrix_ceiling(ceiling *c)
 {
@@ -286,9 +310,9 @@ static void cuda_matrix_ceiling(ceiling *c)
         snprintf(c->source, sizeof c->source, "not measured: %s did not start", name);
         ok = 0;
     }
+    if (ok)
+        ok = random_bf16(a, (size_t)n * n, 1) && random_bf16(b, (size_t)n * n, 2);
     if (ok) {
-        cudaMemset(a, 0x3c, (size_t)n * n * 2); /* bf16 0x3c3c ~ 0.0115: finite products */
-        cudaMemset(b, 0x3c, (size_t)n * n * 2);
         cudaEventCreate(&start);
         cudaEventCreate(&stop);
         for (i = -1; ok && i < 5; ++i) {
@@ -485,7 +509,7 @@ static void json_row(FILE *f, const row *w, const options *o)
         fputs(",\"flops\":null,\"bytes\":null,\"time_ms\":null,\"tflops\":null,\"tbps\":null}", f);
         return;
     }
-    fprintf(f, ",\"status\":\"ok\",\"flops\":%.6g,\"bytes\":%.6g,\"time_ms\":%.6f,\"tflops\":%.6f,"
+    fprintf(f, ",\"status\":\"ok\",\"flops\":%.17g,\"bytes\":%.17g,\"time_ms\":%.6f,\"tflops\":%.6f,"
                "\"tbps\":%.6f,",
             w->r.flops, bench_kv_read_bytes(&shaped), 1e3 * w->r.median_s,
             w->r.flops / w->r.median_s * 1e-12, bench_kv_read_bytes(&shaped) / w->r.median_s * 1e-12);
@@ -556,14 +580,24 @@ static int write_csv(const char *path, const device_record *d, const row *rows, 
     return fclose(f) == 0;
 }
 
-static void list_shapes(const struct preset *p, const shape *shapes, int n)
+/* The shapes with their FLOP and byte counts, so that other tools (bench/sweep_torch.py)
+ * run and count exactly the same rows. dtype: the one given, else bf16 (the GPUs'). */
+static void list_shapes(const struct preset *p, const shape *shapes, int n, const options *o)
 {
+    options base = *o;
     int i;
-    printf("{\"schema\":\"%s\",\"preset\":\"%s\",\"shapes\":[\n", SCHEMA, p->name);
+    if (!o->dtype_given)
+        base.dtype = FA_DTYPE_BF16;
+    printf("{\"schema\":\"%s\",\"preset\":\"%s\",", SCHEMA, p->name);
+    bench_json_string(stdout, "preset_description", p->what);
+    printf(",\"shapes\":[\n");
     for (i = 0; i < n; ++i) {
+        options shaped;
+        options_for(&base, &shapes[i], &shaped);
         fputc('{', stdout);
-        json_shape(stdout, &shapes[i], "bf16");
-        fputs(i + 1 < n ? "},\n" : "}\n", stdout);
+        json_shape(stdout, &shapes[i], fa_dtype_name(base.dtype));
+        printf(",\"flops\":%.17g,\"bytes\":%.17g}%s\n", bench_flops(&shaped),
+               bench_kv_read_bytes(&shaped), i + 1 < n ? "," : "");
     }
     printf("]}\n");
 }
@@ -585,7 +619,7 @@ int bench_sweep(const options *o)
     }
     n = p->build(shapes);
     if (o->list) {
-        list_shapes(p, shapes, n);
+        list_shapes(p, shapes, n, o);
         return 0;
     }
     rc = bench_open_context(o, &ctx);

@@ -2,7 +2,8 @@
 # device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the four
 # compute-sanitizer tools over the GPU suite, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
-# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|hopper|warpgroup|all] [extra args for compare_sdpa.py]
+# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|sweep|hopper|warpgroup|all] [extra args for compare_sdpa.py]
+# sweep (not part of all): issue 17's presets, flashattn_bench and bench/sweep_torch.py.
 # warpgroup (not part of all): issue 13's forward tests with a time limit, sanitizers over
 # the warpgroup tests, and the side-by-side table.
 # hopper (not part of all): issue 13's sm_90a primitive tests ([hopper]) with their output,
@@ -48,6 +49,20 @@ if [[ $what == warpgroup ]]; then
   echo "== benchmark vs torch SDPA (FA2, cuDNN)"
   timeout 200 python3 bench/compare_sdpa.py --json "$OUT/bench.json" "$@" > "$OUT/bench.txt" 2>&1
   cat "$OUT/bench.txt"
+fi
+if [[ $what == sweep ]]; then
+  # issue 17: every preset by flashattn_bench, then the torch providers on the same shapes
+  # (bench/sweep_torch.py); the JSON files are what bench/report.py merges.
+  for p in smoke training decode paged; do
+    .carry/flashattn_bench --sweep $p --out-json "$OUT/sweep_cuda_$p.json" --out-csv "$OUT/sweep_cuda_$p.csv" \
+      2> "$OUT/sweep_cuda_$p.log"
+    echo "flashattn_bench --sweep $p rc=$?: $(tail -1 "$OUT/sweep_cuda_$p.log")"
+  done
+  for p in training decode paged; do
+    timeout 200 python3 bench/sweep_torch.py --preset $p --bench .carry/flashattn_bench \
+      --out "$OUT/sweep_torch_$p.json" 2> "$OUT/sweep_torch_$p.log"
+    echo "sweep_torch.py --preset $p rc=$?: $(tail -1 "$OUT/sweep_torch_$p.log")"
+  done
 fi
 if [[ $what == all || $what == tests ]]; then
   echo "== GPU tests"
