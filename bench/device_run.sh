@@ -71,13 +71,13 @@ if [[ $what == all || $what == tests ]]; then
 fi
 if [[ $what == all || $what == python ]]; then
   echo "== Python package (issue 16): the tests from the tree, then from a pip-installed copy"
-  python3 -m pytest -q -rs --durations 15 --min-passed 113 tests/python > "$OUT/pytest.log" 2>&1
+  PYTHONPATH=tests python3 -m pytest -q -rs --durations 15 -p pytest_floor --min-passed 116 tests/python > "$OUT/pytest.log" 2>&1
   echo "pytest (tree) rc=$?: $(tail -1 "$OUT/pytest.log")"; head -5 "$OUT/pytest.log"
   site=$(mktemp -d)
   python3 -m pip install -q --no-build-isolation --no-index --no-deps --target "$site" ./python > "$OUT/pip.log" 2>&1
   echo "pip install rc=$?"; tail -3 "$OUT/pip.log"
-  (cd /tmp && env -u FLASHATTN_LIBRARY FLASHATTN_TEST_INSTALLED=1 PYTHONPATH="$site" \
-     python3 -m pytest -q -p no:cacheprovider --rootdir "$OLDPWD/tests/python" --min-passed 113 \
+  (cd /tmp && env -u FLASHATTN_LIBRARY FLASHATTN_TEST_INSTALLED=1 PYTHONPATH="$site:$OLDPWD/tests" \
+     python3 -m pytest -q -p no:cacheprovider -p pytest_floor --rootdir "$OLDPWD/tests/python" --min-passed 116 \
      "$OLDPWD/tests/python") > "$OUT/pytest_installed.log" 2>&1
   echo "pytest (installed) rc=$?: $(tail -1 "$OUT/pytest_installed.log")"; sed -n 2,4p "$OUT/pytest_installed.log"
   python3 bench/python_overhead.py 2>&1 | tee "$OUT/python_overhead.txt"

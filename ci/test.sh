@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - what CI runs (through .ci/run): install the dependencies, build and test the
 # default configuration (OpenBLAS when found), pip-install the Python package and run its
-# tests on the CPU backend, build and test again without BLAS, then
+# tests on the CPU backend, run the benchmark sweep and its report (headless Chromium),
+# build and test again without BLAS, then
 # with AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer, fuzz the
 # API (libFuzzer, tests/fuzz), build the HIP backend for the four AMD targets and check
 # its code objects, run the emulated AMD device's tests (src/emu), smoke-run the benchmark CLI with --check, then install into a temporary prefix and build a
@@ -56,8 +57,18 @@ section "Python package: pip install into a venv, pytest on the CPU backend"
 python3 -m venv --system-site-packages "$WORK/venv"
 FLASHATTN_LIBRARY="$WORK/build/libflashattn.so" "$WORK/venv/bin/pip" install --no-build-isolation --no-index \
   "$ROOT/python"
-(cd "$WORK" && FLASHATTN_TEST_INSTALLED=1 "$WORK/venv/bin/python" -m pytest -rs -p no:cacheprovider \
-  --rootdir "$ROOT/tests/python" --min-passed 51 "$ROOT/tests/python")
+(cd "$WORK" && FLASHATTN_TEST_INSTALLED=1 PYTHONPATH="$ROOT/tests" "$WORK/venv/bin/python" -m pytest -rs \
+  -p no:cacheprovider -p pytest_floor --rootdir "$ROOT/tests/python" --min-passed 54 "$ROOT/tests/python")
+
+section "Benchmark sweep (CPU, smoke preset) and the cross-machine report in headless Chromium"
+# tests/bench: flashattn_bench --sweep's JSON against bench/sweep_schema.json and its CSV,
+# bench/report.py over the committed sweeps of two devices (bench/results/sweep), its
+# refusals, and the page in Chromium (no console errors, the plots drawn, a screenshot).
+(cd "$WORK" && FLASHATTN_BENCH="$WORK/build/bench/flashattn_bench" PYTHONPATH="$ROOT/tests" \
+  FLASHATTN_REPORT_SCREENSHOT="$WORK/report.png" python3 -m pytest -rs -p no:cacheprovider -p pytest_floor \
+  --rootdir "$ROOT/tests/bench" --min-passed 7 "$ROOT/tests/bench")
+"$WORK/build/bench/flashattn_bench" --sweep smoke --iters 2 --out-json "$WORK/smoke.json" --out-csv "$WORK/smoke.csv"
+python3 "$ROOT/bench/report.py" "$WORK/smoke.json" "$ROOT"/bench/results/sweep/*.json --md "$WORK/report.md"
 
 section "Build and test without BLAS (-DFA_USE_BLAS=OFF)"
 build_and_test "$WORK/build-noblas" -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF

@@ -29,11 +29,11 @@ def library_to_bundle():
         if not os.path.isfile(explicit):
             raise SystemExit("flashattn setup: FLASHATTN_LIBRARY=%s is not a file" % explicit)
         return explicit
+    if os.environ.get("FLASHATTN_NO_BUNDLE") == "1":
+        return None
     built = sorted(glob.glob(os.path.join(ROOT, "build*", "libflashattn.so")), key=os.path.getmtime)
     if built:
         return built[-1]
-    if os.environ.get("FLASHATTN_NO_BUNDLE") == "1":
-        return None
     raise SystemExit("flashattn setup: no libflashattn.so to bundle. Build the C library first "
                      "(cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build), "
                      "or set FLASHATTN_LIBRARY=/path/to/libflashattn.so, or FLASHATTN_NO_BUNDLE=1 to load "

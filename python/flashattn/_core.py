@@ -5,6 +5,7 @@ call allocates nothing of its own), and the four operations (fwd, bwd, fwd_kvcac
 combine) as functions that write into tensors the caller allocated. Tensors on a CUDA
 device run on the CUDA backend on the current stream; CPU tensors on the CPU backend."""
 import ctypes
+import threading
 
 import torch
 
@@ -21,10 +22,26 @@ class FlashAttnError(RuntimeError):
 
 
 _contexts = {}
+# One lock per context: a call binds the stream, asks for the workspace, calls, and reads
+# the context's last error in separate ctypes calls (each releases the GIL), and the
+# library allows one thread in a context at a time.
+_locks = {}
+
+
+def _key(device):
+    index = device.index
+    if index is None and device.type == "cuda":
+        index = torch.cuda.current_device()
+    return (device.type, index or 0)
+
+
+def _held(device):
+    """The lock of device's context, to hold from binding the stream to reading the error."""
+    return _locks.setdefault(_key(device), threading.Lock())
 
 
 def _context(device):
-    key = (device.type, device.index or 0)
+    key = _key(device)
     if device.type not in _BACKEND:
         raise FlashAttnError("flashattn runs on cpu and cuda tensors, not %s" % device.type)
     if key not in _contexts:
@@ -139,11 +156,13 @@ def fwd(q, k, v, out, lse, page_block_size=0, **options):
     params, keep = _params(q, **options)
     params.page_block_size = int(page_block_size) if options.get("block_table") is not None else 0
     views = [_view(t) for t in (q, k, v, out, lse)]
-    _bind_stream(ctx, q.device)
-    ws, ws_bytes, ws_keep = _workspace(
-        ctx, lambda c, n: lib.fa_fwd_workspace_size(c, *map(_ref, views[:3]), ctypes.byref(params), n), q.device)
-    _check(ctx, lib.fa_fwd(ctx, *map(_ref, views[:3]), ctypes.byref(params), _ref(views[3]), _ref(views[4]),
-                           ws, ws_bytes))
+    with _held(q.device):
+        _bind_stream(ctx, q.device)
+        ws, ws_bytes, ws_keep = _workspace(
+            ctx, lambda c, n: lib.fa_fwd_workspace_size(c, *map(_ref, views[:3]), ctypes.byref(params), n),
+            q.device)
+        _check(ctx, lib.fa_fwd(ctx, *map(_ref, views[:3]), ctypes.byref(params), _ref(views[3]), _ref(views[4]),
+                               ws, ws_bytes))
     del keep, ws_keep
 
 
@@ -153,10 +172,12 @@ def bwd(dout, q, k, v, out, lse, dq, dk, dv, **options):
     params, keep = _params(q, **options)
     views = [_view(t) for t in (q, k, v, out, lse, dout)]
     grads = [_view(t) for t in (dq, dk, dv)]
-    _bind_stream(ctx, q.device)
-    ws, ws_bytes, ws_keep = _workspace(
-        ctx, lambda c, n: lib.fa_bwd_workspace_size(c, *map(_ref, views[:3]), ctypes.byref(params), n), q.device)
-    _check(ctx, lib.fa_bwd(ctx, *map(_ref, views), ctypes.byref(params), *map(_ref, grads), ws, ws_bytes))
+    with _held(q.device):
+        _bind_stream(ctx, q.device)
+        ws, ws_bytes, ws_keep = _workspace(
+            ctx, lambda c, n: lib.fa_bwd_workspace_size(c, *map(_ref, views[:3]), ctypes.byref(params), n),
+            q.device)
+        _check(ctx, lib.fa_bwd(ctx, *map(_ref, views), ctypes.byref(params), *map(_ref, grads), ws, ws_bytes))
     del keep, ws_keep
 
 
@@ -186,12 +207,13 @@ def fwd_kvcache(q, k_cache, v_cache, k_new, v_new, out, lse, cache_seqlens, cach
         kv.rotary_seqlen = cos.shape[0]
         keep += [cos, sin]
     views = [_view(t) for t in (q, k_cache, v_cache, k_new, v_new, out, lse)]
-    _bind_stream(ctx, q.device)
-    ws, ws_bytes, ws_keep = _workspace(
-        ctx, lambda c, n: lib.fa_fwd_kvcache_workspace_size(c, *map(_ref, views[:5]), ctypes.byref(kv),
-                                                            ctypes.byref(params), n), q.device)
-    _check(ctx, lib.fa_fwd_kvcache(ctx, *map(_ref, views[:5]), ctypes.byref(kv), ctypes.byref(params),
-                                   _ref(views[5]), _ref(views[6]), ws, ws_bytes))
+    with _held(q.device):
+        _bind_stream(ctx, q.device)
+        ws, ws_bytes, ws_keep = _workspace(
+            ctx, lambda c, n: lib.fa_fwd_kvcache_workspace_size(c, *map(_ref, views[:5]), ctypes.byref(kv),
+                                                                ctypes.byref(params), n), q.device)
+        _check(ctx, lib.fa_fwd_kvcache(ctx, *map(_ref, views[:5]), ctypes.byref(kv), ctypes.byref(params),
+                                       _ref(views[5]), _ref(views[6]), ws, ws_bytes))
     del keep, ws_keep
 
 
@@ -202,8 +224,9 @@ def combine(out_partial, lse_partial, out, lse):
     outs, lses = (Tensor * n)(), (Tensor * n)()
     for i in range(n):
         outs[i], lses[i] = _view(out_partial[i]), _view(lse_partial[i])
-    _bind_stream(ctx, out.device)
-    _check(ctx, lib.fa_combine(ctx, n, outs, lses, _ref(_view(out)), _ref(_view(lse))))
+    with _held(out.device):
+        _bind_stream(ctx, out.device)
+        _check(ctx, lib.fa_combine(ctx, n, outs, lses, _ref(_view(out)), _ref(_view(lse))))
 
 
 def check_device_error(device, wait=True):
@@ -212,5 +235,6 @@ def check_device_error(device, wait=True):
     wait for the work queued on the current stream (not allowed while it is captured)."""
     device = torch.device(device)
     ctx = _context(device)
-    _bind_stream(ctx, device)
-    _check(ctx, library().fa_device_error(ctx, int(bool(wait))))
+    with _held(device):
+        _bind_stream(ctx, device)
+        _check(ctx, library().fa_device_error(ctx, int(bool(wait))))

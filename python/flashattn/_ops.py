@@ -133,8 +133,17 @@ if HAS_CUSTOM_OPS:
         on torch 2.11, more than the library's own): not traced by torch.compile or export,
         plain tensors (no fake, functional or other subclass), and no gradient to record."""
         tensors = [t for t in tensors if t is not None]
-        return (not torch.compiler.is_compiling() and all(type(t) is torch.Tensor for t in tensors)
+        return (not torch.compiler.is_compiling() and _no_dispatch_mode()
+                and all(type(t) is torch.Tensor and not _functorch_wrapped(t) for t in tensors)
                 and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+
+    def _no_dispatch_mode():
+        """No tracer (make_fx, FlopCounterMode, fake modes) is watching the dispatcher."""
+        return torch.utils._python_dispatch._get_current_dispatch_mode() is None
+
+    def _functorch_wrapped(t):
+        """vmap's and grad's tensors are plain torch.Tensor to type() but have no storage."""
+        return torch._C._functorch.is_functorch_wrapped_tensor(t)
 
     def attention(*args):
         """fwd (out, lse) with its gradient: the custom op (autograd registered), or its

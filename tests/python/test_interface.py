@@ -265,8 +265,10 @@ def test_unsupported_arguments_are_named(device):
     q, k, v = _inputs(device, dtypes_for(device)[-1], (1, 8, 8, 2, 2, 16), seed=1)
     with pytest.raises(FlashAttnError, match="dropout_p"):
         flashattn.flash_attn_func(q, k, v, dropout_p=0.1)
-    with pytest.raises(FlashAttnError, match="return_attn_probs"):
-        flashattn.flash_attn_func(q, k, v, return_attn_probs=True)
+    out, lse, probs = flashattn.flash_attn_func(q, k, v, return_attn_probs=True)  # flash_attn 2 without dropout
+    assert probs is None and lse.shape == (1, 2, 8) and torch.equal(out, flashattn.flash_attn_func(q, k, v))
+    with pytest.raises(FlashAttnError, match="softmax_scale"):
+        flashattn.flash_attn_func(q, k, v, softmax_scale=0.0)
     with pytest.raises(FlashAttnError, match="dropout_p"):
         flashattn.flash_attn_varlen_qkvpacked_func(torch.stack([q[0], k[0], v[0]], 1), None, 8, dropout_p=0.5)
     seqlens = torch.zeros(1, dtype=torch.int32, device=device)
@@ -277,6 +279,14 @@ def test_unsupported_arguments_are_named(device):
         flashattn.flash_attn_with_kvcache(q59, k59, v59, cache_seqlens=4)
     with pytest.raises(FlashAttnError, match="cache_seqlens"):
         flashattn.flash_attn_with_kvcache(q, k, v, k=k[:, :1], v=v[:, :1])
+
+
+def test_inputs_whose_last_dim_is_strided_are_copied(device):
+    dtype = dtypes_for(device)[-1]
+    q, k, v = _inputs(device, dtype, (1, 9, 12, 2, 2, 16), seed=6)
+    strided = [t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in (q, k, v)]
+    assert strided[0].stride(-1) != 1
+    assert torch.equal(flashattn.flash_attn_func(*strided), flashattn.flash_attn_func(q, k, v))
 
 
 def test_library_errors_name_the_status_and_write_nothing(device):

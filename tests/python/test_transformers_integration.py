@@ -94,6 +94,32 @@ def test_no_mask_sliding_window_and_packed_sequences(device):
         assert_close_rule(out[:, a:b], full, naive, "packed")
 
 
+def test_static_cache_slots_past_the_mask_are_not_attended(device):
+    dtype = dtypes_for(device)[-1]
+    q, k, v = _hf_inputs(device, dtype, 2, 4, 2, 3, 40, 32, seed=9)  # 40 cache slots, 25 in the mask
+    valid = torch.ones(2, 25, dtype=torch.long, device=device)
+    valid[0, :4] = 0
+    k[:, :, 25:] = float("nan")  # unused static-cache slots: must not be read
+    out, _ = fa_hf.attention_forward(_module(), q, k, v, valid)
+    full, naive = _expected(q, k[:, :, :25], v[:, :, :25], valid.bool(), causal=True)
+    assert_close_rule(out, full, naive, "static cache")
+
+
+def test_position_ids_that_restart_are_packed_sequences(device):
+    dtype = dtypes_for(device)[-1]
+    q, k, v = _hf_inputs(device, dtype, 1, 4, 2, 30, 30, 32, seed=10)
+    position_ids = torch.cat([torch.arange(12), torch.arange(18)])[None].to(device)
+    out, _ = fa_hf.attention_forward(_module(), q, k, v, None, position_ids=position_ids)
+    ins = [t.transpose(1, 2) for t in (q, k, v)]
+    for a, b in ((0, 12), (12, 30)):
+        piece = [t[:, a:b] for t in ins]
+        full, naive = (reference_attention(*piece, causal=True, dtype=t)[0] for t in (torch.float64, dtype))
+        assert_close_rule(out[:, a:b], full, naive, "packed by position_ids")
+    plain, _ = fa_hf.attention_forward(_module(), q, k, v, None, position_ids=torch.arange(30)[None].to(device))
+    full, naive = (reference_attention(*ins, causal=True, dtype=t)[0] for t in (torch.float64, dtype))
+    assert_close_rule(plain, full, naive, "one sequence")
+
+
 def test_refusals(device):
     dtype = dtypes_for(device)[-1]
     q, k, v = _hf_inputs(device, dtype, 1, 2, 2, 8, 8, 16, seed=1)

@@ -14,8 +14,9 @@ mask. GQA goes to the library as is (no repeat_kv). A padding mask is served thr
 varlen: the valid tokens are gathered (unpad), attended, and scattered back with zeros in
 padded rows (re-pad). Older transformers pass 4-D masks instead; those are accepted when
 they are exactly a padding mask combined with the causal one (checked; anything else is
-refused with FlashAttnError, never approximated). Packed sequences are taken from
-cu_seq_lens_q/_k when transformers passes them. Unsupported: attention dropout > 0,
+refused with FlashAttnError, never approximated). Packed sequences (batch 1) come from
+cu_seq_lens_q/_k when transformers passes them, else from position_ids that restart.
+fp32 activations on a GPU run in autocast's or the weights' half dtype. Unsupported: attention dropout > 0,
 attention sinks (s_aux), output_attentions."""
 import torch
 
@@ -108,18 +109,72 @@ def attention_forward(module, query, key, value, attention_mask, scaling=None, d
     causal = getattr(module, "is_causal", True) if causal is None else bool(causal)
     window = _window(kwargs.get("sliding_window"), causal)
     softcap = float(kwargs.get("softcap") or 0.0)
-    q, k, v = (t.transpose(1, 2) for t in (query, key, value))  # BSHD views, no copies
+    dtype = _compute_dtype(module, query)
+    q, k, v = (t.transpose(1, 2).to(dtype) for t in (query, key, value))  # BSHD views
+    options = dict(softmax_scale=scaling, causal=causal, window_size=window, softcap=softcap)
+    if attention_mask is None:
+        out = _unmasked(q, k, v, kwargs, options)
+    else:
+        out = _masked(q, k, v, _keep_of(attention_mask), options)
+    return out.to(query.dtype), None
+
+
+def _compute_dtype(module, query):
+    """fp32 activations on a GPU (whose kernels take fp16/bf16) run in autocast's dtype, or
+    in the dtype of the module's weights when those are half precision (fp32 norms beside
+    bf16 linears); an fp32 model without autocast is refused rather than silently rounded."""
+    if query.dtype != torch.float32 or query.device.type == "cpu":
+        return query.dtype
+    if torch.is_autocast_enabled():
+        if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4
+            return torch.get_autocast_dtype(query.device.type)
+        return torch.get_autocast_gpu_dtype()
+    weights = {p.dtype for p in module.parameters()} - {torch.float32}
+    if len(weights) == 1:
+        return weights.pop()
+    raise FlashAttnError("flashattn (transformers): fp32 attention inputs on %s; the GPU kernels take "
+                         "fp16/bf16 (load the model with torch_dtype=torch.bfloat16, or run under "
+                         "torch.autocast)" % query.device)
+
+
+def _packed_starts(position_ids, length):
+    """cu_seqlens of sequences packed into one row, where position_ids restart; None when
+    they never do (one sequence), as transformers' own FlashAttention path detects them."""
+    if position_ids is None or position_ids.shape[0] != 1 or length < 2:
+        return None
+    pos = position_ids[0, :length]
+    restarts = (pos[1:] <= pos[:-1]).nonzero().flatten() + 1
+    if restarts.numel() == 0:
+        return None
+    edges = [torch.zeros(1, dtype=restarts.dtype, device=pos.device), restarts,
+             torch.full((1,), length, dtype=restarts.dtype, device=pos.device)]
+    return torch.cat(edges).to(torch.int32)
+
+
+def _unmasked(q, k, v, kwargs, options):
+    """No padding: one call; packed sequences (batch 1) as varlen, from cu_seq_lens_q/_k
+    or from position_ids that restart."""
     s_q, s_k = q.shape[1], k.shape[1]
     cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
-    if attention_mask is None and cu_q is not None and cu_k is not None:  # packed sequences, batch 1
-        out = interface.flash_attn_varlen_func(q[0], k[0], v[0], cu_q.int(), cu_k.int(),
-                                               kwargs.get("max_length_q") or s_q, kwargs.get("max_length_k") or s_k,
-                                               softmax_scale=scaling, causal=causal, window_size=window,
-                                               softcap=softcap)
-        return out.unsqueeze(0), None
-    if attention_mask is None:
-        return interface.flash_attn_func(q, k, v, softmax_scale=scaling, causal=causal, window_size=window,
-                                         softcap=softcap), None
-    keep = _keep_of(attention_mask)
-    keys_valid = _padding_of_4d(keep, s_q, s_k, causal) if keep.dim() == 4 else keep[:, -s_k:].bool()
-    return _unpadded(q, k, v, keys_valid, scaling, causal, window, softcap), None
+    if (cu_q is None or cu_k is None) and s_q == s_k:
+        cu_q = cu_k = _packed_starts(kwargs.get("position_ids"), s_q)
+    if cu_q is None or cu_k is None or q.shape[0] != 1:
+        return interface.flash_attn_func(q, k, v, **options)
+    out = interface.flash_attn_varlen_func(q[0], k[0], v[0], cu_q.int(), cu_k.int(), kwargs.get("max_length_q") or s_q,
+                                           kwargs.get("max_length_k") or s_k, **options)
+    return out.unsqueeze(0)
+
+
+def _masked(q, k, v, keep, options):
+    """A padding mask, 2-D or 4-D; keys past a 2-D mask's length (a static cache's unused
+    slots) are not attended, as in transformers' own unpadding."""
+    s_q, s_k = q.shape[1], k.shape[1]
+    if keep.dim() == 4:
+        keys_valid = _padding_of_4d(keep, s_q, s_k, options["causal"])
+    else:
+        keys_valid = keep.bool()
+        if keys_valid.shape[1] < s_k:
+            k, v = k[:, :keys_valid.shape[1]], v[:, :keys_valid.shape[1]]
+        keys_valid = keys_valid[:, -k.shape[1]:]
+    return _unpadded(q, k, v, keys_valid, options["softmax_scale"], options["causal"], options["window_size"],
+                     options["softcap"])
