@@ -2,7 +2,7 @@
  * bench_sweep.c - flashattn_bench --sweep PRESET: the shapes of a named preset measured one
  * after another on the context's backend, with the device's identity and its ceilings
  * (copy bandwidth; matrix rate through OpenBLAS on the CPU, cuBLAS on CUDA when the
- * library can be opened) measured in the same run, written as JSON (the schema in
+ * library can be opened, not yet hipBLAS on HIP) measured in the same run, written as JSON (the schema in
  * bench/sweep_schema.json, which bench/sweep_torch.py writes too and bench/report.py
  * reads) and CSV. Progress goes to stderr: a live bar on a terminal, a line per shape
  * otherwise. The presets are the table `presets` below; everything else reads it.
@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_gpu.h"
 #ifdef FA_BENCH_CUDA
-#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #endif
 
@@ -202,9 +202,9 @@ static void cpu_matrix_ceiling(const options *base, ceiling *c)
     }
 }
 
-#ifdef FA_BENCH_CUDA
-/* cudaMemcpy device to device, 1 GiB: 2 x bytes (read and write) / best of 5. */
-static void cuda_copy_ceiling(ceiling *c)
+#ifdef FA_BENCH_GPU
+/* cudaMemcpy (hipMemcpy) device to device, 1 GiB: 2 x bytes (read and write) / best of 5. */
+static void gpu_copy_ceiling(ceiling *c)
 {
     const size_t bytes = (size_t)1 << 30;
     void *a = NULL, *b = NULL;
@@ -233,9 +233,11 @@ static void cuda_copy_ceiling(ceiling *c)
     cudaFree(a);
     cudaFree(b);
     c->value = 2.0 * (double)bytes / (1e-3 * (double)best) * 1e-9;
-    snprintf(c->source, sizeof c->source, "measured: cudaMemcpy device to device, 1 GiB, read + write");
+    snprintf(c->source, sizeof c->source, "measured: %s memcpy device to device, 1 GiB, read + write",
+             FA_BENCH_RUNTIME);
 }
 
+#ifdef FA_BENCH_CUDA
 /* cuBLAS is not linked: it is opened when present, so the CLI runs without it. The
  * signatures are cuBLAS's v2 API (cublas_api.h); the enums are their documented values:
  * CUBLAS_OP_N 0, CUDA_R_16BF 14, CUBLAS_COMPUTE_32F 68, CUBLAS_GEMM_DEFAULT -1. */
@@ -284,7 +286,7 @@ static int random_bf16(void *device, size_t count, uint64_t seed)
 }
 
 /* bf16 GEMM 8192^3 through cuBLAS (fp32 accumulation), median of 5 after a warm-up. */
-static void cuda_matrix_ceiling(ceiling *c)
+static void gpu_matrix_ceiling(ceiling *c)
 {
     const int n = 8192;
     const float one = 1.0f, zero = 0.0f;
@@ -348,13 +350,31 @@ static void cuda_matrix_ceiling(ceiling *c)
     dlclose(lib);
 }
 
-static void cuda_identity(device_record *d)
+#else
+static void gpu_matrix_ceiling(ceiling *c)
+{
+    snprintf(c->source, sizeof c->source, "not measured: hipBLAS is not wired into the CLI");
+}
+#endif
+
+/* Versions as the runtime encodes them: CUDA 1000 major + 10 minor, HIP 10^7 major +
+ * 10^5 minor + patch. */
+static void format_version(char *out, size_t size, const char *what, int v)
+{
+#ifdef FA_BENCH_CUDA
+    snprintf(out, size, "%s %s %d.%d", FA_BENCH_RUNTIME, what, v / 1000, (v % 1000) / 10);
+#else
+    snprintf(out, size, "%s %s %d.%d.%d", FA_BENCH_RUNTIME, what, v / 10000000, (v / 100000) % 100, v % 100000);
+#endif
+}
+
+static void gpu_identity(device_record *d)
 {
     int v = 0;
     cudaRuntimeGetVersion(&v);
-    snprintf(d->runtime, sizeof d->runtime, "CUDA runtime %d.%d", v / 1000, (v % 1000) / 10);
+    format_version(d->runtime, sizeof d->runtime, "runtime", v);
     cudaDriverGetVersion(&v);
-    snprintf(d->driver, sizeof d->driver, "CUDA driver API %d.%d", v / 1000, (v % 1000) / 10);
+    format_version(d->driver, sizeof d->driver, "driver", v);
     if (cudaDeviceGetAttribute(&v, cudaDevAttrClockRate, 0) == cudaSuccess)
         d->clock_mhz = v / 1000;
     if (cudaDeviceGetAttribute(&v, cudaDevAttrMemoryClockRate, 0) == cudaSuccess)
@@ -372,11 +392,11 @@ static void measure_device(const options *base, fa_context *ctx, device_record *
     host_identity(d);
     snprintf(d->runtime, sizeof d->runtime, "none (host)");
     snprintf(d->driver, sizeof d->driver, "none (host)");
-#ifdef FA_BENCH_CUDA
-    if (d->info.backend == FA_BACKEND_CUDA) {
-        cuda_identity(d);
-        cuda_copy_ceiling(&d->copy_gbps);
-        cuda_matrix_ceiling(&d->matrix_tflops);
+#ifdef FA_BENCH_GPU
+    if (d->info.backend == FA_BENCH_BACKEND) {
+        gpu_identity(d);
+        gpu_copy_ceiling(&d->copy_gbps);
+        gpu_matrix_ceiling(&d->matrix_tflops);
         return;
     }
 #endif

@@ -4,8 +4,9 @@
  * iteration, GFLOP/s (with FlashAttention's FLOP count; 2.5x it for the backward), extra
  * memory, and optionally checks sampled output rows (or gradient rows) against the fp64
  * reference the tests use too (tests/reference) and times an OpenBLAS SGEMM for comparison.
- * On CUDA (built with FA_BENCH_CUDA) the inputs are made on the host and copied to the
- * device, calls are timed with CUDA events, and --check copies the sampled rows back.
+ * On CUDA or HIP (FA_BENCH_CUDA, FA_BENCH_HIP: bench_gpu.h) the inputs are made on the
+ * host and copied to the device, calls are timed with the runtime's events, and --check
+ * copies the sampled rows back. --sweep runs a preset of shapes (bench_sweep.c).
  * --decode times one query row (or --seqlen-q rows) against --seqlen-k keys and the
  * forward reports the K/V read bandwidth; --page P reads the same keys through a paged
  * K/V cache (page pools and a block table), which --check compares with the contiguous
@@ -27,9 +28,7 @@
 #ifdef FA_BENCH_HAVE_CBLAS
 #include <cblas.h>
 #endif
-#ifdef FA_BENCH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "bench_gpu.h"
 
 #include "bench.h"
 #include "flashattn.h"
@@ -340,8 +339,8 @@ static void fill_normal(void *buf, fa_dtype dtype, size_t count, uint64_t seed)
 /* The context's device: CUDA buffers are allocated there. */
 #define BENCH_DEVICE 0
 
-#ifdef FA_BENCH_CUDA
-static int cuda_ok(cudaError_t err, const char *what)
+#ifdef FA_BENCH_GPU
+static int gpu_ok(cudaError_t err, const char *what)
 {
     if (err == cudaSuccess)
         return 1;
@@ -353,9 +352,9 @@ static int cuda_ok(cudaError_t err, const char *what)
 static void *device_copy(const void *host, size_t bytes)
 {
     void *dev = NULL;
-    if (!cuda_ok(cudaMalloc(&dev, bytes), "cudaMalloc"))
+    if (!gpu_ok(cudaMalloc(&dev, bytes), "cudaMalloc"))
         return NULL;
-    if (!cuda_ok(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device")) {
+    if (!gpu_ok(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device")) {
         cudaFree(dev);
         return NULL;
     }
@@ -367,7 +366,7 @@ static void *device_copy(const void *host, size_t bytes)
  * device copy on CUDA. NULL stays NULL; an allocation failure gives NULL as well. */
 static void *run_buffer(int on_device, void *host, size_t bytes)
 {
-#ifdef FA_BENCH_CUDA
+#ifdef FA_BENCH_GPU
     if (on_device && host != NULL)
         return device_copy(host, bytes);
 #endif
@@ -379,7 +378,7 @@ static void *run_buffer(int on_device, void *host, size_t bytes)
 /* Releases a run buffer that is not a host buffer (those go with free_buffers). */
 static void free_run_buffer(int on_device, void *run)
 {
-#ifdef FA_BENCH_CUDA
+#ifdef FA_BENCH_GPU
     if (on_device) {
         cudaFree(run);
         return;
@@ -393,9 +392,9 @@ static void free_run_buffer(int on_device, void *run)
  * where they are the same memory). 1 on success. */
 static int fetch_back(int on_device, void *host, const void *run, size_t offset, size_t bytes)
 {
-#ifdef FA_BENCH_CUDA
+#ifdef FA_BENCH_GPU
     if (on_device)
-        return cuda_ok(cudaMemcpy((char *)host + offset, (const char *)run + offset, bytes,
+        return gpu_ok(cudaMemcpy((char *)host + offset, (const char *)run + offset, bytes,
                                   cudaMemcpyDeviceToHost),
                        "cudaMemcpy to host");
 #endif
@@ -410,12 +409,12 @@ static int fetch_back(int on_device, void *host, const void *run, size_t offset,
 /* Zeroed workspace where the backend computes; NULL on failure. */
 static void *alloc_workspace(int on_device, size_t bytes)
 {
-#ifdef FA_BENCH_CUDA
+#ifdef FA_BENCH_GPU
     void *dev = NULL;
     if (on_device) {
-        if (!cuda_ok(cudaMalloc(&dev, bytes), "cudaMalloc (workspace)"))
+        if (!gpu_ok(cudaMalloc(&dev, bytes), "cudaMalloc (workspace)"))
             return NULL;
-        if (!cuda_ok(cudaMemset(dev, 0, bytes), "cudaMemset (workspace)")) {
+        if (!gpu_ok(cudaMemset(dev, 0, bytes), "cudaMemset (workspace)")) {
             cudaFree(dev);
             return NULL;
         }
@@ -428,7 +427,7 @@ static void *alloc_workspace(int on_device, size_t bytes)
 
 static void free_workspace(int on_device, void *workspace)
 {
-#ifdef FA_BENCH_CUDA
+#ifdef FA_BENCH_GPU
     if (on_device) {
         cudaFree(workspace);
         return;
@@ -664,8 +663,8 @@ static int make_problem(const options *o, int on_device, problem *p)
 {
     memset(p, 0, sizeof *p);
     p->on_device = on_device;
-#ifdef FA_BENCH_CUDA
-    if (on_device && !cuda_ok(cudaSetDevice(BENCH_DEVICE), "cudaSetDevice"))
+#ifdef FA_BENCH_GPU
+    if (on_device && !gpu_ok(cudaSetDevice(BENCH_DEVICE), "cudaSetDevice"))
         return 0;
 #endif
     if (!make_host_buffers(o, &p->host)) {
@@ -828,22 +827,22 @@ static int run_once(fa_context *ctx, const options *o, problem *p)
     return st == FA_OK ? 0 : library_error(ctx, "fa_fwd", st);
 }
 
-#ifdef FA_BENCH_CUDA
+#ifdef FA_BENCH_GPU
 /* One call timed by events around it on the stream the library launches on (the
  * default stream: the bench sets none), so the time is the device's, not the launch's. */
-static int time_call_cuda(fa_context *ctx, const options *o, problem *p, double *seconds)
+static int time_call_gpu(fa_context *ctx, const options *o, problem *p, double *seconds)
 {
     cudaEvent_t start, stop;
     float ms = 0.0f;
     int rc = EXIT_USAGE;
-    if (!cuda_ok(cudaEventCreate(&start), "cudaEventCreate"))
+    if (!gpu_ok(cudaEventCreate(&start), "cudaEventCreate"))
         return EXIT_USAGE;
-    if (cuda_ok(cudaEventCreate(&stop), "cudaEventCreate")) {
-        if (cuda_ok(cudaEventRecord(start, 0), "cudaEventRecord"))
+    if (gpu_ok(cudaEventCreate(&stop), "cudaEventCreate")) {
+        if (gpu_ok(cudaEventRecord(start, 0), "cudaEventRecord"))
             rc = run_once(ctx, o, p);
-        if (rc == 0 && !(cuda_ok(cudaEventRecord(stop, 0), "cudaEventRecord") &&
-                         cuda_ok(cudaEventSynchronize(stop), "the call on the device") &&
-                         cuda_ok(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime")))
+        if (rc == 0 && !(gpu_ok(cudaEventRecord(stop, 0), "cudaEventRecord") &&
+                         gpu_ok(cudaEventSynchronize(stop), "the call on the device") &&
+                         gpu_ok(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime")))
             rc = EXIT_USAGE;
         cudaEventDestroy(stop);
     }
@@ -858,9 +857,9 @@ static int time_call(fa_context *ctx, const options *o, problem *p, double *seco
 {
     double start;
     int rc;
-#ifdef FA_BENCH_CUDA
+#ifdef FA_BENCH_GPU
     if (p->on_device)
-        return time_call_cuda(ctx, o, p, seconds);
+        return time_call_gpu(ctx, o, p, seconds);
 #endif
     start = now_seconds();
     rc = run_once(ctx, o, p);
@@ -1436,11 +1435,11 @@ static void print_json(const options *o, const results *r)
 /* ------------------------------------------------------------------------------------ */
 
 /* Backends whose memory this CLI can allocate: the host always, CUDA when built with
- * the CUDA runtime (FA_BENCH_CUDA). */
+ * a GPU runtime (FA_BENCH_CUDA or FA_BENCH_HIP: bench_gpu.h). */
 static int backend_wired(fa_backend backend)
 {
-#ifdef FA_BENCH_CUDA
-    if (backend == FA_BACKEND_CUDA)
+#ifdef FA_BENCH_GPU
+    if (backend == FA_BENCH_BACKEND)
         return 1;
 #endif
     return backend == FA_BACKEND_CPU;
@@ -1483,7 +1482,7 @@ int bench_run(const options *o, fa_context *ctx, results *r)
     problem p;
     int rc = 0;
     last_error[0] = '\0';
-    if (!make_problem(o, fa_context_backend(ctx) == FA_BACKEND_CUDA, &p))
+    if (!make_problem(o, fa_context_backend(ctx) != FA_BACKEND_CPU, &p))
         rc = EXIT_USAGE;
     if (rc == 0)
         rc = run_attention(ctx, o, &p, r);

@@ -75,10 +75,14 @@ def preset_shapes(bench, preset):
 
 
 def device_record():
+    """The device as torch sees it; on ROCm torch (torch.version.hip) the arch is the gfx name."""
     props = torch.cuda.get_device_properties(0)
-    record = {"backend": "cuda", "name": props.name, "arch": "sm_%d%d" % (props.major, props.minor),
+    rocm = torch.version.hip is not None
+    record = {"backend": "hip" if rocm else "cuda", "name": props.name,
+              "arch": props.gcnArchName.split(":")[0] if rocm else "sm_%d%d" % (props.major, props.minor),
               "arch_row_from_table": False, "compute_units": props.multi_processor_count,
-              "runtime": "CUDA runtime %s (torch %s)" % (torch.version.cuda, torch.__version__),
+              "runtime": "%s runtime %s (torch %s)" % ("HIP" if rocm else "CUDA", torch.version.hip or torch.version.cuda,
+                                                     torch.__version__),
               "driver": "unknown", "host": " ".join(os.uname()[0:3:2])}
     try:
         query = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.max.mem",

@@ -105,9 +105,12 @@ unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
 section "HIP backend for gfx90a;gfx942;gfx1100;gfx1201: build, check code objects, test"
 # No AMD GPU here: the tests check the compiled code objects against the arch table and
 # the dispatcher (amd_code_objects), fa_create reports no device (skipped), and the CPU
-# tests run against the HIP-enabled library.
+# tests run against the HIP-enabled library. The benchmark CLI is built on HIP's runtime
+# too (bench/bench_gpu.h); without a GPU, --backend hip must name the missing device.
 build_and_test "$WORK/build-hip" -DFA_ENABLE_HIP=ON -DFA_HIP_ARCHS="gfx90a;gfx942;gfx1100;gfx1201" \
-  -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
+  -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=ON
+hip_cli="$("$WORK/build-hip/bench/flashattn_bench" --backend hip --sweep smoke 2>&1 || true)"
+grep -q "FA_ERR_NO_DEVICE" <<<"$hip_cli" || { echo "flashattn_bench --backend hip: $hip_cli"; exit 1; }
 
 section "Emulated AMD device: instructions, scheduler, and the HIP kernels' sweep (clang-19, ASan + UBSan)"
 # src/emu (issue 15): the thin ISA names of src/hip run on the CPU on an emulated wave64
