@@ -19,6 +19,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
+from graph_timeline import capture  # noqa: E402
 
 CALLS = 200
 
@@ -34,16 +35,6 @@ def per_call_us(fn):
         torch.cuda.synchronize()
         runs.append((time.perf_counter() - start) / CALLS * 1e6)
     return statistics.median(runs)
-
-
-def graph_of(fn):
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            fn()
-    return lambda: graph.replay()
 
 
 def main():
@@ -75,8 +66,8 @@ def main():
         profile = cProfile.Profile()
         profile.runcall(lambda: [rows[2][1]() for _ in range(2000)])
         pstats.Stats(profile).sort_stats("tottime").print_stats(15)
-    replay = graph_of(lambda: flashattn.flash_attn_with_kvcache(q, k, v, cache_seqlens=seqlens))
-    graph_us = per_call_us(replay) / CALLS
+    graph = capture(lambda: flashattn.flash_attn_with_kvcache(q, k, v, cache_seqlens=seqlens), CALLS)
+    graph_us = per_call_us(graph.replay) / CALLS
     print("  %-44s %8.1f" % ("flash_attn_with_kvcache in a CUDA graph", graph_us))
 
 
