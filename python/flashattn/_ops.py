@@ -137,9 +137,11 @@ if HAS_CUSTOM_OPS:
                 and all(type(t) is torch.Tensor and not _functorch_wrapped(t) for t in tensors)
                 and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
 
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
     def _no_dispatch_mode():
         """No tracer (make_fx, FlopCounterMode, fake modes) is watching the dispatcher."""
-        return torch.utils._python_dispatch._get_current_dispatch_mode() is None
+        return _get_current_dispatch_mode() is None
 
     def _functorch_wrapped(t):
         """vmap's and grad's tensors are plain torch.Tensor to type() but have no storage."""
