@@ -20,8 +20,8 @@ PACKAGES+=(libclang-rt-19-dev)
 # path) and pytest; setuptools, wheel, pip and venv to pip-install it without a network.
 PACKAGES+=(python3-torch python3-pytest python3-setuptools python3-wheel python3-pip python3-venv)
 # The benchmark report (bench/report.py, tests/bench): schema validation, the plots, and
-# the page loaded in a headless Chromium driven by Selenium.
-PACKAGES+=(python3-jsonschema python3-matplotlib python3-selenium chromium chromium-driver)
+# the page loaded in a headless Chromium (its command line: no driver, no server).
+PACKAGES+=(python3-jsonschema python3-matplotlib chromium)
 
 install_with() { # install_with [sudo]: env passes the variable through sudo as well
   "$@" env DEBIAN_FRONTEND=noninteractive apt-get update
