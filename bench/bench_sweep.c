@@ -2,7 +2,7 @@
  * bench_sweep.c - flashattn_bench --sweep PRESET: the shapes of a named preset measured one
  * after another on the context's backend, with the device's identity and its ceilings
  * (copy bandwidth; matrix rate through OpenBLAS on the CPU, cuBLAS on CUDA when the
- * library can be opened, not yet hipBLAS on HIP) measured in the same run, written as JSON (the schema in
+ * library can be opened; on HIP a table peak, labelled as such: hipBLAS is not wired) measured in the same run, written as JSON (the schema in
  * bench/sweep_schema.json, which bench/sweep_torch.py writes too and bench/report.py
  * reads) and CSV. Progress goes to stderr: a live bar on a terminal, a line per shape
  * otherwise. The presets are the table `presets` below; everything else reads it.
@@ -286,7 +286,7 @@ static int random_bf16(void *device, size_t count, uint64_t seed)
 }
 
 /* bf16 GEMM 8192^3 through cuBLAS (fp32 accumulation), median of 5 after a warm-up. */
-static void gpu_matrix_ceiling(ceiling *c)
+static void gpu_matrix_ceiling(const device_record *d, ceiling *c)
 {
     const int n = 8192;
     const float one = 1.0f, zero = 0.0f;
@@ -298,6 +298,7 @@ static void gpu_matrix_ceiling(ceiling *c)
     cudaEvent_t start, stop;
     float ms, times[5];
     int i, j, ok = 1;
+    (void)d; /* measured here, not derived from the device */
     if (!lib) {
         snprintf(c->source, sizeof c->source, "not measured: no libcublas.so to open");
         return;
@@ -351,9 +352,32 @@ static void gpu_matrix_ceiling(ceiling *c)
 }
 
 #else
-static void gpu_matrix_ceiling(ceiling *c)
+/* Dense bf16 matrix FLOP per clock per compute unit: where no BLAS measures the rate (HIP:
+ * hipBLAS is not wired into the CLI), the ceiling is this table's peak at the device's
+ * clock, and says so. Sources: docs/amd.md, "Hardware rows" ([ROCM-MI300], [ROCM-MI250]). */
+static const struct {
+    const char *arch;
+    int flops_per_cu_clock;
+    const char *source;
+} matrix_peaks[] = {
+    {"gfx942", 2048, "docs/amd.md [ROCM-MI300]"},
+    {"gfx90a", 1024, "docs/amd.md [ROCM-MI250]"},
+};
+
+static void gpu_matrix_ceiling(const device_record *d, ceiling *c)
 {
-    snprintf(c->source, sizeof c->source, "not measured: hipBLAS is not wired into the CLI");
+    size_t i;
+    for (i = 0; i < sizeof matrix_peaks / sizeof matrix_peaks[0]; ++i)
+        if (strcmp(d->info.arch, matrix_peaks[i].arch) == 0 && d->clock_mhz > 0) {
+            c->value = (double)matrix_peaks[i].flops_per_cu_clock * d->info.sm_count * d->clock_mhz * 1e-6;
+            snprintf(c->source, sizeof c->source,
+                     "table peak, not measured: %d FLOP/CU/clock bf16 (%s) x %d CUs x %d MHz",
+                     matrix_peaks[i].flops_per_cu_clock, matrix_peaks[i].source, d->info.sm_count,
+                     d->clock_mhz);
+            return;
+        }
+    snprintf(c->source, sizeof c->source, "not measured: hipBLAS is not wired, and %s has no table peak",
+             d->info.arch);
 }
 #endif
 
@@ -396,7 +420,7 @@ static void measure_device(const options *base, fa_context *ctx, device_record *
     if (d->info.backend == FA_BENCH_BACKEND) {
         gpu_identity(d);
         gpu_copy_ceiling(&d->copy_gbps);
-        gpu_matrix_ceiling(&d->matrix_tflops);
+        gpu_matrix_ceiling(d, &d->matrix_tflops);
         return;
     }
 #endif
