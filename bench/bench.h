@@ -6,6 +6,8 @@
 #ifndef FA_BENCH_H
 #define FA_BENCH_H
 
+#include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "flashattn.h"
@@ -51,6 +53,11 @@ int bench_open_context(const options *o, fa_context **ctx);
 int bench_run(const options *o, fa_context *ctx, results *r);
 const char *bench_last_error(void);
 double bench_kv_read_bytes(const options *o);
+/* Normal values (a drawn pool of 2^20, repeated) in dtype; the monotonic clock in
+ * seconds; the median of count values (sorts them). */
+void bench_fill_normal(void *buf, fa_dtype dtype, size_t count, uint64_t seed);
+double bench_seconds(void);
+double bench_median(double *values, int count);
 /* FlashAttention's FLOP count of the shape (2.5x the forward's for the backward). */
 double bench_flops(const options *o);
 /* OpenBLAS SGEMM of o->sgemm_n (r->sgemm_gflops); EXIT_USAGE in a build without it. */

@@ -136,13 +136,6 @@ typedef struct device_record {
     ceiling copy_gbps, matrix_tflops;
 } device_record;
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void host_identity(device_record *d)
 {
     struct utsname u;
@@ -172,9 +165,9 @@ static void cpu_copy_ceiling(ceiling *c)
         memset(a, 1, bytes);
         memset(b, 2, bytes);
         for (i = 0; i < 4; ++i) {
-            double start = seconds_now(), t;
+            double start = bench_seconds(), t;
             memcpy(i % 2 ? a : b, i % 2 ? b : a, bytes);
-            t = seconds_now() - start;
+            t = bench_seconds() - start;
             if (i > 0 && t < best)
                 best = t;
         }
@@ -262,25 +255,16 @@ static void *open_cublas(char *name, size_t name_size)
     return NULL;
 }
 
-/* Random bf16 values in [-1, 1) on the device: a constant matrix toggles fewer bits and
- * reads a higher rate than a real product does (the GPU clocks up). */
+/* Normal bf16 values on the device: a constant matrix toggles fewer bits and reads a
+ * higher rate than a real product does (the GPU clocks up). */
 static int random_bf16(void *device, size_t count, uint64_t seed)
 {
     uint16_t *host = (uint16_t *)malloc(count * sizeof(uint16_t));
-    uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
-    size_t i;
-    int ok;
-    for (i = 0; host && i < count; ++i) {
-        float value;
-        uint32_t bits;
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        value = (float)((double)(state >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-        memcpy(&bits, &value, sizeof bits);
-        host[i] = (uint16_t)(bits >> 16);
+    int ok = host != NULL;
+    if (ok) {
+        bench_fill_normal(host, FA_DTYPE_BF16, count, seed);
+        ok = cudaMemcpy(device, host, count * sizeof(uint16_t), cudaMemcpyHostToDevice) == cudaSuccess;
     }
-    ok = host && cudaMemcpy(device, host, count * sizeof(uint16_t), cudaMemcpyHostToDevice) == cudaSuccess;
     free(host);
     return ok;
 }
@@ -296,8 +280,9 @@ static void gpu_matrix_ceiling(const device_record *d, ceiling *c)
     cublas_destroy_fn destroy;
     cublas_gemm_ex_fn gemm;
     cudaEvent_t start, stop;
-    float ms, times[5];
-    int i, j, ok = 1;
+    float ms;
+    double times[5];
+    int i, ok = 1;
     (void)d; /* measured here, not derived from the device */
     if (!lib) {
         snprintf(c->source, sizeof c->source, "not measured: no libcublas.so to open");
@@ -329,14 +314,8 @@ static void gpu_matrix_ceiling(const device_record *d, ceiling *c)
         }
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
-        for (i = 0; i < 5; ++i) /* insertion sort: the median of 5 */
-            for (j = i; j > 0 && times[j] < times[j - 1]; --j) {
-                float t = times[j];
-                times[j] = times[j - 1];
-                times[j - 1] = t;
-            }
         if (ok) {
-            c->value = 2.0 * n * (double)n * n / (1e-3 * (double)times[2]) * 1e-12;
+            c->value = 2.0 * n * (double)n * n / (1e-3 * bench_median(times, 5)) * 1e-12;
             snprintf(c->source, sizeof c->source, "measured: cublasGemmEx bf16 8192^3, fp32 accumulation (%s)",
                      name);
         } else {
@@ -675,7 +654,7 @@ int bench_sweep(const options *o)
     if (!o->dtype_given)
         base.dtype = device.info.backend == FA_BACKEND_CPU ? FA_DTYPE_F32 : FA_DTYPE_BF16;
     rows = (row *)calloc((size_t)n, sizeof *rows);
-    start = seconds_now();
+    start = bench_seconds();
     for (i = 0; rows && i < n; ++i) {
         options shaped;
         rows[i].s = shapes[i];
@@ -685,7 +664,7 @@ int bench_sweep(const options *o)
             snprintf(rows[i].error, sizeof rows[i].error, "%s", bench_last_error()[0] ? bench_last_error() : "failed (see stderr)");
             ++failed;
         }
-        progress(i + 1, n, &rows[i], seconds_now() - start);
+        progress(i + 1, n, &rows[i], bench_seconds() - start);
     }
     fa_destroy(ctx);
     rc = rows ? 0 : 2;
@@ -695,7 +674,7 @@ int bench_sweep(const options *o)
         rc = 2;
     if (rc == 0)
         fprintf(stderr, "sweep %s: %d shapes, %d failed, %.0f s\n", p->name, n, failed,
-                seconds_now() - start);
+                bench_seconds() - start);
     free(rows);
     return rc != 0 ? rc : failed ? 1 : 0;
 }

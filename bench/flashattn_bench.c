@@ -315,7 +315,7 @@ static double uniform01(uint64_t *state)
  * --check compares with the reference on these same host values. */
 #define FILL_PERIOD ((size_t)1 << 20)
 
-static void fill_normal(void *buf, fa_dtype dtype, size_t count, uint64_t seed)
+void bench_fill_normal(void *buf, fa_dtype dtype, size_t count, uint64_t seed)
 {
     const double two_pi = 6.283185307179586;
     const size_t drawn = count < FILL_PERIOD ? count : FILL_PERIOD;
@@ -575,9 +575,9 @@ static int make_host_buffers(const options *o, buffers *h)
         return 0;
     memset(h->out, 0, q_elements(o) * elem);
     memset(h->lse, 0, lse_elements(o) * sizeof(float));
-    fill_normal(h->q, o->dtype, q_elements(o), 1);
-    fill_normal(h->k, o->dtype, kv_elements(o), 2);
-    fill_normal(h->v, o->dtype, kv_elements(o), 3);
+    bench_fill_normal(h->q, o->dtype, q_elements(o), 1);
+    bench_fill_normal(h->k, o->dtype, kv_elements(o), 2);
+    bench_fill_normal(h->v, o->dtype, kv_elements(o), 3);
     if (o->page > 0 && !make_host_pages(o, h))
         return 0;
     if (!o->backward)
@@ -588,7 +588,7 @@ static int make_host_buffers(const options *o, buffers *h)
     h->dv = calloc(kv_elements(o), elem);
     if (!h->dout || !h->dq || !h->dk || !h->dv)
         return 0;
-    fill_normal(h->dout, o->dtype, q_elements(o), 4);
+    bench_fill_normal(h->dout, o->dtype, q_elements(o), 4);
     return 1;
 }
 
@@ -767,7 +767,7 @@ double bench_kv_read_bytes(const options *o)
 /* Timing and memory                                                                    */
 /* ------------------------------------------------------------------------------------ */
 
-static double now_seconds(void)
+double bench_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -787,7 +787,7 @@ static int compare_doubles(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *values, int count)
+double bench_median(double *values, int count)
 {
     qsort(values, (size_t)count, sizeof *values, compare_doubles);
     return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
@@ -861,9 +861,9 @@ static int time_call(fa_context *ctx, const options *o, problem *p, double *seco
     if (p->on_device)
         return time_call_gpu(ctx, o, p, seconds);
 #endif
-    start = now_seconds();
+    start = bench_seconds();
     rc = run_once(ctx, o, p);
-    *seconds = now_seconds() - start;
+    *seconds = bench_seconds() - start;
     return rc;
 }
 
@@ -871,22 +871,22 @@ static int time_call(fa_context *ctx, const options *o, problem *p, double *seco
 static int time_iterations(fa_context *ctx, const options *o, problem *p, results *r)
 {
     double *times = (double *)malloc((size_t)o->iters * sizeof(double));
-    double last_progress = now_seconds();
+    double last_progress = bench_seconds();
     int i, rc;
     if (times == NULL)
         return EXIT_USAGE;
     rc = run_once(ctx, o, p);
     for (i = 0; rc == 0 && i < o->iters; ++i) {
         rc = time_call(ctx, o, p, &times[i]);
-        if (now_seconds() - last_progress > 2.0) {
+        if (bench_seconds() - last_progress > 2.0) {
             fprintf(stderr, "flashattn_bench: iteration %d/%d: %.3f ms\n", i + 1, o->iters,
                     1e3 * times[i]);
-            last_progress = now_seconds();
+            last_progress = bench_seconds();
         }
     }
     if (rc == 0) {
-        r->median_s = median(times, o->iters);
-        r->min_s = times[0]; /* sorted by median() */
+        r->median_s = bench_median(times, o->iters);
+        r->min_s = times[0]; /* sorted by bench_median() */
     }
     free(times);
     return rc;
@@ -1268,18 +1268,18 @@ int bench_time_sgemm(const options *o, results *r)
         fprintf(stderr, "flashattn_bench: out of memory for --sgemm-n %d\n", o->sgemm_n);
         return EXIT_USAGE;
     }
-    fill_normal(a, FA_DTYPE_F32, n * n, 4);
-    fill_normal(b, FA_DTYPE_F32, n * n, 5);
+    bench_fill_normal(a, FA_DTYPE_F32, n * n, 4);
+    bench_fill_normal(b, FA_DTYPE_F32, n * n, 5);
     openblas_set_num_threads(threads);
     for (i = -1; i < 3; ++i) {
-        double start = now_seconds();
+        double start = bench_seconds();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o->sgemm_n, o->sgemm_n,
                     o->sgemm_n, 1.0f, a, o->sgemm_n, b, o->sgemm_n, 0.0f, c, o->sgemm_n);
         if (i >= 0)
-            times[i] = now_seconds() - start;
+            times[i] = bench_seconds() - start;
     }
     r->sgemm_n = o->sgemm_n;
-    r->sgemm_gflops = 2.0 * (double)n * (double)n * (double)n / median(times, 3) * 1e-9;
+    r->sgemm_gflops = 2.0 * (double)n * (double)n * (double)n / bench_median(times, 3) * 1e-9;
     free(a);
     free(b);
     free(c);
