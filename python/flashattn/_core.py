@@ -36,7 +36,7 @@ def _key(device):
 
 
 def _held(device):
-    """The lock of device's context, to hold from binding the stream to reading the error."""
+    """The lock of device's context, held from binding the stream to reading the error."""
     return _locks.setdefault(_key(device), threading.Lock())
 
 
@@ -133,15 +133,16 @@ def _params(q, causal=False, softmax_scale=None, window=(-1, -1), softcap=0.0, a
     return params, keep
 
 
-def _workspace(ctx, size_query, device):
-    """The call's workspace from torch's allocator: (pointer, bytes, the tensor to keep
-    until the call is queued). size_query(ctx, bytes_out) asks the library."""
-    nbytes = ctypes.c_size_t(0)
-    _check(ctx, size_query(ctx, ctypes.byref(nbytes)))
-    if nbytes.value == 0:
-        return None, 0, None
-    buf = torch.empty(nbytes.value, dtype=torch.uint8, device=device)
-    return buf.data_ptr(), nbytes.value, buf
+def _run(ctx, device, size_query, call):
+    """One library call under the context's lock: bind the current stream, take the
+    workspace the library asks for (size_query(ctx, bytes_out)) from torch's allocator,
+    then call(workspace, bytes). The workspace tensor lives until the call is queued."""
+    with _held(device):
+        _bind_stream(ctx, device)
+        nbytes = ctypes.c_size_t(0)
+        _check(ctx, size_query(ctx, ctypes.byref(nbytes)))
+        buf = torch.empty(nbytes.value, dtype=torch.uint8, device=device) if nbytes.value else None
+        _check(ctx, call(buf.data_ptr() if buf is not None else None, nbytes.value))
 
 
 def _bind_stream(ctx, device):
@@ -156,14 +157,10 @@ def fwd(q, k, v, out, lse, page_block_size=0, **options):
     params, keep = _params(q, **options)
     params.page_block_size = int(page_block_size) if options.get("block_table") is not None else 0
     views = [_view(t) for t in (q, k, v, out, lse)]
-    with _held(q.device):
-        _bind_stream(ctx, q.device)
-        ws, ws_bytes, ws_keep = _workspace(
-            ctx, lambda c, n: lib.fa_fwd_workspace_size(c, *map(_ref, views[:3]), ctypes.byref(params), n),
-            q.device)
-        _check(ctx, lib.fa_fwd(ctx, *map(_ref, views[:3]), ctypes.byref(params), _ref(views[3]), _ref(views[4]),
-                               ws, ws_bytes))
-    del keep, ws_keep
+    _run(ctx, q.device, lambda c, n: lib.fa_fwd_workspace_size(c, *map(_ref, views[:3]), ctypes.byref(params), n),
+         lambda ws, size: lib.fa_fwd(ctx, *map(_ref, views[:3]), ctypes.byref(params), _ref(views[3]),
+                                     _ref(views[4]), ws, size))
+    del keep
 
 
 def bwd(dout, q, k, v, out, lse, dq, dk, dv, **options):
@@ -172,13 +169,9 @@ def bwd(dout, q, k, v, out, lse, dq, dk, dv, **options):
     params, keep = _params(q, **options)
     views = [_view(t) for t in (q, k, v, out, lse, dout)]
     grads = [_view(t) for t in (dq, dk, dv)]
-    with _held(q.device):
-        _bind_stream(ctx, q.device)
-        ws, ws_bytes, ws_keep = _workspace(
-            ctx, lambda c, n: lib.fa_bwd_workspace_size(c, *map(_ref, views[:3]), ctypes.byref(params), n),
-            q.device)
-        _check(ctx, lib.fa_bwd(ctx, *map(_ref, views), ctypes.byref(params), *map(_ref, grads), ws, ws_bytes))
-    del keep, ws_keep
+    _run(ctx, q.device, lambda c, n: lib.fa_bwd_workspace_size(c, *map(_ref, views[:3]), ctypes.byref(params), n),
+         lambda ws, size: lib.fa_bwd(ctx, *map(_ref, views), ctypes.byref(params), *map(_ref, grads), ws, size))
+    del keep
 
 
 def fwd_kvcache(q, k_cache, v_cache, k_new, v_new, out, lse, cache_seqlens, cache_batch_idx=None,
@@ -207,14 +200,12 @@ def fwd_kvcache(q, k_cache, v_cache, k_new, v_new, out, lse, cache_seqlens, cach
         kv.rotary_seqlen = cos.shape[0]
         keep += [cos, sin]
     views = [_view(t) for t in (q, k_cache, v_cache, k_new, v_new, out, lse)]
-    with _held(q.device):
-        _bind_stream(ctx, q.device)
-        ws, ws_bytes, ws_keep = _workspace(
-            ctx, lambda c, n: lib.fa_fwd_kvcache_workspace_size(c, *map(_ref, views[:5]), ctypes.byref(kv),
-                                                                ctypes.byref(params), n), q.device)
-        _check(ctx, lib.fa_fwd_kvcache(ctx, *map(_ref, views[:5]), ctypes.byref(kv), ctypes.byref(params),
-                                       _ref(views[5]), _ref(views[6]), ws, ws_bytes))
-    del keep, ws_keep
+    _run(ctx, q.device,
+         lambda c, n: lib.fa_fwd_kvcache_workspace_size(c, *map(_ref, views[:5]), ctypes.byref(kv),
+                                                        ctypes.byref(params), n),
+         lambda ws, size: lib.fa_fwd_kvcache(ctx, *map(_ref, views[:5]), ctypes.byref(kv), ctypes.byref(params),
+                                             _ref(views[5]), _ref(views[6]), ws, size))
+    del keep
 
 
 def combine(out_partial, lse_partial, out, lse):

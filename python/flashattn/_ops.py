@@ -128,6 +128,8 @@ if HAS_CUSTOM_OPS:
 
     fwd.register_autograd(_fwd_backward, setup_context=_setup_context)
 
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
     def _plain_eager(tensors):
         """True when a call may skip the custom-op layer (about 90 us of host time per call
         on torch 2.11, more than the library's own): not traced by torch.compile or export,
@@ -136,8 +138,6 @@ if HAS_CUSTOM_OPS:
         return (not torch.compiler.is_compiling() and _no_dispatch_mode()
                 and all(type(t) is torch.Tensor and not _functorch_wrapped(t) for t in tensors)
                 and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
-
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     def _no_dispatch_mode():
         """No tracer (make_fx, FlopCounterMode, fake modes) is watching the dispatcher."""
