@@ -258,7 +258,8 @@ def test_combine_merges_partials_over_disjoint_keys(device, varlen):
     given = torch.full_like(out, float("nan"))
     merged, _ = flashattn.flash_attn_combine(list(outs), list(lses), out=given)
     assert merged is given and torch.equal(given, out)
-    assert out.shape == whole.reshape(out.shape).shape
+    # The merge of three partials equals the one call over all keys, to bf16/fp16 rounding.
+    torch.testing.assert_close(out.float(), whole.reshape(out.shape).float(), rtol=0, atol=2e-2)
 
 
 def test_unsupported_arguments_are_named(device):
