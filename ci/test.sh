@@ -13,6 +13,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 WORK="$(mktemp -d)"
 JOBS="$(nproc)"
+# Debian's interpreter, where install_deps.sh puts torch, pytest, wheel, jsonschema and
+# matplotlib: a python3 earlier on PATH (pyenv, a conda) has none of them.
+PYTHON=/usr/bin/python3
 
 TIMINGS=()
 SECTION=""
@@ -54,7 +57,7 @@ build_and_test "$WORK/build" -DFA_BUILD_BENCH=ON
 section "Python package: pip install into a venv, pytest on the CPU backend"
 # The installed copy (its bundled library, not the tree's) with Debian's torch 1.13; the
 # floor makes a run where the tests skip or are not collected fail (tests/python/conftest.py).
-python3 -m venv --system-site-packages "$WORK/venv"
+"$PYTHON" -m venv --system-site-packages "$WORK/venv"
 FLASHATTN_LIBRARY="$WORK/build/libflashattn.so" "$WORK/venv/bin/pip" install --no-build-isolation --no-index \
   "$ROOT/python"
 (cd "$WORK" && FLASHATTN_TEST_INSTALLED=1 PYTHONPATH="$ROOT/tests" "$WORK/venv/bin/python" -m pytest -rs \
@@ -65,10 +68,10 @@ section "Benchmark sweep (CPU, smoke preset) and the cross-machine report in hea
 # bench/report.py over the committed sweeps of two devices (bench/results/sweep), its
 # refusals, and the page in Chromium (no console errors, the plots drawn, a screenshot).
 (cd "$WORK" && FLASHATTN_BENCH="$WORK/build/bench/flashattn_bench" PYTHONPATH="$ROOT/tests" \
-  FLASHATTN_REPORT_SCREENSHOT="$WORK/report.png" python3 -m pytest -rs -p no:cacheprovider -p pytest_floor \
+  FLASHATTN_REPORT_SCREENSHOT="$WORK/report.png" "$PYTHON" -m pytest -rs -p no:cacheprovider -p pytest_floor \
   --rootdir "$ROOT/tests/bench" --min-passed 8 "$ROOT/tests/bench")
 "$WORK/build/bench/flashattn_bench" --sweep smoke --iters 2 --out-json "$WORK/smoke.json" --out-csv "$WORK/smoke.csv"
-python3 "$ROOT/bench/report.py" "$WORK/smoke.json" "$ROOT"/bench/results/sweep/*.json --md "$WORK/report.md"
+"$PYTHON" "$ROOT/bench/report.py" "$WORK/smoke.json" "$ROOT"/bench/results/sweep/*.json --md "$WORK/report.md"
 
 section "Build and test without BLAS (-DFA_USE_BLAS=OFF)"
 build_and_test "$WORK/build-noblas" -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
