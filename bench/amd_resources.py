@@ -36,6 +36,9 @@ SIMDS_PER_CU = 4
 MAX_WAVES_PER_SIMD = {"mfma": 8, "wmma": 16}
 VGPRS_PER_SIMD_LANE = {"mfma": 512, "wmma": 1536}  # CDNA unified VGPR+AGPR; RDNA wave32
 VGPR_GRANULE = {"mfma": 8, "wmma": 24}
+# The manifest's forward passes: the prefill family, the decode family, and the
+# Q-in-registers family (qreg_instances.txt, CDNA's 32 x 32 x 8).
+FORWARD_PASSES = ("fwd", "dec", "qreg")
 
 
 def run(cmd):
@@ -320,7 +323,7 @@ def write_markdown(path, archs, table, rows, not_built, model):
            "| target | kernel | LDS | VGPR/AGPR | scratch | waves/SIMD | instruction | MMA/iter (kernel) | VALU / LDS per iter |",
            "|---|---|---|---|---|---|---|---|---|"]
     for arch, k, meta, mma, mix, mnemonic, occ in table:
-        if k["pass"] != "fwd":
+        if k["pass"] not in FORWARD_PASSES:
             continue
         out.append(f"| {arch} | {k['name']} | {meta['group_segment_fixed_size']} | "
                    f"{meta['vgpr_count']}/{meta.get('agpr_count', '0')} | "
@@ -343,7 +346,7 @@ def write_markdown(path, archs, table, rows, not_built, model):
             "| kernel | waves/SIMD | MMA/iter | VALU / transcendental / LDS KiB per iter | cycles matrix / vector / LDS | predicted TFLOP/s (fitted overlap) | (no overlap) | aiter published |",
             "|---|---|---|---|---|---|---|---|"]
     for arch, k, meta, mma, mix, mnemonic, occ in table:
-        if arch != "gfx942" or k["d"] != 128 or k["pass"] != "fwd":
+        if arch != "gfx942" or k["d"] != 128 or k["pass"] not in ("fwd", "qreg"):
             continue
         hidden, serial = amd_model.predict_ours(k, mix, model)
         parts = amd_model.parts_from_mix(k, mix)
@@ -362,7 +365,7 @@ def write_markdown(path, archs, table, rows, not_built, model):
             "| target | kernel | LDS | VGPR/AGPR | scratch | waves/CU | instruction | MMA/step (kernel) |",
             "|---|---|---|---|---|---|---|---|"]
     for arch, k, meta, mma, mix, mnemonic, occ in table:
-        if k["pass"] == "fwd":
+        if k["pass"] in FORWARD_PASSES:
             continue
         prep = k["pass"] == "shared"
         cu = "-" if prep else waves_per_cu(meta, rows[arch], k)

@@ -221,3 +221,105 @@ TEST_CASE("AMD layouts: backward score tiles through shared memory, plain and tr
             }
         }
 }
+
+namespace {
+
+// v_mfma_f32_32x32x8f16 / bf16_1k's own layouts (AMD Matrix Instruction Calculator, CDNA3
+// ISA 7.1): X (first source) 32 x 8, lane l: X[l%32][4(l/32)+i]; Y (second) 8 x 32:
+// Y[4(l/32)+i][l%32]; D reg r: D[8(r/4) + 4(l/32) + r%4][l%32]. Written here from the
+// documents, not from the header. Returns D = X·Y + acc, fragments as [lane][elem].
+void mfma32_run(const std::vector<std::vector<float>> &src1, const std::vector<std::vector<float>> &src2,
+                std::vector<std::vector<float>> &acc)
+{
+    float x[32][8] = {}, y[8][32] = {};
+    for (int l = 0; l < 64; l++)
+        for (int i = 0; i < 4; i++) {
+            x[l % 32][4 * (l / 32) + i] = src1[l][i];
+            y[4 * (l / 32) + i][l % 32] = src2[l][i];
+        }
+    for (int l = 0; l < 64; l++)
+        for (int r = 0; r < 16; r++) {
+            int row = 8 * (r / 4) + 4 * (l / 32) + r % 4, col = l % 32;
+            double sum = acc[l][r];
+            for (int k = 0; k < 8; k++) sum += (double)x[row][k] * y[k][col];
+            acc[l][r] = (float)sum;
+        }
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed, bool bf16)
+{
+    std::vector<float> t(n);
+    for (float &v : t) {
+        seed = seed * 1664525u + 1013904223u;
+        v = round_to((float)((int)(seed >> 20) % 17 - 8) / 8.f, bf16);
+    }
+    return t;
+}
+
+} // namespace
+
+// The Q-in-registers forward on 32 x 32 x 8 (src/hip/fa_device.h FA_AMD_SHAPE): C = A·B
+// issued as Cᵀ = Bᵀ·Aᵀ with A's fragment at (fa_amd_mfma32_row, fa_amd_frag_k), B's at
+// (fa_amd_frag_k, fa_amd_mfma32_row), C read at (fa_amd_mfma32_row, fa_amd_acc_col); and
+// P·V with P's A operands taken from the accumulators of S in place (k-step s: registers
+// 4 (s % 4) .. + 3 of tile s / 4, fa_device.h fa_acc_regs_to_a), over a 32 x 64 by 64 x 32
+// product, against a plain matmul.
+TEST_CASE("AMD layouts: 32x32x8 products through the maps, P in place as P·V's operand", "[amd][layout]")
+{
+    const int prim = FA_AMD_MFMA32;
+    CHECK(fa_amd_wave_size(prim) == 64);
+    CHECK(fa_amd_frag_elems(prim) == 4);
+    CHECK(fa_amd_acc_regs(prim) == 16);
+    for (int l = 0; l < 64; l++) {
+        CHECK(fa_amd_mfma32_row(l) == fa_amd_mfma32_row(l ^ 32)); // one exchange per row
+        for (int r = 0; r < 16; r += 2) // registers r, r + 1: adjacent columns (fa_store_pair)
+            CHECK(fa_amd_acc_col(prim, l, r + 1) == fa_amd_acc_col(prim, l, r) + fa_amd_acc_pair_stride(prim));
+    }
+    for (bool bf16 : {false, true}) {
+        INFO((bf16 ? "bf16" : "f16"));
+        // S = Q·Kᵀ: Q 32 x 8, K 64 x 8 (two 32-key n-tiles), one k-step.
+        const std::vector<float> q = random_values(32 * 8, 11, bf16), k = random_values(64 * 8, 12, bf16);
+        const std::vector<float> v = random_values(64 * 32, 13, bf16);
+        std::vector<std::vector<std::vector<float>>> s_acc(2, std::vector<std::vector<float>>(64, std::vector<float>(16, 0.f)));
+        for (int nf = 0; nf < 2; nf++) {
+            std::vector<std::vector<float>> fq(64, std::vector<float>(4)), fk = fq;
+            for (int l = 0; l < 64; l++)
+                for (int i = 0; i < 4; i++) {
+                    fq[l][i] = q[fa_amd_mfma32_row(l) * 8 + fa_amd_frag_k(prim, l, i)];
+                    fk[l][i] = k[(nf * 32 + fa_amd_mfma32_row(l)) * 8 + fa_amd_frag_k(prim, l, i)];
+                }
+            mfma32_run(fk, fq, s_acc[nf]);
+        }
+        std::vector<double> s(32 * 64, 0.0);
+        for (int i = 0; i < 32; i++)
+            for (int j = 0; j < 64; j++) {
+                for (int d = 0; d < 8; d++) s[i * 64 + j] += (double)q[i * 8 + d] * k[j * 8 + d];
+                s[i * 64 + j] = round_to((float)s[i * 64 + j], bf16); // P as the kernel packs it
+            }
+        for (int nf = 0; nf < 2; nf++)
+            for (int l = 0; l < 64; l++)
+                for (int r = 0; r < 16; r++) {
+                    const int row = fa_amd_mfma32_row(l), col = nf * 32 + fa_amd_acc_col(prim, l, r);
+                    REQUIRE(round_to(s_acc[nf][l][r], bf16) == (float)s[row * 64 + col]);
+                    s_acc[nf][l][r] = round_to(s_acc[nf][l][r], bf16);
+                }
+        // O = P·V over 8 k-steps of 8 keys; V's B fragment at (fa_amd_frag_k, row).
+        std::vector<std::vector<float>> o_acc(64, std::vector<float>(16, 0.f));
+        for (int ks = 0; ks < 8; ks++) {
+            std::vector<std::vector<float>> fp(64, std::vector<float>(4)), fv = fp;
+            for (int l = 0; l < 64; l++)
+                for (int i = 0; i < 4; i++) {
+                    fp[l][i] = s_acc[ks / 4][l][4 * (ks % 4) + i];
+                    fv[l][i] = v[(ks * 8 + fa_amd_frag_k(prim, l, i)) * 32 + fa_amd_mfma32_row(l)];
+                }
+            mfma32_run(fv, fp, o_acc);
+        }
+        for (int l = 0; l < 64; l++)
+            for (int r = 0; r < 16; r++) {
+                const int row = fa_amd_mfma32_row(l), col = fa_amd_acc_col(prim, l, r);
+                double want = 0.0;
+                for (int j = 0; j < 64; j++) want += s[row * 64 + j] * v[j * 32 + col];
+                REQUIRE(o_acc[l][r] == Approx(want).epsilon(1e-6).margin(1e-6));
+            }
+    }
+}

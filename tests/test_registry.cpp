@@ -90,6 +90,8 @@ int expected_smem(fa_pass pass, const list_row &r, const std::string &pass_name)
 {
     if (pass_name == "ws")
         return FA_WS_SMEM_BYTES(r.head_dim, r.tile_m, r.tile_n, r.stages);
+    if (pass_name == "qreg")
+        return FA_QREG_SMEM_BYTES(r.head_dim, r.tile_m, r.tile_n, r.stages);
     if (r.vendor == "cpu")
         return pass == FA_PASS_FWD ? FA_CPU_FWD_TILE_BYTES(r.head_dim, r.tile_m, r.tile_n)
                                    : FA_CPU_BWD_TILE_BYTES(r.head_dim, r.tile_m, r.tile_n);
@@ -156,10 +158,11 @@ void check_registry(fa_pass pass, std::initializer_list<const char *> lists)
 
 } // namespace
 
-TEST_CASE("the forward registry is fwd_instances.txt, dec_instances.txt, then ws_instances.txt, row by row",
+TEST_CASE("the forward registry is fwd_instances.txt, dec_instances.txt, ws_instances.txt, then "
+          "qreg_instances.txt, row by row",
           "[registry]")
 {
-    check_registry(FA_PASS_FWD, {"fwd", "dec", "ws"});
+    check_registry(FA_PASS_FWD, {"fwd", "dec", "ws", "qreg"});
 }
 
 TEST_CASE("the backward registry is bwd_instances.txt, row by row", "[registry]")

@@ -50,13 +50,15 @@
 #error "flashattn: build AMD targets in their native wave size (wave64 CDNA, wave32 RDNA)"
 #endif
 
-/* d = a·b + c on 16x16x16, a and b the instruction's src0 and src1 (vectors of 16-bit
- * elements), c and d fp32 vectors. Builtins: clang's BuiltinsAMDGPU.def
- * (mfma_f32_16x16x16f16 / _16x16x16bf16_1k: "mai-insts"; wmma_*_w32: gfx11
- * "wmma-256b-insts"; wmma_*_w32_gfx12: gfx12 "wmma-128b-insts"); MFMA's cbsz, abid and
- * blgp are 0 (no broadcast, no swizzle). */
+/* d = a·b + c on 16x16x16 (mfma32: 32x32x8), a and b the instruction's src0 and src1
+ * (vectors of 16-bit elements), c and d fp32 vectors. Builtins: clang's BuiltinsAMDGPU.def
+ * (mfma_f32_16x16x16f16 / _16x16x16bf16_1k and mfma_f32_32x32x8f16 / _32x32x8bf16_1k:
+ * "mai-insts"; wmma_*_w32: gfx11 "wmma-256b-insts"; wmma_*_w32_gfx12: gfx12
+ * "wmma-128b-insts"); MFMA's cbsz, abid and blgp are 0 (no broadcast, no swizzle). */
 #define fa_isa_mfma16_f16(a, b, c) __builtin_amdgcn_mfma_f32_16x16x16f16((a), (b), (c), 0, 0, 0)
 #define fa_isa_mfma16_bf16(a, b, c) __builtin_amdgcn_mfma_f32_16x16x16bf16_1k((a), (b), (c), 0, 0, 0)
+#define fa_isa_mfma32_f16(a, b, c) __builtin_amdgcn_mfma_f32_32x32x8f16((a), (b), (c), 0, 0, 0)
+#define fa_isa_mfma32_bf16(a, b, c) __builtin_amdgcn_mfma_f32_32x32x8bf16_1k((a), (b), (c), 0, 0, 0)
 #define fa_isa_wmma11_f16(a, b, c) __builtin_amdgcn_wmma_f32_16x16x16_f16_w32((a), (b), (c))
 #define fa_isa_wmma11_bf16(a, b, c) __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32((a), (b), (c))
 #define fa_isa_wmma12_f16(a, b, c) __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12((a), (b), (c))

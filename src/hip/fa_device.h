@@ -1,13 +1,14 @@
 /*
  * fa_device.h (AMD) - the device vocabulary of src/common's kernels for HIP: MFMA
- * 16x16x16 on CDNA (gfx90a, gfx942; wave64), WMMA 16x16x16 on RDNA3 (gfx1100) and RDNA4
- * (gfx1201; wave32). Same fragment contract as src/cuda/fa_device.h; which element each
+ * 16x16x16 on CDNA (gfx90a, gfx942; wave64), and 32x32x8 for the forward that keeps Q in
+ * registers; WMMA 16x16x16 on RDNA3 (gfx1100) and RDNA4 (gfx1201; wave32). Same fragment contract as src/cuda/fa_device.h; which element each
  * lane holds is defined once in fa_amd_layouts.h and computed from there. Nothing
  * algorithmic lives here.
  *
  * Differences from NVIDIA, all inside this file:
- *  - An MMA tile is 16 x 16 x 16 (FA_MMA_N = 16), and fa_mma computes Cᵀ = Bᵀ·Aᵀ, so one
- *    accumulator row group per lane (FA_ACC_ROWS = 1) and P feeds P·V from registers.
+ *  - An MMA tile is 16 x 16 x 16 (FA_MMA_N = 16; 32 x 32 x 8 in FA_AMD_SHAPE's case),
+ *    and fa_mma computes Cᵀ = Bᵀ·Aᵀ, so one accumulator row group per lane
+ *    (FA_ACC_ROWS = 1) and P feeds P·V from registers.
  *  - No asynchronous global->LDS copy: fa_async_copy16 (copy4) loads 16 (4) bytes and
  *    stores them to LDS at once, so commit/wait are empty; the kernel's barriers still
  *    order every LDS write before the reads of other waves (__syncthreads waits for LDS
@@ -29,14 +30,29 @@
 #include "fa_amd_isa.h"
 #include "fa_amd_layouts.h"
 
+/* The matrix shape of this unit's kernels: the target's primitive, except that on CDNA
+ * the forward that keeps Q in registers (FA_INST_Q_IN_REGS, qreg_instances.txt) runs on
+ * 32 x 32 x 8: one query row per lane pair (l, l ^ 32), so a row reduction is one
+ * exchange, P of a 32-key tile is P·V's A operand without moving, and each 8-byte
+ * operand read feeds twice the FLOPs of 16 x 16 x 16 (docs/research/issue19_cdna3.md). */
+#if FA_AMD_PRIM == FA_AMD_MFMA16 && defined(FA_INST_Q_IN_REGS)
+#define FA_AMD_SHAPE FA_AMD_MFMA32
+#else
+#define FA_AMD_SHAPE FA_AMD_PRIM
+#endif
+
 /* Compile-time per target (array sizes need them); fa_amd_layouts.h says the same at run
  * time and the layout test checks the two agree. */
 #define FA_WARP_SIZE FA_AMD_WAVE_SIZE
-#if FA_AMD_PRIM == FA_AMD_MFMA16
+#if FA_AMD_SHAPE == FA_AMD_MFMA32
+#define FA_FRAG_ELEMS 4
+#define FA_ACC_REGS 16
+#define FA_ACC_PAIR_STRIDE 1
+#elif FA_AMD_SHAPE == FA_AMD_MFMA16
 #define FA_FRAG_ELEMS 4
 #define FA_ACC_REGS 4
 #define FA_ACC_PAIR_STRIDE 1
-#elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11
+#elif FA_AMD_SHAPE == FA_AMD_WMMA_GFX11
 #define FA_FRAG_ELEMS 16
 #define FA_ACC_REGS 8
 #define FA_ACC_PAIR_STRIDE 2
@@ -46,9 +62,15 @@
 #define FA_ACC_PAIR_STRIDE 1
 #endif
 
+#if FA_AMD_SHAPE == FA_AMD_MFMA32
+#define FA_MMA_M 32
+#define FA_MMA_N 32
+#define FA_MMA_K 8
+#else
 #define FA_MMA_M 16
 #define FA_MMA_N 16
 #define FA_MMA_K 16
+#endif
 #define FA_ACC_ROWS 1
 #define FA_A_REGS (FA_FRAG_ELEMS / 2) /* packed pairs of 16-bit elements */
 #define FA_B_REGS (FA_FRAG_ELEMS / 2)
@@ -68,9 +90,18 @@
 #define FA_FWD_KERNEL_ATTRS
 #endif
 
-FA_DEVICE int fa_acc_row(int lane, int reg) { return (void)reg, fa_amd_acc_row(lane); }
-FA_DEVICE int fa_acc_col(int lane, int reg) { return fa_amd_acc_col(FA_AMD_PRIM, lane, reg); }
-FA_DEVICE int fa_row_leader(int lane) { return lane < 16; }
+/* The row of A (and column of B, and row of C) a lane's fragments hold, and the first k
+ * of its FA_FRAG_ELEMS consecutive ones: fa_amd_layouts.h's maps for this shape. */
+#if FA_AMD_SHAPE == FA_AMD_MFMA32
+FA_DEVICE int fa_frag_row(int lane) { return fa_amd_mfma32_row(lane); }
+#else
+FA_DEVICE int fa_frag_row(int lane) { return fa_amd_a_row(lane); }
+#endif
+FA_DEVICE int fa_frag_k(int lane) { return fa_amd_frag_k(FA_AMD_SHAPE, lane, 0); }
+
+FA_DEVICE int fa_acc_row(int lane, int reg) { return (void)reg, fa_frag_row(lane); }
+FA_DEVICE int fa_acc_col(int lane, int reg) { return fa_amd_acc_col(FA_AMD_SHAPE, lane, reg); }
+FA_DEVICE int fa_row_leader(int lane) { return lane < FA_MMA_M; }
 
 /* Wave-uniform "does any lane say yes". */
 FA_DEVICE int fa_warp_any(int predicate) { return fa_isa_ballot(predicate != 0) != 0; }
@@ -86,10 +117,13 @@ FA_DEVICE float fa_lane_read(float x, int src)
     return __int_as_float(fa_isa_bpermute(src << 2, __float_as_int(x)));
 }
 
-/* Lanes l, l ^ 16 (and l ^ 32, l ^ 48 on wave64) hold one accumulator row. */
+/* Lanes l, l ^ 16 (and l ^ 32, l ^ 48 on wave64) hold one accumulator row; on 32 x 32 x 8
+ * lanes l and l ^ 32. */
 FA_DEVICE float fa_row_max(float x)
 {
+#if FA_MMA_M == 16
     x = fmaxf(x, fa_lane_xor(x, 16));
+#endif
 #if FA_WARP_SIZE == 64
     x = fmaxf(x, fa_lane_xor(x, 32));
 #endif
@@ -97,7 +131,9 @@ FA_DEVICE float fa_row_max(float x)
 }
 FA_DEVICE float fa_row_sum(float x)
 {
+#if FA_MMA_M == 16
     x += fa_lane_xor(x, 16);
+#endif
 #if FA_WARP_SIZE == 64
     x += fa_lane_xor(x, 32);
 #endif
@@ -150,6 +186,19 @@ FA_DEVICE void fa_wait_prior_grid(void) {}
 FA_DEVICE void fa_allow_next_grid(void) {}
 #define fa_async_wait(n) ((void)(n))
 
+/* One A fragment's FA_FRAG_ELEMS consecutive 16-bit elements from global memory, one
+ * load (the Q-in-registers forward's Q; src aligned to the fragment's size). */
+FA_DEVICE void fa_load_frag_global(uint32_t regs[FA_A_REGS], const void *src)
+{
+#if FA_A_REGS == 2
+    fa_u32x2 v = *(const fa_u32x2 *)src;
+    regs[0] = v.x;
+    regs[1] = v.y;
+#else
+    __builtin_memcpy(regs, src, 4 * FA_A_REGS);
+#endif
+}
+
 /* FA_FRAG_PIECE consecutive 16-bit elements from LDS into packed registers. */
 FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
 {
@@ -177,18 +226,25 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
                                                (((k) + p_) & 7));                         \
     } while (0)
 
-/* A operand (16x16, row-major tile[row][k]) at (row0, k0). */
-#define fa_load_a(a, tile, pitch, row0, k0)                                              \
-    fa_load_row_frag((a), (tile), pitch, (row0) + fa_amd_a_row(fa_lane()),               \
-                     (k0) + fa_amd_frag_k(FA_AMD_PRIM, fa_lane(), 0))
+/* A operand (FA_MMA_M x FA_MMA_K, row-major tile[row][k]) at (row0, k0). */
+#define fa_load_a(a, tile, pitch, row0, k0) \
+    fa_load_row_frag((a), (tile), pitch, (row0) + fa_frag_row(fa_lane()), (k0) + fa_frag_k(fa_lane()))
 
 /* B operands of two adjacent n-tiles for B = tileᵀ (K stored [n][k]). */
-#define fa_load_bt_pair(b, tile, pitch, n0, k0)                                          \
-    do {                                                                                  \
-        const int k_ = (k0) + fa_amd_frag_k(FA_AMD_PRIM, fa_lane(), 0);                   \
-        fa_load_row_frag((b)[0], (tile), pitch, (n0) + fa_amd_b_col(fa_lane()), k_);      \
-        fa_load_row_frag((b)[1], (tile), pitch, (n0) + 16 + fa_amd_b_col(fa_lane()), k_); \
+#define fa_load_bt_pair(b, tile, pitch, n0, k0)                                               \
+    do {                                                                                       \
+        const int k_ = (k0) + fa_frag_k(fa_lane());                                            \
+        fa_load_row_frag((b)[0], (tile), pitch, (n0) + fa_frag_row(fa_lane()), k_);            \
+        fa_load_row_frag((b)[1], (tile), pitch, (n0) + FA_MMA_N + fa_frag_row(fa_lane()), k_); \
     } while (0)
+
+#if FA_AMD_SHAPE == FA_AMD_MFMA32
+/* 32 x 32 x 8: the B operand of one 32-key n-tile per load (attn_fwd.h FA_B_LOAD_TILES),
+ * so a wave's key tile may be 32 keys (aiter's 256 x 32 at d128). */
+#define FA_B_LOAD_TILES 1
+#define fa_load_bt_tiles(b, tile, pitch, n0, k0) \
+    fa_load_row_frag((b)[0], (tile), pitch, (n0) + fa_frag_row(fa_lane()), (k0) + fa_frag_k(fa_lane()))
+#endif
 
 /* One element of a tile stored [k][n]. */
 #define fa_tile_elem(tile, pitch, k, n) (tile)[fa_tile_offset((pitch), (k), (n) >> 3) + ((n) & 7)]
@@ -200,9 +256,9 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
         const int l_ = fa_lane();                                                         \
         _Pragma("unroll") for (int j_ = 0; j_ < 2; ++j_)                                  \
             _Pragma("unroll") for (int i_ = 0; i_ < FA_FRAG_ELEMS; i_ += 2) {             \
-                int n_ = (n0) + 16 * j_ + fa_amd_b_col(l_);                               \
-                uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_), n_); \
-                uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_ + 1), n_); \
+                int n_ = (n0) + FA_MMA_N * j_ + fa_frag_row(l_);                          \
+                uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_frag_k(l_) + i_, n_);   \
+                uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_frag_k(l_) + i_ + 1, n_); \
                 (b)[j_][i_ / 2] = lo_ | (hi_ << 16);                                      \
             }                                                                             \
     } while (0)
@@ -212,10 +268,10 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
 #define fa_load_at(a, tile, pitch, row0, k0)                                             \
     do {                                                                                  \
         const int l_ = fa_lane();                                                         \
-        const int m_ = (row0) + fa_amd_a_row(l_);                                         \
+        const int m_ = (row0) + fa_frag_row(l_);                                          \
         _Pragma("unroll") for (int i_ = 0; i_ < FA_FRAG_ELEMS; i_ += 2) {                 \
-            uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_), m_); \
-            uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_PRIM, l_, i_ + 1), m_); \
+            uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_frag_k(l_) + i_, m_);       \
+            uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_frag_k(l_) + i_ + 1, m_);   \
             (a)[i_ / 2] = lo_ | (hi_ << 16);                                              \
         }                                                                                 \
     } while (0)
@@ -292,16 +348,20 @@ FA_DEVICE fa_frag_vec fa_as_frag(const uint32_t regs[FA_A_REGS])
     return v;
 }
 
-/* c += a * b on one 16x16x16 tile, issued as cᵀ += bᵀ·aᵀ (fa_amd_layouts.h): b is the
+/* c += a * b on one FA_MMA_M x FA_MMA_N x FA_MMA_K tile, issued as cᵀ += bᵀ·aᵀ (fa_amd_layouts.h): b is the
  * instruction's first source. */
 FA_DEVICE void fa_mma(float c[FA_ACC_REGS], const uint32_t a[FA_A_REGS], const uint32_t b[FA_B_REGS])
 {
 #if FA_AMD_DEVICE_PASS
     fa_acc_vec acc;
     __builtin_memcpy(&acc, c, sizeof acc);
-#if FA_AMD_PRIM == FA_AMD_MFMA16 && defined(FA_INST_BF16)
+#if FA_AMD_SHAPE == FA_AMD_MFMA32 && defined(FA_INST_BF16)
+    acc = fa_isa_mfma32_bf16(fa_as_frag(b), fa_as_frag(a), acc);
+#elif FA_AMD_SHAPE == FA_AMD_MFMA32
+    acc = fa_isa_mfma32_f16(fa_as_frag(b), fa_as_frag(a), acc);
+#elif FA_AMD_SHAPE == FA_AMD_MFMA16 && defined(FA_INST_BF16)
     acc = fa_isa_mfma16_bf16(fa_as_frag(b), fa_as_frag(a), acc);
-#elif FA_AMD_PRIM == FA_AMD_MFMA16
+#elif FA_AMD_SHAPE == FA_AMD_MFMA16
     acc = fa_isa_mfma16_f16(fa_as_frag(b), fa_as_frag(a), acc);
 #elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11 && defined(FA_INST_BF16)
     acc = fa_isa_wmma11_bf16(fa_as_frag(b), fa_as_frag(a), acc);
@@ -318,6 +378,17 @@ FA_DEVICE void fa_mma(float c[FA_ACC_REGS], const uint32_t a[FA_A_REGS], const u
 #endif
 }
 
+#if FA_AMD_SHAPE == FA_AMD_MFMA32
+/* 32 x 32 x 8: k-step ks is registers 4 (ks % 4) .. + 3 of the lane's own accumulator tile
+ * ks / 4 (fa_amd_layouts.h), packed in place. */
+FA_DEVICE void fa_acc_regs_to_a(uint32_t a[FA_A_REGS], const float c[FA_ACC_REGS], int ks)
+{
+    const int r0 = 4 * (ks % 4);
+    a[0] = fa_pack2(c[r0], c[r0 + 1]);
+    a[1] = fa_pack2(c[r0 + 2], c[r0 + 3]);
+}
+#define fa_acc_to_a(a, acc_row, ks) fa_acc_regs_to_a((a), (acc_row)[(ks) / 4], (ks))
+#else
 /* The A operand of P·V from one 16x16 accumulator tile of P (FA_MMA_N == FA_MMA_K: n-tile
  * ks is k-step ks). Element i comes from fa_amd_p_src_lane/_reg: this lane or lane ^ 16
  * (the exchange is dead code, and removed, where every source is this lane). */
@@ -336,6 +407,7 @@ FA_DEVICE void fa_acc_tile_to_a(uint32_t a[FA_A_REGS], const float c[FA_ACC_REGS
         a[i / 2] = fa_pack2(elem[i], elem[i + 1]);
 }
 #define fa_acc_to_a(a, acc_row, ks) fa_acc_tile_to_a((a), (acc_row)[(ks)])
+#endif
 
 /* Store accumulator registers r, r + 1 (columns FA_ACC_PAIR_STRIDE apart) of one row. */
 FA_DEVICE void fa_store_pair(void *dst, float lo, float hi)

@@ -4,7 +4,8 @@
  * it once, after defining the instance:
  *   FA_INST_D (head dim), FA_INST_M x FA_INST_N (query x key tile), FA_INST_WARPS,
  *   FA_INST_STAGES (K/V buffers), FA_INST_BF16 (else fp16), FA_INST_NAME (kernel name),
- *   FA_INST_PACK_GQA (1: the decode family, below; else 0 or undefined).
+ *   FA_INST_PACK_GQA (1: the decode family, below; else 0 or undefined),
+ *   FA_INST_Q_IN_REGS (defined: the Q-in-registers family, below).
  *
  * Algorithm (FlashAttention-2): the Q tile stays in shared memory; K/V tiles stream
  * through FA_INST_STAGES shared buffers with asynchronous copies; each warp owns
@@ -24,6 +25,12 @@
  * j of a sequence is row j % page_size of page block_table[batch][j / page_size] of the
  * k and v pools, whose batch stride is the stride between pages; page_size is a multiple
  * of 16 (the API's rule; the host's own one-page tables round up to whole key tiles).
+ *
+ * The Q-in-registers family (FA_INST_Q_IN_REGS, qreg_instances.txt; AMD CDNA) loads each
+ * wave's Q fragments from global memory into registers once, before the key loop, and
+ * gives shared memory to K and V alone: a 256-query tile of eight waves then shares every
+ * K/V tile in 64 KiB of LDS, where Q in LDS would take it all. The vendor runs this family
+ * on its widest matrix shape (src/hip: 32 x 32 x 8).
  */
 #ifdef FA_ATTN_FWD_INCLUDED
 #error "attn_fwd.h instantiates one kernel per translation unit"
@@ -31,6 +38,11 @@
 #define FA_ATTN_FWD_INCLUDED
 #ifndef FA_INST_PACK_GQA
 #define FA_INST_PACK_GQA 0
+#endif
+#if defined(FA_INST_Q_IN_REGS)
+#define FA_Q_IN_REGS 1
+#else
+#define FA_Q_IN_REGS 0
 #endif
 
 #include "fa_device.h"
@@ -75,7 +87,15 @@
  * twice the chunks, and gfx1100's d64 and d128 bf16 forward spilled 16-20 bytes. */
 #define FA_HELD_COPIES (FA_SYNC_COPIES && !FA_INST_PACK_GQA && FA_INST_STAGES == 1 && FA_WARP_SIZE == 64)
 
-#if FA_KEY_WARPS < 1 || FA_WARP_ROWS % FA_MMA_M != 0 || FA_WARP_KEYS % (2 * FA_MMA_N) != 0 || \
+/* N-tiles of Kᵀ one B-operand load gives: two (an ldmatrix x4, or two rows of 16-wide
+ * fragments) unless the vocabulary says otherwise (32 x 32 x 8: one, so a wave may score
+ * 32 keys per tile). */
+#ifndef FA_B_LOAD_TILES
+#define FA_B_LOAD_TILES 2
+#define fa_load_bt_tiles fa_load_bt_pair
+#endif
+
+#if FA_KEY_WARPS < 1 || FA_WARP_ROWS % FA_MMA_M != 0 || FA_WARP_KEYS % (FA_B_LOAD_TILES * FA_MMA_N) != 0 || \
     FA_INST_D % (2 * FA_MMA_N) != 0 || FA_WARP_KEYS % FA_MMA_K != 0 || FA_INST_D % FA_MMA_K != 0 || \
     FA_DF % FA_KEY_WARPS != 0
 #error "instance tile does not divide into matrix-unit tiles"
@@ -294,11 +314,43 @@ FA_DEVICE void fa_fetch_pages(fa_tile_pages *pages, const fa_fwd_args *args, con
 }
 #endif
 
+#define FA_QK_STEPS (FA_INST_D / FA_MMA_K) /* k-steps of Q·Kᵀ                          */
+#if FA_Q_IN_REGS
+/* Q's A operands, FA_QK_STEPS per m-tile, in registers for the whole key loop. */
+#define FA_Q_SOURCE const uint32_t q_src[FA_MF][FA_QK_STEPS][FA_A_REGS]
+
+/* The wave's Q fragments straight from global memory (q at the tile's first row): rows
+ * past the sequence and columns past the head dim are zeros, as fa_load_tile fills them.
+ * The loads carry no branch (an invalid one reads q itself and is replaced by zero), so
+ * all of them are in flight together. */
+FA_DEVICE void fa_load_q_regs(uint32_t q_frag[FA_MF][FA_QK_STEPS][FA_A_REGS], const fa_elem *q,
+                              long long row_stride, int rows_valid, int head_dim, int warp_row0)
+{
+    const int lane = fa_lane();
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf) {
+        const int row = warp_row0 + mf * FA_MMA_M + fa_frag_row(lane);
+#pragma unroll
+        for (int ks = 0; ks < FA_QK_STEPS; ++ks) {
+            const int col = ks * FA_MMA_K + fa_frag_k(lane);
+            const int valid = row < rows_valid && col < head_dim;
+            uint32_t frag[FA_A_REGS];
+            fa_load_frag_global(frag, valid ? q + row * row_stride + col : q);
+#pragma unroll
+            for (int i = 0; i < FA_A_REGS; ++i)
+                q_frag[mf][ks][i] = valid ? frag[i] : 0u;
+        }
+    }
+}
+#else
+#define FA_Q_SOURCE const fa_elem *q_src
+#endif
+
 /* Both products run over the instance's full head dim: the padded columns are zeros, and
  * a run-time exit inside these unrolled loops would stop the compiler from issuing the
- * next fragment loads ahead of the current matrix instructions. */
-FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem_q,
-                     const fa_elem *smem_k, int warp_row0)
+ * next fragment loads ahead of the current matrix instructions. Q comes from its shared
+ * tile, or from registers (FA_Q_IN_REGS). */
+FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], FA_Q_SOURCE, const fa_elem *smem_k, int warp_row0)
 {
 #pragma unroll
     for (int mf = 0; mf < FA_MF; ++mf)
@@ -311,17 +363,25 @@ FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], const fa_elem *smem
     for (int k0 = 0; k0 < FA_INST_D; k0 += FA_MMA_K) {
         uint32_t a[FA_MF][FA_A_REGS];
 #pragma unroll
-        for (int mf = 0; mf < FA_MF; ++mf)
-            fa_load_a(a[mf], smem_q, FA_PITCH, warp_row0 + mf * FA_MMA_M, k0);
+        for (int mf = 0; mf < FA_MF; ++mf) {
+#if FA_Q_IN_REGS
+            (void)warp_row0;
 #pragma unroll
-        for (int nf = 0; nf < FA_NF; nf += 2) {
-            uint32_t b[2][FA_B_REGS];
-            fa_load_bt_pair(b, smem_k, FA_PITCH, nf * FA_MMA_N, k0);
+            for (int i = 0; i < FA_A_REGS; ++i)
+                a[mf][i] = q_src[mf][k0 / FA_MMA_K][i];
+#else
+            fa_load_a(a[mf], q_src, FA_PITCH, warp_row0 + mf * FA_MMA_M, k0);
+#endif
+        }
 #pragma unroll
-            for (int mf = 0; mf < FA_MF; ++mf) {
-                fa_mma(acc_s[mf][nf], a[mf], b[0]);
-                fa_mma(acc_s[mf][nf + 1], a[mf], b[1]);
-            }
+        for (int nf = 0; nf < FA_NF; nf += FA_B_LOAD_TILES) {
+            uint32_t b[FA_B_LOAD_TILES][FA_B_REGS];
+            fa_load_bt_tiles(b, smem_k, FA_PITCH, nf * FA_MMA_N, k0);
+#pragma unroll
+            for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+                for (int j = 0; j < FA_B_LOAD_TILES; ++j)
+                    fa_mma(acc_s[mf][nf + j], a[mf], b[j]);
         }
     }
 }
@@ -425,9 +485,14 @@ FA_DEVICE void fa_merge_key_warps(float *scratch, const float acc_o[FA_MF][FA_DF
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_INST_NAME(fa_fwd_args args)
 {
+#if FA_Q_IN_REGS
+    FA_DYNAMIC_SMEM(fa_smem, FA_QREG_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
+    fa_elem *smem_k = (fa_elem *)fa_smem;
+#else
     FA_DYNAMIC_SMEM(fa_smem, FA_FWD_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
     fa_elem *smem_q = (fa_elem *)fa_smem;
     fa_elem *smem_k = smem_q + FA_INST_M * FA_PITCH;
+#endif
     fa_elem *smem_v = smem_k + FA_INST_STAGES * FA_INST_N * FA_PITCH;
 
     /* The device check or the append before this kernel wrote seq_ok, the cache; the
@@ -509,7 +574,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
 #define FA_SOFTMAX_STEP(t)                                                                 \
     float acc_s[FA_MF][FA_NF][FA_ACC_REGS];                                                \
     uint32_t p[FA_MF][FA_KS][FA_A_REGS];                                                   \
-    fa_qk(acc_s, smem_q, FA_K_BUF(t) + warp_key0 * FA_PITCH, warp_row0);                   \
+    fa_qk(acc_s, FA_Q_OPERAND, FA_K_BUF(t) + warp_key0 * FA_PITCH, warp_row0);             \
     {                                                                                      \
         const int n0 = FA_TILE_N0(t);                                                      \
         float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0 + warp_key0, \
@@ -535,8 +600,14 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
      * tile) to keep that count exact. */
 #if FA_INST_PACK_GQA
     fa_load_q_packed(smem_q, &args, &s);
+#define FA_Q_OPERAND smem_q
+#elif FA_Q_IN_REGS
+    uint32_t q_frag[FA_MF][FA_QK_STEPS][FA_A_REGS];
+    fa_load_q_regs(q_frag, q, args.q_layout.row, s.rows_valid, args.head_dim, warp_row0);
+#define FA_Q_OPERAND q_frag
 #else
     fa_load_tile(smem_q, q, args.q_layout.row, s.rows_valid, args.head_dim, FA_INST_M);
+#define FA_Q_OPERAND smem_q
 #endif
 #if FA_HELD_COPIES
     /* One buffer per operand. Tile t+1's loads are issued before tile t's work and stored
@@ -664,6 +735,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
 #undef FA_K_BUF
 #undef FA_V_BUF
 #undef FA_SOFTMAX_STEP
+#undef FA_Q_OPERAND
 #undef FA_TILE_N0
 #undef FA_LOAD_K
 #undef FA_LOAD_V

@@ -15,6 +15,10 @@
 #define FA_FWD_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
     (2 * ((tile_m) + 2 * (stages) * (tile_n)) * FA_FWD_SMEM_PITCH(head_dim))
 
+/* The Q-in-registers forward (attn_fwd.h, FA_INST_Q_IN_REGS): the K/V tiles alone. */
+#define FA_QREG_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
+    (2 * 2 * (stages) * (tile_n) * FA_FWD_SMEM_PITCH(head_dim))
+
 /* The warpgroup forward (attn_fwd_ws.h): the Q tile and `stages` K and V tiles, each
  * head_dim / 64 column blocks of rows x 128 bytes (TMA's 128-byte-swizzled boxes), plus
  * 1024 bytes to start the first tile on a 1024-byte boundary (the swizzle's period). The
