@@ -161,6 +161,15 @@ FA_DEVICE fa_chunk fa_chunk_zero(void)
     return v;
 }
 FA_DEVICE void fa_chunk_store(void *smem_dst, fa_chunk v) { *(fa_chunk *)smem_dst = v; }
+/* The chunk's 8 elements down a column: element e to smem_dst[e * pitch] (ds_write_b16
+ * and ds_write_b16_d16_hi, the low and high halves of each register). */
+FA_DEVICE void fa_chunk_store_column(unsigned short *smem_dst, int pitch, fa_chunk v)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        smem_dst[e * pitch] = (unsigned short)(w[e / 2] >> (16 * (e % 2)));
+}
 
 /* 16-byte global->LDS copy, synchronous (see the header); src_valid 0 stores zeros. */
 FA_DEVICE void fa_async_copy16(void *smem_dst, const void *gmem_src, int src_valid)
@@ -257,8 +266,8 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
         _Pragma("unroll") for (int j_ = 0; j_ < 2; ++j_)                                  \
             _Pragma("unroll") for (int i_ = 0; i_ < FA_FRAG_ELEMS; i_ += 2) {             \
                 int n_ = (n0) + FA_MMA_N * j_ + fa_frag_row(l_);                          \
-                uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_frag_k(l_) + i_, n_);   \
-                uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_frag_k(l_) + i_ + 1, n_); \
+                uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_SHAPE, l_, i_), n_);   \
+                uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_SHAPE, l_, i_ + 1), n_); \
                 (b)[j_][i_ / 2] = lo_ | (hi_ << 16);                                      \
             }                                                                             \
     } while (0)
@@ -270,8 +279,8 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
         const int l_ = fa_lane();                                                         \
         const int m_ = (row0) + fa_frag_row(l_);                                          \
         _Pragma("unroll") for (int i_ = 0; i_ < FA_FRAG_ELEMS; i_ += 2) {                 \
-            uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_frag_k(l_) + i_, m_);       \
-            uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_frag_k(l_) + i_ + 1, m_);   \
+            uint32_t lo_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_SHAPE, l_, i_), m_);       \
+            uint32_t hi_ = fa_tile_elem((tile), pitch, (k0) + fa_amd_frag_k(FA_AMD_SHAPE, l_, i_ + 1), m_);   \
             (a)[i_ / 2] = lo_ | (hi_ << 16);                                              \
         }                                                                                 \
     } while (0)

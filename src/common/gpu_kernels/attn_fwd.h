@@ -29,8 +29,10 @@
  * The Q-in-registers family (FA_INST_Q_IN_REGS, qreg_instances.txt; AMD CDNA) loads each
  * wave's Q fragments from global memory into registers once, before the key loop, and
  * gives shared memory to K and V alone: a 256-query tile of eight waves then shares every
- * K/V tile in 64 KiB of LDS, where Q in LDS would take it all. The vendor runs this family
- * on its widest matrix shape (src/hip: 32 x 32 x 8).
+ * K/V tile in 64 KiB of LDS, where Q in LDS would take it all. V is stored transposed
+ * ([d][key]) as its held copy goes to LDS, so P·V reads four consecutive keys at once
+ * instead of gathering them. The vendor runs this family on its widest matrix shape
+ * (src/hip: 32 x 32 x 8).
  */
 #ifdef FA_ATTN_FWD_INCLUDED
 #error "attn_fwd.h instantiates one kernel per translation unit"
@@ -86,6 +88,10 @@
  * of it (docs/research/issue19_cdna3.md, section 5). Wave64 only: a wave32 lane holds
  * twice the chunks, and gfx1100's d64 and d128 bf16 forward spilled 16-20 bytes. */
 #define FA_HELD_COPIES (FA_SYNC_COPIES && !FA_INST_PACK_GQA && FA_INST_STAGES == 1 && FA_WARP_SIZE == 64)
+/* The Q-in-registers family stores V transposed on the way from the held copy to LDS. */
+#if FA_Q_IN_REGS && !FA_HELD_COPIES
+#error "the Q-in-registers forward needs held copies (one stage, registers as the copy path, wave64)"
+#endif
 
 /* N-tiles of Kᵀ one B-operand load gives: two (an ldmatrix x4, or two rows of 16-wide
  * fragments) unless the vocabulary says otherwise (32 x 32 x 8: one, so a wave may score
@@ -386,6 +392,8 @@ FA_DEVICE void fa_qk(float acc_s[FA_MF][FA_NF][FA_ACC_REGS], FA_Q_SOURCE, const 
     }
 }
 
+/* V is a [key][d] tile, or with Q in registers a Vᵀ tile ([d][key], FA_VT_PITCH), whose
+ * operand is B = tileᵀ: contiguous keys, no gather. */
 FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], uint32_t p[FA_MF][FA_KS][FA_A_REGS],
                      const fa_elem *smem_v)
 {
@@ -394,7 +402,11 @@ FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], uint32_t p[FA_MF][F
 #pragma unroll
         for (int df = 0; df < FA_DF; df += 2) {
             uint32_t b[2][FA_B_REGS];
+#if FA_Q_IN_REGS
+            fa_load_bt_pair(b, smem_v, FA_VT_PITCH(FA_INST_N), df * FA_MMA_N, ks * FA_MMA_K);
+#else
             fa_load_b_pair(b, smem_v, FA_PITCH, ks * FA_MMA_K, df * FA_MMA_N);
+#endif
 #pragma unroll
             for (int mf = 0; mf < FA_MF; ++mf) {
                 fa_mma(acc_o[mf][df], p[mf][ks], b[0]);
@@ -621,10 +633,15 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
         fa_fetch_tile(&v_held, v + (long long)FA_TILE_N0(t) * args.v_layout.row, args.v_layout.row,          \
                       s.seqlen_k - FA_TILE_N0(t), args.head_dim);                                            \
     } while (0)
+#if FA_Q_IN_REGS
+#define FA_STORE_V() fa_store_tile_transposed(smem_v, FA_VT_PITCH(FA_INST_N), &v_held)
+#else
+#define FA_STORE_V() fa_store_tile(smem_v, &v_held)
+#endif
 #define FA_STORE_KV()                       \
     do {                                    \
         fa_store_tile(smem_k, &k_held);     \
-        fa_store_tile(smem_v, &v_held);     \
+        FA_STORE_V();                       \
     } while (0)
     if (n_tiles > 0) {
         FA_FETCH_KV(0);
@@ -644,6 +661,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
     }
 #undef FA_FETCH_KV
 #undef FA_STORE_KV
+#undef FA_STORE_V
 #elif FA_LOAD_AHEAD
     /* One group per K/V tile, tiles t .. t+S-1 in flight while tile t is waited for: a
      * tile's buffer is refilled (tile t+S) right after every warp is done with it, and

@@ -102,6 +102,26 @@ FA_DEVICE void fa_fetch_tile(fa_held_tile *held, const fa_elem *gmem, long long 
     }
 }
 
+/* The shared-memory half of a copy fa_fetch_tile began, transposed: row r of the tile
+ * becomes column r of `smem_t` (head_dim rows of `pitch` elements), each chunk's 8
+ * elements going to 8 rows (the vendor's fa_chunk_store_column). The Q-in-registers
+ * forward keeps V so, and P·V's operand is then a contiguous read (attn_fwd.h). */
+FA_DEVICE void fa_store_tile_transposed(fa_elem *smem_t, int pitch, const fa_held_tile *held)
+{
+    const int step = FA_THREADS / FA_CHUNKS;
+    const int row0 = threadIdx.x / FA_CHUNKS;
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    if (threadIdx.x >= step * FA_CHUNKS)
+        return;
+#pragma unroll
+    for (int i = 0; i < FA_TILE_CHUNKS(FA_INST_N); ++i) {
+        const int row = row0 + i * step;
+        if (FA_INST_N % step == 0 || row < FA_INST_N)
+            fa_chunk_store_column(smem_t + chunk * 8 * pitch + row, pitch,
+                                  (held->valid >> i) & 1 ? held->chunk[i] : fa_chunk_zero());
+    }
+}
+
 /* The shared-memory half of a copy fa_fetch_tile began. */
 FA_DEVICE void fa_store_tile(fa_elem *smem, const fa_held_tile *held)
 {

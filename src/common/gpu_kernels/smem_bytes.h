@@ -15,9 +15,12 @@
 #define FA_FWD_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
     (2 * ((tile_m) + 2 * (stages) * (tile_n)) * FA_FWD_SMEM_PITCH(head_dim))
 
-/* The Q-in-registers forward (attn_fwd.h, FA_INST_Q_IN_REGS): the K/V tiles alone. */
+/* The Q-in-registers forward (attn_fwd.h, FA_INST_Q_IN_REGS): `stages` K tiles and as
+ * many Vᵀ tiles (head_dim rows of tile_n keys, padded to FA_VT_PITCH: 8-byte aligned
+ * rows for the fragment reads), no Q tile. */
+#define FA_VT_PITCH(tile_n) ((tile_n) + 4)
 #define FA_QREG_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
-    (2 * 2 * (stages) * (tile_n) * FA_FWD_SMEM_PITCH(head_dim))
+    (2 * (stages) * ((tile_n) * FA_FWD_SMEM_PITCH(head_dim) + (head_dim) * FA_VT_PITCH(tile_n)))
 
 /* The warpgroup forward (attn_fwd_ws.h): the Q tile and `stages` K and V tiles, each
  * head_dim / 64 column blocks of rows x 128 bytes (TMA's 128-byte-swizzled boxes), plus
