@@ -138,13 +138,18 @@ def lds_read_bytes(mnemonic, lanes=64):
     return (2 if m.group(1) else 1) * int(m.group(2)) // 8 * lanes
 
 
-def parse_isa(text, kernel):
-    """Matrix instructions of the kernel, the instruction mix of its main loop, its first
-    matrix mnemonic, and its global atomic mnemonics."""
-    insts, start, inside = [], None, False
+def read_instructions(text, kernel):
+    """The kernel's instructions in llvm-objdump -d output, as (offset from its start,
+    mnemonic, branch target offset or None). Branch targets are printed as <kernel+0x..>
+    after the encoding (compiled code) or as a label operand with the label's own heading
+    line (hand-written code objects such as aiter's: label_XXXX)."""
+    raw, labels, start, inside = [], {}, None, False
     for line in text.splitlines():
         head = re.match(r"^([0-9a-f]+) <(\S+)>:", line)
         if head:
+            if inside and head.group(2).startswith("label_"):
+                labels[head.group(2)] = int(head.group(1), 16) - start
+                continue
             inside = head.group(2) == kernel
             start = int(head.group(1), 16)
             continue
@@ -152,9 +157,21 @@ def parse_isa(text, kernel):
             continue
         m = re.match(r"^\s+(\S+)\s*(.*?)\s*// ([0-9A-F]+):.*?(?:<\S+\+0x([0-9a-f]+)>)?$", line)
         if m:
-            off = int(m.group(3), 16) - start
-            target = int(m.group(4), 16) if m.group(4) and "branch" in m.group(1) else None
-            insts.append((off, m.group(1), target))
+            raw.append((int(m.group(3), 16) - start, m.group(1), m.group(2), m.group(4)))
+    insts = []
+    for off, mn, operands, rel in raw:
+        target = None
+        if "branch" in mn:
+            label = re.match(r"(label_\w+)", operands)
+            target = int(rel, 16) if rel else labels.get(label.group(1)) if label else None
+        insts.append((off, mn, target))
+    return insts
+
+
+def parse_isa(text, kernel):
+    """Matrix instructions of the kernel, the instruction mix of its main loop (with its
+    plain path under "plain"), its first matrix mnemonic, and its global atomic mnemonics."""
+    insts = read_instructions(text, kernel)
     mma_total = sum(1 for _, mn, _ in insts if classify(mn) == "mma")
     best = None
     for off, mn, target in insts:
@@ -165,14 +182,40 @@ def parse_isa(text, kernel):
         key = (count, -(off - target))
         if count and (best is None or key > best[0]):
             best = (key, body)
-    mix = {}
-    for _, mn, _ in (best[1] if best else []):
-        c = classify(mn)
-        mix[c] = mix.get(c, 0) + 1
-        mix["lds_bytes"] = mix.get("lds_bytes", 0) + lds_read_bytes(mn)
+    body = best[1] if best else []
+    mix = count_mix(body)
+    mix["plain"] = count_mix(plain_path(body))
     mnemonic = next((mn for _, mn, _ in insts if classify(mn) == "mma"), "none")
     atomics = {mn for _, mn, _ in insts if "atomic" in mn}
     return mma_total, mix, mnemonic, atomics
+
+
+def count_mix(body):
+    """Instructions by class, and LDS bytes read, of a list of (offset, mnemonic, target)."""
+    mix = {}
+    for _, mn, _ in body:
+        c = classify(mn)
+        mix[c] = mix.get(c, 0) + 1
+        mix["lds_bytes"] = mix.get("lds_bytes", 0) + lds_read_bytes(mn)
+    return mix
+
+
+def plain_path(body):
+    """The loop body without the regions plain attention skips: every forward branch inside
+    the body whose skipped instructions are vector or scalar arithmetic only (no matrix
+    instruction, no memory access) jumps over an optional step (softcap, ALiBi, the mask of
+    a diagonal tile, the lazy O rescale), which a call without them leaves out on every
+    iteration but the few that move a row's maximum. Regions with loads or stores (the
+    next tile's copy) stay: plain attention runs them. An approximation of the executed
+    path, named as such where it is reported."""
+    skip = set()
+    for off, mn, target in body:
+        if target is None or target <= off:
+            continue
+        region = [i for i in body if off < i[0] < target]
+        if region and all(classify(i[1]) in ("valu", "trans", "salu") for i in region):
+            skip.update(i[0] for i in region)
+    return [i for i in body if i[0] not in skip]
 
 
 def vector_registers(meta):
@@ -211,17 +254,25 @@ def waves_per_cu(meta, row, k):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True, help="HIP build directory")
-    ap.add_argument("--facts", required=True, help="the amd_facts helper")
+    ap.add_argument("--build", help="HIP build directory")
+    ap.add_argument("--facts", help="the amd_facts helper")
     ap.add_argument("--llvm-bin", default="/usr/lib/llvm-19/bin", help="LLVM tools of the HIP compiler")
     ap.add_argument("--tool-suffix", default="-19", help="their name suffix, as in clang++-19")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--markdown")
+    ap.add_argument("--count", nargs="+", metavar="CODE_OBJECT",
+                    help="only print the main-loop instruction mix of each kernel of these gfx942 "
+                         "code objects (e.g. published kernels: bench/amd_model.py COUNTED)")
     args = ap.parse_args()
+    sfx, bin_dir = args.tool_suffix, os.path.realpath(args.llvm_bin)
+    if args.count:
+        count_code_objects(args.count, tool("llvm-readelf", sfx, bin_dir), tool("llvm-objdump", sfx, bin_dir))
+        return 0
+    if not args.build or not args.facts:
+        ap.error("--build and --facts are required (unless --count)")
 
     archs, kernels = read_manifest(os.path.join(args.build, "hip", "manifest.txt"))
     rows, selects, unsupported, atomic_dq = read_facts(args.facts)
-    sfx, bin_dir = args.tool_suffix, os.path.realpath(args.llvm_bin)
     objcopy, bundler = tool("llvm-objcopy", sfx, bin_dir), tool("clang-offload-bundler", sfx, bin_dir)
     readelf, objdump = tool("llvm-readelf", sfx, bin_dir), tool("llvm-objdump", sfx, bin_dir)
     # clang-offload-bundler --unbundle runs an unversioned llvm-objcopy, looked up next to
@@ -288,13 +339,13 @@ def main():
             if kernel not in built.get(arch, set()):
                 failures.append(f"{arch}: dispatcher selects {kernel}, not in its code object")
     not_built = [r for r in rows if r not in archs]
-    model = amd_model.calibrated()
-    if model[0] > amd_model.TOLERANCE:
-        failures.append(f"amd_model.py misses a published MI300X point by {100 * model[0]:.1f}% "
+    model, counted = amd_model.calibrated(), amd_model.fit_counted(amd_model.COUNTED)
+    if max(model[0], counted[0]) > amd_model.TOLERANCE:
+        failures.append(f"amd_model.py misses a published MI300X point by {100 * max(model[0], counted[0]):.1f}% "
                         f"(> {100 * amd_model.TOLERANCE:.0f}%): recalibrate before predicting")
 
     if args.markdown:
-        write_markdown(args.markdown, archs, table, rows, not_built, model)
+        write_markdown(args.markdown, archs, table, rows, not_built, model, counted)
     for row, pas in sorted({u[:2] for u in unsupported}):
         these = [u for u in unsupported if u[:2] == (row, pas)]
         dims = sorted({u[2] for u in these})
@@ -308,7 +359,20 @@ def main():
     return 0
 
 
-def write_markdown(path, archs, table, rows, not_built, model):
+def count_code_objects(paths, readelf, objdump):
+    """The main loop's instruction mix (parse_isa) of every kernel of each code object, one
+    line each: how bench/amd_model.py's COUNTED rows were read from published kernels."""
+    for path in paths:
+        notes = parse_notes(run([readelf, "--notes", path]))
+        isa = run([objdump, "-d", "--mcpu=gfx942", path])
+        for name in notes:
+            mma, mix, mnemonic, _ = parse_isa(isa, name)
+            mix.pop("plain")
+            print(f"{os.path.basename(path)} {name}: {mma} {mnemonic} in the kernel; main loop "
+                  + " ".join(f"{k} {v}" for k, v in sorted(mix.items())))
+
+
+def write_markdown(path, archs, table, rows, not_built, model, counted):
     out = ["# AMD kernels: resources and predictions", "",
            "Generated by `bench/amd_resources.py` from a HIP build (rerun it after changing the",
            "kernels or the instance lists; the CI runs it with `--check`). Every number below is",
@@ -336,23 +400,27 @@ def write_markdown(path, archs, table, rows, not_built, model):
             "ds_read instructions move, at 32 bytes per clock per SIMD), the smaller parts hidden",
             "behind the largest by the overlap fitted on published kernels, at "
             f"{amd_model.CUS} CUs x 4 SIMDs x {amd_model.CLOCK_GHZ} GHz. The calibration:", ""]
-    out += amd_model.markdown(model)
-    out += ["", "Our instances, at the fitted overlap (had our schedule hidden as much as the published",
-            "kernels do) and at none (each part in turn): bounds of this code, not one number. The",
-            "loop body as compiled also holds the uniform branches for masking, softcap and ALiBi,",
-            "which most iterations skip, so the vector part overcounts plain attention somewhat.",
-            "Not modelled: HBM latency (this version's K/V loads are synchronous), LDS bank",
-            "conflicts, the prologue and epilogue.", "",
-            "| kernel | waves/SIMD | MMA/iter | VALU / transcendental / LDS KiB per iter | cycles matrix / vector / LDS | predicted TFLOP/s (fitted overlap) | (no overlap) | aiter published |",
-            "|---|---|---|---|---|---|---|---|"]
+    out += amd_model.markdown(model) + [""] + amd_model.markdown_counted(counted)
+    out += ["", "Our instances, counted the same way, at the overlap fitted on aiter's counted loop (had",
+            "our schedule hidden as much as aiter's does) and at none (each part in turn): bounds of",
+            "this code, not one number. Not modelled: HBM and LDS latency, LDS bank conflicts,",
+            "barriers, the prologue and epilogue.", "",
+            "Each kernel twice: the loop body as compiled (every optional step counted), and its",
+            "plain path (amd_resources.py plain_path: the forward branches over arithmetic-only",
+            "regions taken, as a call without softcap, ALiBi or a mask takes them on almost every",
+            "iteration; an approximation read from the code, not a trace).", "",
+            "| kernel | count | waves/SIMD | MMA/iter | VALU / transcendental / LDS KiB per iter | cycles matrix / vector / LDS | predicted TFLOP/s (fitted overlap) | (no overlap) | aiter published |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for arch, k, meta, mma, mix, mnemonic, occ in table:
         if arch != "gfx942" or k["d"] != 128 or k["pass"] not in ("fwd", "qreg"):
             continue
-        hidden, serial = amd_model.predict_ours(k, mix, model)
-        parts = amd_model.parts_from_mix(k, mix)
-        out.append(f"| {k['name']} | {occ} | {mix.get('mma', 0)} | {mix.get('valu', 0)} / {mix.get('trans', 0)} / "
-                   f"{mix.get('lds_bytes', 0) / 1024:.0f} | {parts[0]:.0f} / {parts[1]:.0f} / {parts[2]:.0f} | "
-                   f"{hidden:.0f} | {serial:.0f} | 577-592 (d128, s 8k) |")
+        for label, m in (("loop body", mix), ("plain path", mix["plain"])):
+            hidden, serial = amd_model.predict_ours(k, m, counted)
+            parts = amd_model.parts_from_mix(k, m)
+            out.append(f"| {k['name']} | {label} | {occ} | {m.get('mma', 0)} | {m.get('valu', 0)} / "
+                       f"{m.get('trans', 0)} / {m.get('lds_bytes', 0) / 1024:.0f} | "
+                       f"{parts[0]:.0f} / {parts[1]:.0f} / {parts[2]:.0f} | {hidden:.0f} | {serial:.0f} | "
+                       f"577-592 (d128, s 8k) |")
     out += ["", "## Backward", "",
             "The dK/dV and dQ kernels of each backward instance (src/common/gpu_kernels/attn_bwd.h;",
             "tile in the name, waves in src/common/select/bwd_instances.txt) and the shared kernels",

@@ -318,6 +318,18 @@ FA_DEVICE uint32_t fa_bf16_bits(float x)
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 FA_DEVICE uint32_t fa_pack2_bf16(float lo, float hi) { return fa_bf16_bits(lo) | (fa_bf16_bits(hi) << 16); }
+/* The same rounding without the NaN test, for P: a NaN score makes the row's fp32 sum NaN
+ * and so its output and LSE, whatever P's bits become (a NaN whose rounding carries
+ * into the sign would read as -0 here). Two VALU per value fewer on P·V's operand. */
+FA_DEVICE uint32_t fa_bf16_bits_rounded(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+FA_DEVICE uint32_t fa_pack2_p_bf16(float lo, float hi)
+{
+    return fa_bf16_bits_rounded(lo) | (fa_bf16_bits_rounded(hi) << 16);
+}
 FA_DEVICE uint32_t fa_pack2_f16(float lo, float hi) { return fa_f16_bits(lo) | (fa_f16_bits(hi) << 16); }
 
 /* Two packed 16-bit elements (low half first) to fp32, both conversions exact. */
@@ -335,9 +347,11 @@ FA_DEVICE float2 fa_unpack2_f16(uint32_t v)
 /* The instance's element type: FA_INST_BF16 defined -> bf16, else fp16. */
 #if defined(FA_INST_BF16)
 #define fa_pack2 fa_pack2_bf16
+#define fa_pack2_p fa_pack2_p_bf16
 typedef short fa_mma_elem;
 #else
 #define fa_pack2 fa_pack2_f16
+#define fa_pack2_p fa_pack2_f16
 typedef _Float16 fa_mma_elem;
 #endif
 
@@ -393,8 +407,8 @@ FA_DEVICE void fa_mma(float c[FA_ACC_REGS], const uint32_t a[FA_A_REGS], const u
 FA_DEVICE void fa_acc_regs_to_a(uint32_t a[FA_A_REGS], const float c[FA_ACC_REGS], int ks)
 {
     const int r0 = 4 * (ks % 4);
-    a[0] = fa_pack2(c[r0], c[r0 + 1]);
-    a[1] = fa_pack2(c[r0 + 2], c[r0 + 3]);
+    a[0] = fa_pack2_p(c[r0], c[r0 + 1]);
+    a[1] = fa_pack2_p(c[r0 + 2], c[r0 + 3]);
 }
 #define fa_acc_to_a(a, acc_row, ks) fa_acc_regs_to_a((a), (acc_row)[(ks) / 4], (ks))
 #else
