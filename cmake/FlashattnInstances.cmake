@@ -54,6 +54,7 @@ set(FA_VENDORS_ws "^cuda$")
 # on CDNA's 32 x 32 x 8).
 set(FA_REGISTRY_PASS_qreg FWD)
 set(FA_DEFINES_qreg "#define FA_INST_Q_IN_REGS 1")
+set(FA_REGS_MACRO_qreg FA_QREG_REGS_PER_THREAD)
 set(FA_VENDORS_qreg "^hip$")
 # The enumerators of the registry's fields, per list spelling.
 set(FA_BACKEND_cuda FA_BACKEND_CUDA)

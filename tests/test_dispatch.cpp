@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_kernels/smem_bytes.h"
 #include "select/registry.h"
 
 namespace {
@@ -629,6 +630,34 @@ TEST_CASE("the decode family takes paged K/V and packs that fit its tiles", "[di
     paged.paged = 1;
     REQUIRE(select(fa_arch_find("cpu"), cpu, paged, &sel) == FA_OK);
     CHECK(sel.config->pack_gqa == 0);
+}
+
+// The Q-in-registers family (qreg_instances.txt: CDNA wave64, d64 and d128) against the
+// real HIP registry: it runs CDNA's d128 prefill, never a wave32 row, never a decode-sized
+// GQA call (the decode family's), never a head dim it does not list.
+TEST_CASE("the Q-in-registers family runs CDNA's d128 prefill, not RDNA, decode or other head dims",
+          "[dispatch]")
+{
+    std::vector<fa_kernel_config> hip = compiled_registry(FA_BACKEND_HIP);
+    fa_selection sel;
+    auto name_of = [&](const char *arch, fa_problem_shape shape) {
+        INFO(arch << " d" << shape.head_dim << " s_q " << shape.seqlen_q);
+        REQUIRE(select(fa_arch_find(arch), hip, shape, &sel) == FA_OK);
+        return std::string(sel.config->name);
+    };
+    const fa_problem_shape prefill = make_shape(FA_DTYPE_BF16, 4, 32, 128, 4096, 4096);
+    for (const char *arch : {"gfx942", "gfx90a"}) {
+        const std::string name = name_of(arch, prefill);
+        CHECK(contains(name.c_str(), "_qreg_d128_"));
+        CHECK(sel.config->threads == 512);
+        CHECK(sel.config->smem_bytes == FA_QREG_SMEM_BYTES(128, 256, 32, 1));
+    }
+    CHECK(!contains(name_of("gfx1100", prefill).c_str(), "_qreg_"));
+    fa_problem_shape decode = make_shape(FA_DTYPE_BF16, 4, 32, 128, 1, 8192);
+    decode.heads_k = 8;
+    CHECK(contains(name_of("gfx942", decode).c_str(), "_dec_"));
+    fa_problem_shape d96 = make_shape(FA_DTYPE_BF16, 4, 32, 96, 4096, 4096);
+    CHECK(contains(name_of("gfx942", d96).c_str(), "_fwd_d96_"));
 }
 
 TEST_CASE("the CPU backward registry fits the cpu row and covers every head dim",

@@ -120,7 +120,9 @@ void check_config(const fa_kernel_config &c, fa_pass pass, const char *pass_name
     CHECK(c.min_wave_size == wave_size);
     CHECK(c.threads == r.warps * (wave_size ? wave_size : 1));
     CHECK(c.smem_bytes == expected_smem(pass, r, pass_name));
-    CHECK(c.regs_per_thread == (std::string(pass_name) == "ws" ? FA_WS_REGS_PER_THREAD(c.threads) : 0));
+    CHECK(c.regs_per_thread == (std::string(pass_name) == "ws"     ? FA_WS_REGS_PER_THREAD(c.threads)
+                                : std::string(pass_name) == "qreg" ? FA_QREG_REGS_PER_THREAD(c.threads)
+                                                                   : 0));
     // attn_bwd.h's shape: 16 resident rows per warp, whole row groups per warp.
     if (pass == FA_PASS_BWD && r.vendor != "cpu") {
         CHECK(r.tile_n % 16 == 0);

@@ -19,6 +19,10 @@
  * many Vᵀ tiles (head_dim rows of tile_n keys, padded to FA_VT_PITCH: 8-byte aligned
  * rows for the fragment reads), no Q tile. */
 #define FA_VT_PITCH(tile_n) ((tile_n) + 4)
+/* Its registers per thread as the registry records them: src/hip bounds the family to
+ * two waves per SIMD (FA_AMD_ACC_IN_VGPRS, at most 256 of a lane's 512), which is what the
+ * dispatcher's occupancy must see (one 8-wave workgroup per CU); LDS alone would allow three. */
+#define FA_QREG_REGS_PER_THREAD(threads) 256
 #define FA_QREG_SMEM_BYTES(head_dim, tile_m, tile_n, stages) \
     (2 * (stages) * ((tile_n) * FA_FWD_SMEM_PITCH(head_dim) + (head_dim) * FA_VT_PITCH(tile_n)))
 
