@@ -308,6 +308,15 @@ FA_DEVICE uint32_t fa_f16_bits(float x)
     __builtin_memcpy(&bits, &h, sizeof bits);
     return bits;
 }
+/* fp32 -> bf16, round to nearest even, NaN not handled: for P, where a NaN score makes
+ * the row's fp32 sum NaN and so its output and LSE, whatever P's bits become (a NaN whose
+ * rounding carries into the sign would read as -0 here); two VALU per value fewer on P·V's
+ * operand than fa_bf16_bits. */
+FA_DEVICE uint32_t fa_bf16_bits_rounded(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
 /* fp32 -> bf16, round to nearest even, NaN kept quiet (no conversion instruction before
  * gfx950). */
 FA_DEVICE uint32_t fa_bf16_bits(float x)
@@ -315,17 +324,9 @@ FA_DEVICE uint32_t fa_bf16_bits(float x)
     uint32_t u = __float_as_uint(x);
     if ((u & 0x7fffffffu) > 0x7f800000u)
         return (u >> 16) | 0x40u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return fa_bf16_bits_rounded(x);
 }
 FA_DEVICE uint32_t fa_pack2_bf16(float lo, float hi) { return fa_bf16_bits(lo) | (fa_bf16_bits(hi) << 16); }
-/* The same rounding without the NaN test, for P: a NaN score makes the row's fp32 sum NaN
- * and so its output and LSE, whatever P's bits become (a NaN whose rounding carries
- * into the sign would read as -0 here). Two VALU per value fewer on P·V's operand. */
-FA_DEVICE uint32_t fa_bf16_bits_rounded(float x)
-{
-    uint32_t u = __float_as_uint(x);
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
 FA_DEVICE uint32_t fa_pack2_p_bf16(float lo, float hi)
 {
     return fa_bf16_bits_rounded(lo) | (fa_bf16_bits_rounded(hi) << 16);
