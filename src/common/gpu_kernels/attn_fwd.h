@@ -634,13 +634,13 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
                       s.seqlen_k - FA_TILE_N0(t), args.head_dim);                                            \
     } while (0)
 #if FA_Q_IN_REGS
-#define FA_STORE_V() fa_store_tile_transposed(smem_v, FA_VT_PITCH(FA_INST_N), &v_held)
+#define FA_STORE_V() fa_store_tile(smem_v, FA_VT_PITCH(FA_INST_N), &v_held)
 #else
-#define FA_STORE_V() fa_store_tile(smem_v, &v_held)
+#define FA_STORE_V() fa_store_tile(smem_v, 0, &v_held)
 #endif
 #define FA_STORE_KV()                       \
     do {                                    \
-        fa_store_tile(smem_k, &k_held);     \
+        fa_store_tile(smem_k, 0, &k_held);  \
         FA_STORE_V();                       \
     } while (0)
     if (n_tiles > 0) {

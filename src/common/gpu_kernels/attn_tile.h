@@ -102,11 +102,12 @@ FA_DEVICE void fa_fetch_tile(fa_held_tile *held, const fa_elem *gmem, long long 
     }
 }
 
-/* The shared-memory half of a copy fa_fetch_tile began, transposed: row r of the tile
- * becomes column r of `smem_t` (head_dim rows of `pitch` elements), each chunk's 8
- * elements going to 8 rows (the vendor's fa_chunk_store_column). The Q-in-registers
- * forward keeps V so, and P·V's operand is then a contiguous read (attn_fwd.h). */
-FA_DEVICE void fa_store_tile_transposed(fa_elem *smem_t, int pitch, const fa_held_tile *held)
+/* The shared-memory half of a copy fa_fetch_tile began: row r of the tile to row r of
+ * `smem` (t_pitch 0), or transposed, to column r of `smem` (head_dim rows of t_pitch
+ * elements; each chunk's 8 elements go to 8 rows through the vendor's
+ * fa_chunk_store_column). The Q-in-registers forward keeps V transposed, so P·V's
+ * operand is a contiguous read (attn_fwd.h). t_pitch is a constant at every call. */
+FA_DEVICE void fa_store_tile(fa_elem *smem, int t_pitch, const fa_held_tile *held)
 {
     const int step = FA_THREADS / FA_CHUNKS;
     const int row0 = threadIdx.x / FA_CHUNKS;
@@ -116,26 +117,13 @@ FA_DEVICE void fa_store_tile_transposed(fa_elem *smem_t, int pitch, const fa_hel
 #pragma unroll
     for (int i = 0; i < FA_TILE_CHUNKS(FA_INST_N); ++i) {
         const int row = row0 + i * step;
-        if (FA_INST_N % step == 0 || row < FA_INST_N)
-            fa_chunk_store_column(smem_t + chunk * 8 * pitch + row, pitch,
-                                  (held->valid >> i) & 1 ? held->chunk[i] : fa_chunk_zero());
-    }
-}
-
-/* The shared-memory half of a copy fa_fetch_tile began. */
-FA_DEVICE void fa_store_tile(fa_elem *smem, const fa_held_tile *held)
-{
-    const int step = FA_THREADS / FA_CHUNKS;
-    const int row0 = threadIdx.x / FA_CHUNKS;
-    const int chunk = threadIdx.x % FA_CHUNKS;
-    if (threadIdx.x >= step * FA_CHUNKS)
-        return;
-#pragma unroll
-    for (int i = 0; i < FA_TILE_CHUNKS(FA_INST_N); ++i) {
-        const int row = row0 + i * step;
-        if (FA_INST_N % step == 0 || row < FA_INST_N)
-            fa_chunk_store(smem + fa_smem_offset(row, chunk),
-                           (held->valid >> i) & 1 ? held->chunk[i] : fa_chunk_zero());
+        if (FA_INST_N % step != 0 && row >= FA_INST_N)
+            continue;
+        const fa_chunk v = (held->valid >> i) & 1 ? held->chunk[i] : fa_chunk_zero();
+        if (t_pitch)
+            fa_chunk_store_column(smem + chunk * 8 * t_pitch + row, t_pitch, v);
+        else
+            fa_chunk_store(smem + fa_smem_offset(row, chunk), v);
     }
 }
 #endif
