@@ -86,15 +86,16 @@ PUBLISHED = [
 # (hsa/gfx942/fmha_v3_fwd/MI300/fwd_hd128_bf16_rtna.co at ROCm/aiter e4048607, by
 # `bench/amd_resources.py --count`; the object itself is not in this repository), against
 # the MI300X rows of its README table (op_tests/cpp/mha/README.md, same commit): name, the
-# loop's rows per wave, keys, head dim, instruction mix per iteration, published TFLOP/s.
-AITER_RTNA_LOOP = {"mma": 64, "valu": 412, "trans": 34, "salu": 75, "lds_bytes": 32768}
+# loop (rows per wave, keys and head dim of one iteration, its instruction mix), published TFLOP/s.
+AITER_RTNA_LOOP = {"rows": 32, "keys": 64, "d": 128,
+                   "mix": {"mma": 64, "valu": 412, "trans": 34, "salu": 75, "lds_bytes": 32768}}
 COUNTED = [
-    ("aiter fwd_v3 rtna b4 h32/8 s4k", 32, 64, 128, AITER_RTNA_LOOP, 577.16),
-    ("aiter fwd_v3 rtna b8 h32/8 s10k", 32, 64, 128, AITER_RTNA_LOOP, 577.5),
-    ("aiter fwd_v3 rtna b4 h64/8 s8k", 32, 64, 128, AITER_RTNA_LOOP, 592.16),
-    ("aiter fwd_v3 rtna b8 h64/8 s8k", 32, 64, 128, AITER_RTNA_LOOP, 577.45),
-    ("aiter fwd_v3 rtna b8 h64/8 s10k", 32, 64, 128, AITER_RTNA_LOOP, 571.39),
-    ("aiter fwd_v3 rtna b8 h64/4 s10k", 32, 64, 128, AITER_RTNA_LOOP, 566.17),
+    ("aiter fwd_v3 rtna b4 h32/8 s4k", AITER_RTNA_LOOP, 577.16),
+    ("aiter fwd_v3 rtna b8 h32/8 s10k", AITER_RTNA_LOOP, 577.5),
+    ("aiter fwd_v3 rtna b4 h64/8 s8k", AITER_RTNA_LOOP, 592.16),
+    ("aiter fwd_v3 rtna b8 h64/8 s8k", AITER_RTNA_LOOP, 577.45),
+    ("aiter fwd_v3 rtna b8 h64/8 s10k", AITER_RTNA_LOOP, 571.39),
+    ("aiter fwd_v3 rtna b8 h64/4 s10k", AITER_RTNA_LOOP, 566.17),
 ]
 
 
@@ -158,16 +159,16 @@ def calibrated():
     return fit(PUBLISHED)
 
 
-def predict_counted(rows, keys, d, mix, overlap):
-    k = {"m": rows, "waves": 1, "n": keys, "d": d}
-    return tflops(parts_from_mix(k, mix), overlap, 4.0 * rows * keys * d)
+def predict_counted(loop, overlap):
+    k = {"m": loop["rows"], "waves": 1, "n": loop["keys"], "d": loop["d"]}
+    return tflops(parts_from_mix(k, loop["mix"]), overlap, 4.0 * loop["rows"] * loop["keys"] * loop["d"])
 
 
 def fit_counted(points):
     """(worst relative error, overlap) over the counted points."""
     best = None
     for o100 in range(0, 101):
-        err = max(abs(predict_counted(*p[1:5], o100 / 100.0) / p[-1] - 1.0) for p in points)
+        err = max(abs(predict_counted(loop, o100 / 100.0) / published - 1.0) for _, loop, published in points)
         if best is None or err < best[0]:
             best = (err, o100 / 100.0)
     return best
@@ -184,15 +185,16 @@ def predict_ours(k, mix, counted_fit):
 
 def markdown_counted(counted_fit):
     err, overlap = counted_fit
+    mix = AITER_RTNA_LOOP["mix"]
     out = [f"Counted calibration (the one ours are predicted with): aiter's code object, its main loop "
-           f"counted by amd_resources.py --count ({AITER_RTNA_LOOP['mma']} MFMA, {AITER_RTNA_LOOP['valu']} VALU, "
-           f"{AITER_RTNA_LOOP['trans']} transcendental, {AITER_RTNA_LOOP['salu']} SALU, "
-           f"{AITER_RTNA_LOOP['lds_bytes'] // 1024} KiB LDS per 32 x 64 iteration), fits overlap {overlap:.2f}; "
+           f"counted by amd_resources.py --count ({mix['mma']} MFMA, {mix['valu']} VALU, "
+           f"{mix['trans']} transcendental, {mix['salu']} SALU, "
+           f"{mix['lds_bytes'] // 1024} KiB LDS per 32 x 64 iteration), fits overlap {overlap:.2f}; "
            f"worst error {100 * err:.1f}%.", "",
            "| published kernel (counted) | published TFLOP/s | model | error |", "|---|---|---|---|"]
-    for p in COUNTED:
-        pred = predict_counted(*p[1:5], overlap)
-        out.append(f"| {p[0]} | {p[-1]:.0f} | {pred:.0f} | {100 * (pred / p[-1] - 1):+.1f}% |")
+    for name, loop, published in COUNTED:
+        pred = predict_counted(loop, overlap)
+        out.append(f"| {name} | {published:.0f} | {pred:.0f} | {100 * (pred / published - 1):+.1f}% |")
     return out
 
 

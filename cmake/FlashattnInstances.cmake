@@ -1,7 +1,7 @@
 # FlashattnInstances.cmake - the instance lists (src/common/select/fwd_instances.txt,
 # dec_instances.txt, bwd_instances.txt, ws_instances.txt and qreg_instances.txt) turned
-# into the build. For a vendor's backend: one translation unit
-# per row and dtype, and one for the vendor's shared kernels (fa_instance_units). For
+# into the build. For a vendor's backend: one translation unit per row and dtype, and
+# one for the vendor's shared kernels (fa_instance_units). For
 # every vendor, built or only planned: the registry the dispatcher selects from,
 # generated/registry.c (fa_write_registry). Names come from here alone:
 # fa_<vendor>_<pass>_d<head_dim>_<dtype>_<tile_m>x<tile_n>x<stages>.

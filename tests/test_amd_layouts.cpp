@@ -67,15 +67,18 @@ float round_to(float v, bool bf16)
     return bf16 ? fa_bf16_to_f32(fa_f32_to_bf16(v)) : fa_f16_to_f32(fa_f32_to_f16(v));
 }
 
-std::vector<float> random_tile(uint32_t seed, bool bf16)
+// n values in [-1, 1] in steps of 1/8, exact in both dtypes.
+std::vector<float> random_values(size_t n, uint32_t seed, bool bf16)
 {
-    std::vector<float> t(256);
+    std::vector<float> t(n);
     for (float &v : t) {
         seed = seed * 1664525u + 1013904223u;
         v = round_to((float)((int)(seed >> 20) % 17 - 8) / 8.f, bf16);
     }
     return t;
 }
+
+std::vector<float> random_tile(uint32_t seed, bool bf16) { return random_values(256, seed, bf16); }
 
 // acc = A·B for row-major 16x16 tiles, the operands loaded through the kernel's maps
 // (fa_load_a: A[row][k]; fa_load_bt_pair / fa_load_b_pair: B[k][col]) and issued swapped
@@ -244,16 +247,6 @@ void mfma32_run(const std::vector<std::vector<float>> &src1, const std::vector<s
             for (int k = 0; k < 8; k++) sum += (double)x[row][k] * y[k][col];
             acc[l][r] = (float)sum;
         }
-}
-
-std::vector<float> random_values(size_t n, uint32_t seed, bool bf16)
-{
-    std::vector<float> t(n);
-    for (float &v : t) {
-        seed = seed * 1664525u + 1013904223u;
-        v = round_to((float)((int)(seed >> 20) % 17 - 8) / 8.f, bf16);
-    }
-    return t;
 }
 
 } // namespace
