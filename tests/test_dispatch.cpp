@@ -41,6 +41,8 @@ fa_problem_shape make_shape(fa_dtype dtype, int batch, int heads, int head_dim,
     s.paged = 0;
     s.page_size = 0;
     s.tma_ok = 1;
+    s.deterministic = 0;
+    s.ragged = 0;
     s.pack_gqa = 0;
     s.warpgroup = 0;
     return s;
@@ -503,7 +505,7 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     REQUIRE(select(fa_arch_find("sm_90"), reg, shape, &sel) == FA_OK);
     INFO(sel.reason);
     CHECK(contains(sel.reason, "d128 bf16 128x64x2"));
-    CHECK(contains(sel.reason, "mma.sync family: q, k or v is not TMA-addressable"));
+    CHECK(contains(sel.reason, "mma.sync family: an operand is not TMA-addressable"));
     shape.tma_ok = 1;
 
     // ... or when its walk could count 2^31 work tiles or more: 2^20 sequences
@@ -545,6 +547,58 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     INFO(sel.reason);
     CHECK(contains(sel.reason, "d128 bf16 16x128x2"));
     CHECK(contains(sel.reason, "decode family: 4 packed rows (4 query heads x 1 positions)"));
+}
+
+TEST_CASE("sm_90 backwards run the warpgroup backward unless deterministic, ragged or padded more",
+          "[dispatch]")
+{
+    int count = 0;
+    const fa_kernel_config *raw = fa_registry_bwd(FA_BACKEND_CUDA, &count);
+    std::vector<fa_kernel_config> reg(raw, raw + count);
+    for (fa_kernel_config &c : reg) c.compiled = 1;
+    const fa_arch_row *sm90 = fa_arch_find("sm_90");
+    fa_selection sel;
+    fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 4, 16, 128, 4096, 4096);
+    shape.pass = FA_PASS_BWD;
+    REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_64x128x2");
+    CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
+    CHECK(sel.config->atomic_dq == 1);
+    CHECK(sel.persistent_blocks == 0); // a block per key tile, as the mma.sync backward
+    shape.has_mask = 1;
+    REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
+    CHECK(sel.config->warpgroup == 1);
+    shape.head_dim = 64;
+    shape.dtype = FA_DTYPE_F16;
+    REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
+    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d64_f16_128x128x2");
+
+    struct fallback {
+        int head_dim, deterministic, ragged, tma_ok;
+        const char *why;
+    } const fallbacks[] = {
+        {128, 1, 0, 1, "mma.sync family: deterministic (the warpgroup backward sums dQ by atomics)"},
+        {128, 0, 1, 1, "mma.sync family: varlen or seqused_k"},
+        {128, 0, 0, 0, "mma.sync family: an operand is not TMA-addressable"},
+        {96, 0, 0, 1, "mma.sync family: its d96 pads less than the warpgroup family's d128"},
+        {256, 0, 0, 1, "mma.sync family: no warpgroup instance covers this head dim"},
+    };
+    for (const fallback &f : fallbacks) {
+        fa_problem_shape s = make_shape(FA_DTYPE_BF16, 4, 16, f.head_dim, 4096, 4096);
+        s.pass = FA_PASS_BWD;
+        s.deterministic = f.deterministic;
+        s.ragged = f.ragged;
+        s.tma_ok = f.tma_ok;
+        REQUIRE(select(sm90, reg, s, &sel) == FA_OK);
+        INFO(sel.reason);
+        CHECK(sel.config->warpgroup == 0);
+        CHECK(contains(sel.config->name, "_bwd_"));
+        CHECK(contains(sel.reason, f.why));
+    }
+    // Rows without warpgroup MMA never see it.
+    REQUIRE(select(fa_arch_find("sm_80"), reg, shape, &sel) == FA_OK);
+    CHECK(sel.config->warpgroup == 0);
 }
 
 // The ranking is a strict order whatever the candidates' estimates: the choice does not

@@ -76,13 +76,16 @@ bool built(fa_backend backend)
     return backend == FA_BACKEND_CPU;
 }
 
-// The warpgroup pass (ws_instances.txt) is built only with an sm_90a target.
+// The warpgroup passes (ws_instances.txt, bws_instances.txt) are built only with an
+// sm_90a target.
+bool warpgroup_pass(const std::string &pass_name) { return pass_name == "ws" || pass_name == "bws"; }
+
 bool pass_built(const std::string &pass_name)
 {
 #ifdef FA_TEST_WARPGROUP_BUILT
     return true;
 #else
-    return pass_name != "ws";
+    return !warpgroup_pass(pass_name);
 #endif
 }
 
@@ -90,6 +93,8 @@ int expected_smem(fa_pass pass, const list_row &r, const std::string &pass_name)
 {
     if (pass_name == "ws")
         return FA_WS_SMEM_BYTES(r.head_dim, r.tile_m, r.tile_n, r.stages);
+    if (pass_name == "bws")
+        return FA_BWS_SMEM_BYTES(r.head_dim, r.tile_m, r.tile_n, r.stages);
     if (pass_name == "qreg")
         return FA_QREG_SMEM_BYTES(r.head_dim, r.tile_m, r.tile_n, r.stages);
     if (r.vendor == "cpu")
@@ -120,22 +125,23 @@ void check_config(const fa_kernel_config &c, fa_pass pass, const char *pass_name
     CHECK(c.min_wave_size == wave_size);
     CHECK(c.threads == r.warps * (wave_size ? wave_size : 1));
     CHECK(c.smem_bytes == expected_smem(pass, r, pass_name));
-    CHECK(c.regs_per_thread == (std::string(pass_name) == "ws"     ? FA_WS_REGS_PER_THREAD(c.threads)
+    CHECK(c.regs_per_thread == (warpgroup_pass(pass_name)            ? FA_WS_REGS_PER_THREAD(c.threads)
                                 : std::string(pass_name) == "qreg" ? FA_QREG_REGS_PER_THREAD(c.threads)
                                                                    : 0));
     // attn_bwd.h's shape: 16 resident rows per warp, whole row groups per warp.
-    if (pass == FA_PASS_BWD && r.vendor != "cpu") {
+    if (std::string(pass_name) == "bwd" && r.vendor != "cpu") {
         CHECK(r.tile_n % 16 == 0);
         CHECK((16 * r.warps) % r.tile_n == 0);
     }
     // Wave32 AMD dK/dV kernels have no atomic dQ phase (src/hip/fa_device.h).
     CHECK(c.atomic_dq == (pass == FA_PASS_BWD && r.vendor != "cpu" && !(r.vendor == "hip" && wave_size == 32)));
     CHECK(c.pack_gqa == (std::string(pass_name) == "dec" ? 1 : 0));
-    CHECK(c.warpgroup == (std::string(pass_name) == "ws" ? 1 : 0));
+    CHECK(c.warpgroup == (warpgroup_pass(pass_name) ? 1 : 0));
     CHECK(c.compiled == (built(c.backend) && pass_built(pass_name) ? 1 : 0));
     const bool launchable = c.compiled && r.vendor != "cpu";
     CHECK((c.kernels[0] != nullptr) == launchable);
-    CHECK((c.kernels[1] != nullptr) == (launchable && pass == FA_PASS_BWD));
+    // The warpgroup backward has its dK/dV kernel only (its atomics sum dQ).
+    CHECK((c.kernels[1] != nullptr) == (launchable && pass == FA_PASS_BWD && std::string(pass_name) != "bws"));
 }
 
 void check_registry(fa_pass pass, std::initializer_list<const char *> lists)
@@ -167,9 +173,9 @@ TEST_CASE("the forward registry is fwd_instances.txt, dec_instances.txt, ws_inst
     check_registry(FA_PASS_FWD, {"fwd", "dec", "ws", "qreg"});
 }
 
-TEST_CASE("the backward registry is bwd_instances.txt, row by row", "[registry]")
+TEST_CASE("the backward registry is bwd_instances.txt, then bws_instances.txt, row by row", "[registry]")
 {
-    check_registry(FA_PASS_BWD, {"bwd"});
+    check_registry(FA_PASS_BWD, {"bwd", "bws"});
 }
 
 TEST_CASE("registry names are unique per backend, pass and wave size", "[registry]")

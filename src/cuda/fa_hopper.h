@@ -1,6 +1,6 @@
 /*
  * fa_hopper.h (NVIDIA, sm_90a only) - the warpgroup vocabulary of the Hopper forward
- * (issue 13, docs/research/issue13_hopper.md): wgmma.mma_async with its fences and
+ * (issue 13, docs/research/issue13_hopper.md) and backward (issue 14): wgmma.mma_async with its fences and
  * commit groups, the shared-memory matrix descriptor of the 128-byte-swizzled tiles it
  * reads, mbarriers, the TMA tile loads completed on them, the async-proxy fence,
  * setmaxnreg, and named barriers. Each wrapper is one PTX instruction (or a try-wait
@@ -101,6 +101,13 @@ FA_DEVICE uint64_t fa_wg_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes, 
     return (uint64_t)((smem_addr & 0x3FFFFu) >> 4) | ((uint64_t)((leading_bytes & 0x3FFFFu) >> 4) << 16) |
            ((uint64_t)((stride_bytes & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
 }
+/* Byte offset of 16-bit element (row, col) in a tile of `rows` rows stored as the
+ * descriptors above read it: 64-column blocks of rows x 128 bytes, each 128-byte-swizzled
+ * (fa_sw128_offset). */
+FA_DEVICE unsigned fa_wg_tile_offset(int rows, int row, int col)
+{
+    return (unsigned)(col >> 6) * 128u * (unsigned)rows + fa_sw128_offset(row, col & 63);
+}
 /* The descriptor of the same operand `bytes` further on (a k-step): the start address is
  * the low field and never carries out of it inside one tile (< 256 KiB). */
 FA_DEVICE uint64_t fa_wg_desc_advance(uint64_t desc, uint32_t bytes) { return desc + (uint64_t)(bytes >> 4); }
@@ -110,17 +117,18 @@ FA_DEVICE uint64_t fa_wg_desc_advance(uint64_t desc, uint32_t bytes) { return de
 /* D (+)= A·B, 64 x N x 16, fp32 accumulators (9.7.15.5.2). SS: A and B from shared
  * memory through descriptors; RS: A from registers (four .b32 of two 16-bit elements per
  * thread, no imm-trans-a). scale_d 0 overwrites D (the first k-step), 1 accumulates;
- * imm-scale-a/b 1 (no negation); imm-trans-a 0 (A K-major); imm-trans-b TRANSB: 0 B
+ * imm-scale-a/b 1 (no negation); imm-trans-a TRANSA: 0 A K-major, 1 A MN-major (the
+ * backward's dS read from its transpose, stored [key][query]); imm-trans-b TRANSB: 0 B
  * K-major (K stored [key][d] for S = Q·Kᵀ), 1 B MN-major (V stored [key][d] for O = P·V;
- * 16-bit types only). The N/2 accumulator operands and the numbers of the operands after
+ * transposes are for 16-bit types only). The N/2 accumulator operands and the numbers of the operands after
  * them come from fa_wgmma_shapes.h (generated: the preprocessor cannot count them). */
 #define FA_WG_REGS(N) FA_WG_REGS_##N
 #define FA_WG_ACC(N, d) FA_WG_ACC_##N(d)
 #define FA_WG_OP(N, k) FA_WG_OP_##N##_##k
-#define FA_WGMMA_SS(N, TYPE, TRANSB, d, desc_a, desc_b, scale_d)                                          \
+#define FA_WGMMA_SS(N, TYPE, TRANSA, TRANSB, d, desc_a, desc_b, scale_d)                                  \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " FA_WG_OP(N, 2) ", 0;\n"                            \
                  "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " FA_WG_REGS(N) ", "   \
-                 FA_WG_OP(N, 0) ", " FA_WG_OP(N, 1) ", p, 1, 1, 0, " #TRANSB ";\n}\n"                       \
+                 FA_WG_OP(N, 0) ", " FA_WG_OP(N, 1) ", p, 1, 1, " #TRANSA ", " #TRANSB ";\n}\n"               \
                  : FA_WG_ACC(N, d)                                                                        \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d))
 #define FA_WGMMA_RS(N, TYPE, TRANSB, d, a, desc_b, scale_d)                                               \
@@ -132,15 +140,20 @@ FA_DEVICE uint64_t fa_wg_desc_advance(uint64_t desc, uint32_t bytes) { return de
                  : "r"((a)[0]), "r"((a)[1]), "r"((a)[2]), "r"((a)[3]), "l"(desc_b), "r"(scale_d))
 
 /* The named forms, fa_wgmma_m64n<N>_<A source><B major>_<type>: kmaj = B K-major
- * (S = Q·Kᵀ), nmaj = B MN-major (O = P·V with V as stored); d holds N/2 floats. */
+ * (S = Q·Kᵀ), nmaj = B MN-major (O = P·V with V as stored), mnmaj = A and B MN-major
+ * (the backward's dQ = dS·K); A K-major unless named; d holds N/2 floats. */
 #define FA_WG_DEFINE(N, type, TYPE)                                                                     \
     FA_DEVICE void fa_wgmma_m64n##N##_ss_kmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)      \
     {                                                                                                   \
-        FA_WGMMA_SS(N, TYPE, 0, d, a, b, scale_d);                                                      \
+        FA_WGMMA_SS(N, TYPE, 0, 0, d, a, b, scale_d);                                                   \
     }                                                                                                   \
     FA_DEVICE void fa_wgmma_m64n##N##_ss_nmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)      \
     {                                                                                                   \
-        FA_WGMMA_SS(N, TYPE, 1, d, a, b, scale_d);                                                      \
+        FA_WGMMA_SS(N, TYPE, 0, 1, d, a, b, scale_d);                                                   \
+    }                                                                                                   \
+    FA_DEVICE void fa_wgmma_m64n##N##_ss_mnmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)     \
+    {                                                                                                   \
+        FA_WGMMA_SS(N, TYPE, 1, 1, d, a, b, scale_d);                                                   \
     }                                                                                                   \
     FA_DEVICE void fa_wgmma_m64n##N##_rs_nmaj_##type(float *d, const uint32_t a[4], uint64_t b, int scale_d) \
     {                                                                                                   \
@@ -191,6 +204,20 @@ FA_WG_DEFINE_TYPES(256)
         _Pragma("unroll") for (int fa_ks = 0; fa_ks < (N) / 16; ++fa_ks)                              \
             FA_WG_MMA(D, rs_nmaj, type)((acc), (p)[fa_ks],                                            \
                                         fa_wg_desc_sw128((v_addr) + 2048u * (uint32_t)fa_ks, (N) * 128u, 1024), 1); \
+    } while (0)
+
+/* dQ = dS·K (the backward): dS of the warpgroup's 64 query rows over KEYS keys, read from
+ * a dSᵀ tile stored [key][query] (MN-major A) at ds_addr, whose 64-column blocks of queries
+ * lie ds_block_bytes apart; K as stored ([key][d], MN-major B) in a tile of KEYS rows, N of
+ * its head-dim columns from the column block at k_addr (blocks KEYS x 128 bytes apart). A
+ * k-step of 16 keys is 16 rows = 2048 bytes in both. acc holds N / 2 floats; the first
+ * step overwrites them. Issued, not waited for. */
+#define FA_WG_DSK(N, KEYS, type, acc, ds_addr, ds_block_bytes, k_addr)                                 \
+    do {                                                                                              \
+        _Pragma("unroll") for (int fa_ks = 0; fa_ks < (KEYS) / 16; ++fa_ks)                           \
+            FA_WG_MMA(N, ss_mnmaj, type)                                                              \
+            ((acc), fa_wg_desc_sw128((ds_addr) + 2048u * (uint32_t)fa_ks, (ds_block_bytes), 1024),      \
+             fa_wg_desc_sw128((k_addr) + 2048u * (uint32_t)fa_ks, (KEYS) * 128u, 1024), fa_ks > 0);       \
     } while (0)
 
 /* ---- mbarriers (PTX ISA #parallel-synchronization-and-communication-instructions-mbarrier) */

@@ -164,5 +164,5 @@ extern "C" const fa_gpu_runtime fa_hip_runtime = {
     &fa_hip_kv_append_handle,
     rt_host_alloc_mapped, rt_host_free, rt_stream_capturing,
     &fa_hip_seq_check_handle, &fa_hip_seq_check_pages_handle,
-    NULL, /* encode_fwd_maps: no warpgroup (TMA) kernels on AMD */
+    NULL, /* encode_maps: no warpgroup (TMA) kernels on AMD */
 };

@@ -29,7 +29,7 @@
 #define FA_RT_BACKEND FA_BACKEND_HIP
 #define FA_RT_VENDOR FA_VENDOR_AMD
 #define FA_RT_BUILT_TARGETS FA_HIP_ARCH_LIST
-#define FA_RT_ENCODE_FWD_MAPS NULL /* no warpgroup kernels on AMD */
+#define FA_RT_ENCODE_MAPS NULL /* no warpgroup kernels on AMD */
 #define FA_RT_TARGETS_OPTION "FA_HIP_ARCHS"
 #define fa_rt_prepare_kernel NULL
 typedef hipDeviceProp_t fa_rt_device_prop;

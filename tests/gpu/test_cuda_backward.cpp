@@ -3,7 +3,9 @@
 // odd and unequal sequence lengths both ways, GQA, causal, windows, softcap, ALiBi,
 // varlen with empty sequences, fully masked rows, seqused_k (zero dk, dv past it); dQ
 // both by atomics (the default) and by its own pass (deterministic); bitwise
-// reproducibility; the limits that return FA_ERR_UNSUPPORTED. Tolerance: error <= 3 x
+// reproducibility; the limits that return FA_ERR_UNSUPPORTED. On an sm_90 device the
+// fixed-length, non-deterministic cases at d64 and d128 run the warpgroup dK/dV kernel
+// (bws_instances.txt), which one case checks the plan names. Tolerance: error <= 3 x
 // (error of a naive same-precision backward) + 1e-5, for dq, dk and dv. Skipped (exit
 // code 4) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -15,6 +17,7 @@
 #include "device_tensors.hpp"
 #include "gpu_case.hpp"
 #include "oracle.hpp"
+#include "select/registry.h"
 
 using fa_oracle::Precision;
 
@@ -76,7 +79,62 @@ void check_backward(const Case &c, uint64_t seed, int deterministic = 0)
     CHECK(err.dv <= 3 * base.dv + 1e-5);
 }
 
+// 1 when this device runs sm_90a code and the build holds warpgroup backward kernels.
+bool warpgroup_backward_device()
+{
+    cudaDeviceProp prop;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+        return false;
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry_bwd(FA_BACKEND_CUDA, &count);
+    bool built = false;
+    for (int i = 0; i < count; ++i)
+        built = built || (reg[i].warpgroup && reg[i].compiled);
+    return prop.major == 9 && prop.minor == 0 && built;
+}
+
+std::string backward_kernel(const Case &c, int deterministic)
+{
+    GpuProblem p(c, 1);
+    Context ctx;
+    fa_params params = p.dev_params;
+    params.deterministic = deterministic;
+    fa_plan plan;
+    REQUIRE(fa_plan_bwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &params, &plan) == FA_OK);
+    INFO(plan.reason);
+    return plan.kernel;
+}
+
 }  // namespace
+
+TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan says, against the oracle",
+          "[cuda][backward][warpgroup]")
+{
+    if (!warpgroup_backward_device()) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+        return;
+    }
+    uint64_t seed = 2400;
+    for (int d : {64, 128})
+        for (fa_dtype dtype : {FA_DTYPE_BF16, FA_DTYPE_F16})
+            for (int shape = 0; shape < 3; ++shape) {
+                Case c;
+                c.batch = 2;
+                c.heads = 6;
+                c.heads_k = 2;
+                c.head_dim = d;
+                c.dtype = dtype;
+                c.seqlen_q = shape == 2 ? 517 : 301; // causal both ways: more keys, then more queries
+                c.seqlen_k = shape == 2 ? 301 : 517;
+                c.causal = shape > 0;
+                const std::string kernel = backward_kernel(c, 0);
+                INFO(kernel);
+                CHECK(kernel.rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
+                CHECK(backward_kernel(c, 1).rfind("fa_cuda_bwd_", 0) == 0); // deterministic: mma.sync
+                check_backward(c, seed++);
+            }
+}
 
 TEST_CASE("cuda backward: every head dim, both dtypes, both causal directions",
           "[cuda][backward][sanitize]")
@@ -303,8 +361,10 @@ TEST_CASE("cuda plan: backward tiles and the dQ accumulator it needs unless dete
     p.deterministic = 1;
     REQUIRE(fa_plan_bwd(ctx.ctx, &q, &q, &q, &p, &det_plan) == FA_OK);
     INFO(atomic_plan.kernel << ": " << atomic_plan.reason);
-    CHECK(std::string(atomic_plan.kernel).find("fa_cuda_bwd_d128_bf16_") == 0);
-    CHECK(std::string(det_plan.kernel) == std::string(atomic_plan.kernel));
+    // sm_90 runs the warpgroup dK/dV kernel unless deterministic (bws_instances.txt).
+    CHECK(std::string(atomic_plan.kernel)
+              .find(warpgroup_backward_device() ? "fa_cuda_bws_d128_bf16_" : "fa_cuda_bwd_d128_bf16_") == 0);
+    CHECK(std::string(det_plan.kernel).find("fa_cuda_bwd_d128_bf16_") == 0);
     CHECK(atomic_plan.num_splits == 1);
     // fp32 [heads][2 s][d] for the atomic path on top of the same D and LSE rows.
     CHECK(atomic_plan.workspace_bytes - det_plan.workspace_bytes ==

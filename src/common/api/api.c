@@ -1003,10 +1003,14 @@ static int tma_operand_ok(const void *data, const fa_strides *s, int varlen)
            (varlen || tma_stride_ok(s->batch));
 }
 
-static int tma_addressable(const fa_problem *p)
+/* The backward's dout too; a plan or workspace query has none, and answers for a dout
+ * that is addressable (the workspace is the same either way: both backward families on a
+ * row with warpgroup MMA sum dQ by atomics). */
+static int tma_addressable(const fa_problem *p, fa_pass pass)
 {
     return tma_operand_ok(p->q, &p->q_stride, p->varlen) && tma_operand_ok(p->k, &p->k_stride, p->varlen) &&
-           tma_operand_ok(p->v, &p->v_stride, p->varlen);
+           tma_operand_ok(p->v, &p->v_stride, p->varlen) &&
+           (pass != FA_PASS_BWD || p->dout == NULL || tma_operand_ok(p->dout, &p->dout_stride, p->varlen));
 }
 
 static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pass,
@@ -1032,7 +1036,9 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
     shape.num_splits_request = p->num_splits_request;
     shape.paged = p->block_table != NULL;
     shape.page_size = p->page_size;
-    shape.tma_ok = tma_addressable(p);
+    shape.tma_ok = tma_addressable(p, pass);
+    shape.deterministic = pass == FA_PASS_BWD && p->deterministic;
+    shape.ragged = p->varlen || p->seqused_k != NULL;
     memset(sel, 0, sizeof *sel);
     registry = pass == FA_PASS_BWD ? fa_registry_bwd(ctx->backend, &count)
                                    : fa_registry(ctx->backend, &count);

@@ -190,11 +190,12 @@ static fa_status fa_unaligned(fa_context *ctx, const char *backend)
                    "and outer strides that are multiples of 8 elements", backend);
 }
 
-/* A config of a vendor this library was built without has no kernels to launch. */
+/* A config of a vendor this library was built without has no kernels to launch. (A
+ * warpgroup backward config has one: its dK/dV kernel sums dQ.) */
 static fa_status fa_check_kernel(fa_context *ctx, const fa_selection *sel, const char *backend)
 {
     const fa_kernel_config *c = sel->config;
-    if (c->kernels[0] == NULL || (c->pass == FA_PASS_BWD && c->kernels[1] == NULL))
+    if (c->kernels[0] == NULL || (c->pass == FA_PASS_BWD && !c->warpgroup && c->kernels[1] == NULL))
         return fa_fail(ctx, FA_ERR_UNSUPPORTED, "config %s has no %s kernel", c->name, backend);
     return FA_OK;
 }

@@ -177,8 +177,8 @@ fa_status fa_gpu_attach(fa_context *ctx, const fa_gpu_runtime *rt, char *why, si
     if (st == FA_OK)
         state_of(ctx)->launch_overlap = props.launch_overlap;
     /* No tensor maps (an old driver, a runtime without warpgroup kernels): the row's
-     * warpgroup MMA is out of reach, its forwards take mma.sync. */
-    if (st == FA_OK && ctx->row.matrix_unit == FA_MATRIX_WGMMA && (!props.has_tensor_maps || !rt->encode_fwd_maps))
+     * warpgroup MMA is out of reach, its forwards and backwards take mma.sync. */
+    if (st == FA_OK && ctx->row.matrix_unit == FA_MATRIX_WGMMA && (!props.has_tensor_maps || !rt->encode_maps))
         fa_gpu_set_matrix_unit(ctx, FA_MATRIX_MMA_SYNC);
     if (st == FA_OK)
         st = create_status(ctx, why, why_len);
@@ -357,8 +357,9 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
     void *kernel_args[] = {args, &maps}; /* the maps: the warpgroup kernels' second parameter */
     fa_status st;
     if (cfg->warpgroup) {
-        int err = state->rt->encode_fwd_maps(args, p->dtype == FA_DTYPE_BF16, p->varlen ? p->total_q : p->seqlen_q,
-                                             p->varlen ? p->total_k : p->seqlen_k, cfg->tile_m, cfg->tile_n, &maps);
+        int err = state->rt->encode_maps(args, NULL, NULL, p->dtype == FA_DTYPE_BF16,
+                                         p->varlen ? p->total_q : p->seqlen_q, p->varlen ? p->total_k : p->seqlen_k,
+                                         cfg->tile_m, cfg->tile_n, &maps);
         if (err != 0)
             return runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, "encoding the forward's TMA tensor maps");
     }
@@ -375,18 +376,27 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
 
 /* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key tiles, then dQ: the
  * conversion of what the dK/dV pass's atomics summed, or its own pass over query tiles.
- * All in stream order. */
+ * All in stream order. The warpgroup dK/dV kernel also takes the tensor maps (fixed-length
+ * calls only: select/dispatch.c). */
 static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
                             fa_bwd_args *args)
 {
     const fa_kernel_config *cfg = sel->config;
     gpu_state *state = state_of(ctx);
+    fa_tma_maps maps;
     void *kernel_args[] = {args};
+    void *dkdv_args[] = {args, &maps};
     fa_status st = launch(ctx, state->rt->bwd_preprocess, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0,
                           "backward preprocess");
+    if (st == FA_OK && cfg->warpgroup) {
+        int err = state->rt->encode_maps(&args->fwd, args->dout, &args->dout_layout, p->dtype == FA_DTYPE_BF16,
+                                         p->seqlen_q, p->seqlen_k, cfg->tile_m, cfg->tile_n, &maps);
+        if (err != 0)
+            return runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, "encoding the backward's TMA tensor maps");
+    }
     if (st == FA_OK)
-        st = launch(ctx, cfg->kernels[0], fa_bwd_dkdv_grid(p, cfg), (unsigned)cfg->threads, kernel_args,
-                    cfg->smem_bytes, "backward dK/dV kernel");
+        st = launch(ctx, cfg->kernels[0], fa_bwd_dkdv_grid(p, cfg), (unsigned)cfg->threads,
+                    cfg->warpgroup ? dkdv_args : kernel_args, cfg->smem_bytes, "backward dK/dV kernel");
     if (st == FA_OK && args->dq_accum)
         st = launch(ctx, state->rt->bwd_convert_dq, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0,
                     "backward dQ conversion");

@@ -31,7 +31,7 @@ typedef struct fa_gpu_properties {
     int sm_count;
     int has_matrix_unit;
     int launch_overlap;       /* launches may overlap the previous kernel (`launch`'s overlap) */
-    int has_tensor_maps;      /* the driver encodes TMA tensor maps (encode_fwd_maps works)  */
+    int has_tensor_maps;      /* the driver encodes TMA tensor maps (encode_maps works)      */
 } fa_gpu_properties;
 
 typedef struct fa_gpu_runtime {
@@ -81,12 +81,13 @@ typedef struct fa_gpu_runtime {
     /* The device check of a call's indices (seq_check.h). */
     const void *const *seq_check;
     const void *const *seq_check_pages;
-    /* The warpgroup forward's tensor maps of q, k and v (attn_args.h, fa_tma_maps) for
-     * the call `args` describes: rows_q / rows_k rows per batch entry (varlen: the
-     * operand's total, as one batch entry), boxes of 64 columns by tile_m (q) or tile_n
-     * (k, v) rows. Host work only. NULL: the runtime has no such kernels. */
-    int (*encode_fwd_maps)(const fa_fwd_args *args, int bf16, long long rows_q, long long rows_k, int tile_m,
-                           int tile_n, fa_tma_maps *maps);
+    /* The warpgroup kernels' tensor maps (attn_args.h, fa_tma_maps) of q, k and v for the
+     * call `args` describes, and of dout (laid out as dout_layout, with q's rows) when
+     * dout is not NULL (the backward): rows_q / rows_k rows per batch entry (varlen: the
+     * operand's total, as one batch entry), boxes of 64 columns by tile_m (q, dout) or
+     * tile_n (k, v) rows. Host work only. NULL: the runtime has no such kernels. */
+    int (*encode_maps)(const fa_fwd_args *args, const void *dout, const fa_operand_layout *dout_layout, int bf16,
+                       long long rows_q, long long rows_k, int tile_m, int tile_n, fa_tma_maps *maps);
 } fa_gpu_runtime;
 
 /* Binds ctx (backend and device set) to a runtime: finds the device, fills ctx->row and

@@ -82,5 +82,5 @@ extern "C" const fa_gpu_runtime FA_RT_TABLE = {
     &FA_RT_HANDLE(kv_append),
     rt_host_alloc_mapped, rt_host_free, rt_stream_capturing,
     &FA_RT_HANDLE(seq_check), &FA_RT_HANDLE(seq_check_pages),
-    FA_RT_ENCODE_FWD_MAPS,
+    FA_RT_ENCODE_MAPS,
 };

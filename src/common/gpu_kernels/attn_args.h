@@ -85,9 +85,10 @@ typedef struct fa_fwd_args {
     fa_device_status *status;
 } fa_fwd_args;
 
-/* The warpgroup forward's second parameter: the TMA tensor maps of q, k and v
- * (CUtensorMap, 128 bytes each), encoded by the host per call from the same pointers and
- * layouts as fa_fwd_args (the runtime table's encode_fwd_maps) and passed by value. The
+/* The warpgroup kernels' second parameter: the TMA tensor maps of q, k, v and (the
+ * backward's only) dout (CUtensorMap, 128 bytes each), encoded by the host per call from
+ * the same pointers and layouts as the arguments (the runtime table's encode_maps) and
+ * passed by value. The
  * kernel hands their parameter-space addresses to TMA, which wants them 64-byte aligned;
  * the host side only copies the bytes. */
 #ifdef __CUDACC__
@@ -97,7 +98,7 @@ typedef struct fa_fwd_args {
 #endif
 #define FA_TMA_MAP_BYTES 128
 typedef struct FA_TMA_MAPS_ALIGN fa_tma_maps {
-    unsigned char q[FA_TMA_MAP_BYTES], k[FA_TMA_MAP_BYTES], v[FA_TMA_MAP_BYTES];
+    unsigned char q[FA_TMA_MAP_BYTES], k[FA_TMA_MAP_BYTES], v[FA_TMA_MAP_BYTES], dout[FA_TMA_MAP_BYTES];
 } fa_tma_maps;
 
 /* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus

@@ -38,12 +38,9 @@
 #define FA_ATTN_BWD_INCLUDED
 
 #include "fa_device.h"
-#include "gpu_kernels/attn_args.h"
-#include "gpu_kernels/attn_sequence.h"
+#include "gpu_kernels/attn_bwd_parts.h"
 #include "gpu_kernels/attn_tile.h"
 #include "gpu_kernels/smem_bytes.h"
-#include "gpu_kernels/dq_accum.h"
-#include "api/mask.h"
 
 /* The instance's two tile sizes by role; below, only these names. */
 #define FA_RESIDENT_ROWS FA_INST_N /* rows held for the whole block  */
@@ -138,15 +135,6 @@ FA_DEVICE int fa_score_offset(int row, int chunk) { return fa_tile_offset(FA_SCO
 #define FA_NT_MAX_NF (FA_P1_NF > FA_ST ? FA_P1_NF : FA_ST)
 #define FA_NN_MAX_MF (FA_P3_MF > FA_P2_MF ? FA_P3_MF : FA_P2_MF)
 
-FA_DEVICE void fa_bwd_zero(float (*acc)[FA_ACC_REGS], int tiles)
-{
-#pragma unroll
-    for (int t = 0; t < tiles; ++t)
-#pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; ++r)
-            acc[t][r] = 0.f;
-}
-
 /* acc[mf * nf_count + nf] (mf_count x nf_count MMA tiles) = A[a_row0 ..][:] · B[b_row0 ..][:]ᵀ
  * over the head dim, A and B stored [row][head dim] in shared memory. The counts are
  * compile-time constants at every call. */
@@ -217,103 +205,6 @@ FA_DEVICE void fa_bwd_accumulate(float acc[FA_BD][FA_ACC_REGS], const uint32_t p
         }
 }
 
-/* A (query head, query tile) position in the dK/dV kernel's walk over its steps: the tiles
- * of a head, then the next head. head_row = head * total_q, the head's first row in the
- * [heads][total_q] arrays, moves with the head: a 64-bit add per head instead of 64-bit
- * products per step (total_q can pass 2^31). */
-typedef struct fa_bwd_cursor {
-    int head, tile;
-    long long head_row;
-} fa_bwd_cursor;
-
-FA_DEVICE void fa_bwd_cursor_next(fa_bwd_cursor *c, int tile_first, int tile_end, long long total_q)
-{
-    if (++c->tile == tile_end) {
-        c->tile = tile_first;
-        ++c->head;
-        c->head_row += total_q;
-    }
-}
-
-/* Where a warp's score tile lies, for visibility; rows are queries when keys_are_rows
- * is 0. */
-typedef struct fa_bwd_tile {
-    int row0, col0;            /* first row / column of the warp tile                     */
-    int seqlen_q, seqlen_k;
-    int masked;                /* some element of the block's step is invisible, padding   */
-                               /* rows and columns past the sequence ends included          */
-    int keys_are_rows;
-} fa_bwd_tile;
-
-/* P and dS of one element, the general case: P = exp2(logit - lse_log2) with the logit
- * score·scale_log2, or softcap_log2·tanh(score·scale / softcap) with softcap, minus the
- * ALiBi term; masked elements get P = 0. dS = P ∘ (dP - D) ∘ (1 - tanh²) with softcap:
- * tanh is kept from the forward direction of the same element. */
-FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, float lse, float delta,
-                                   const fa_bwd_tile *t, const fa_fwd_args *args, float alibi_log2)
-{
-    const int softcap = args->softcap_log2 > 0.f;
-    float th = softcap ? fa_tanh(*p * args->softcap_inv_scale) : 0.f;
-    float x = softcap ? args->softcap_log2 * th : *p * args->scale_log2;
-    if (alibi_log2 != 0.f)
-        x -= alibi_log2 * fa_alibi_distance(query, key, t->seqlen_q, t->seqlen_k);
-    if (t->masked) {
-        fa_window w = {args->window_left, args->window_right};
-        if (query >= t->seqlen_q || !fa_key_visible(query, key, t->seqlen_q, t->seqlen_k, w))
-            x = -INFINITY;
-    }
-    const float prob = fa_exp2(x - lse);
-    const float ds = prob * (*dp - delta);
-    *p = prob;
-    *dp = softcap ? ds * (1.f - th * th) : ds;
-}
-
-/* Scores S and dP of a warp tile (mf_count 16-row slices of nf_count n-tiles, the first
- * slice at t->row0 / t->col0) -> P and dS in place. LSE (log2 units) and D are per query:
- * per row group (lse_rows, delta_rows) when queries are rows, per column (lse_cols,
- * delta_cols, indexed from t->col0) when keys are. Tiles without mask, ALiBi or softcap,
- * the bulk of any long sequence, take a lean path whose per-column values are loaded once
- * per tile: per-element branches and index arithmetic otherwise cost as many
- * instructions as the MMAs (and spill out of the instruction cache). */
-FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_REGS], int mf_count,
-                                  int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
-                                  float alibi_log2, const float *lse_rows, const float *lse_cols,
-                                  const float *delta_rows, const float *delta_cols)
-{
-    const int lane = fa_lane();
-    if (!t->masked && alibi_log2 == 0.f && args->softcap_log2 <= 0.f) {
-#pragma unroll
-        for (int nf = 0; nf < nf_count; ++nf)
-#pragma unroll
-            for (int r = 0; r < FA_ACC_REGS; ++r) {
-                const int c = nf * FA_MMA_N + fa_acc_col(lane, r);
-                const float lse = t->keys_are_rows ? lse_cols[c] : lse_rows[r / FA_ACC_COLS];
-                const float delta = t->keys_are_rows ? delta_cols[c] : delta_rows[r / FA_ACC_COLS];
-#pragma unroll
-                for (int mf = 0; mf < mf_count; ++mf) {
-                    float *pe = &p[mf * nf_count + nf][r], *dpe = &dp[mf * nf_count + nf][r];
-                    *pe = fa_exp2(*pe * args->scale_log2 - lse);
-                    *dpe = *pe * (*dpe - delta);
-                }
-            }
-        return;
-    }
-#pragma unroll
-    for (int mf = 0; mf < mf_count; ++mf)
-#pragma unroll
-        for (int nf = 0; nf < nf_count; ++nf)
-#pragma unroll
-            for (int r = 0; r < FA_ACC_REGS; ++r) {
-                const int c = nf * FA_MMA_N + fa_acc_col(lane, r);
-                const int row = t->row0 + mf * FA_MMA_M + fa_acc_row(lane, r), col = t->col0 + c;
-                fa_bwd_grad_element(&p[mf * nf_count + nf][r], &dp[mf * nf_count + nf][r],
-                                    t->keys_are_rows ? col : row, t->keys_are_rows ? row : col,
-                                    t->keys_are_rows ? lse_cols[c] : lse_rows[r / FA_ACC_COLS],
-                                    t->keys_are_rows ? delta_cols[c] : delta_rows[r / FA_ACC_COLS],
-                                    t, args, alibi_log2);
-            }
-}
-
 /* A warp's 16-row slice (ntiles n-tiles from column col0) into a [resident][streamed]
  * score tile as fp16/bf16. */
 FA_DEVICE void fa_bwd_store_scores(fa_elem *tile, int row0, int col0, const float (*acc)[FA_ACC_REGS],
@@ -337,31 +228,6 @@ FA_DEVICE void fa_bwd_store_scores(fa_elem *tile, int row0, int col0, const floa
         }
 }
 
-/* Store a warp's 16-row slice (ntiles n-tiles from column d0) of an fp32 accumulator
- * (times `scale`) as fp16/bf16 rows. Registers r, r + 1 (r even) of a row group hold
- * columns col and col + FA_ACC_PAIR_STRIDE of one group of 8: head_dim, a multiple of 8,
- * never splits them. */
-FA_DEVICE void fa_bwd_store_rows(fa_elem *base, long long row_stride, int row0, int rows_valid,
-                                 int head_dim, const float (*acc)[FA_ACC_REGS], int ntiles, int d0,
-                                 float scale)
-{
-    const int lane = fa_lane();
-#pragma unroll
-    for (int g = 0; g < FA_ACC_ROWS; ++g) {
-        int row = row0 + fa_acc_row(lane, g * FA_ACC_COLS);
-        if (row >= rows_valid)
-            continue;
-#pragma unroll
-        for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2)
-#pragma unroll
-            for (int df = 0; df < ntiles; ++df) {
-                int col = d0 + df * FA_MMA_N + fa_acc_col(lane, r);
-                if (col < head_dim)
-                    fa_store_pair(base + row * row_stride + col, acc[df][r] * scale, acc[df][r + 1] * scale);
-            }
-    }
-}
-
 /* Per-row fp32 values (LSE, D) of the step's streamed query rows into shared memory. */
 FA_DEVICE void fa_bwd_load_rows(float *smem, const float *gmem, int rows_valid)
 {
@@ -369,39 +235,6 @@ FA_DEVICE void fa_bwd_load_rows(float *smem, const float *gmem, int rows_valid)
         int valid = (int)threadIdx.x < rows_valid;
         fa_async_copy4(smem + threadIdx.x, valid ? gmem + threadIdx.x : gmem, valid);
     }
-}
-
-/* Adds a warp's tile of dQ (FA_P3_MF x FA_P3_NF MMA tiles at step rows row0..,
- * columns d0..) into the head's accumulator (dq_accum.h's layout); the step's first row
- * is sequence row m0, the sequence's first row seq_row0. When `whole`, every tile is in
- * the sequence and fragment-ordered: constant offsets, one vector atomic per tile and no
- * checks; otherwise each tile is checked, and those past the ends go element by element. */
-FA_DEVICE void fa_bwd_dq_add(float *dq_head, long long seq_row0, int m0, int row0, int d0, int whole,
-                             int seqlen_q, int head_dim, const float (*acc)[FA_ACC_REGS])
-{
-    const int lane = fa_lane();
-    const int stride = whole ? FA_INST_D : head_dim;
-#pragma unroll
-    for (int mf = 0; mf < FA_P3_MF; ++mf)
-#pragma unroll
-        for (int nf = 0; nf < FA_P3_NF; ++nf) {
-            const int row_block = m0 + row0 + mf * FA_MMA_M, col_block = d0 + nf * FA_MMA_N;
-            const float *tile = acc[mf * FA_P3_NF + nf];
-            if (whole || fa_dq_accum_fragment_order(row_block, seqlen_q, head_dim, FA_MMA_M, FA_MMA_N)) {
-                if (whole || col_block < head_dim)
-                    fa_atomic_add_acc(dq_head + fa_dq_accum_tile(seq_row0, row_block, col_block, stride,
-                                                                 FA_MMA_M) +
-                                          lane * FA_ACC_REGS,
-                                      tile);
-                continue;
-            }
-#pragma unroll
-            for (int r = 0; r < FA_ACC_REGS; ++r) {
-                const int row = row_block + fa_acc_row(lane, r), col = col_block + fa_acc_col(lane, r);
-                if (row < seqlen_q && col < head_dim)
-                    fa_atomic_add(dq_head + (seq_row0 + row) * head_dim + col, tile[r]);
-            }
-        }
 }
 
 /* Phase 3: dQ[m0 + ..] += dS · K for this warp's tile of the step's streamed x D block, dS read
@@ -418,9 +251,9 @@ FA_DEVICE void fa_bwd_dq_atomic(float *dq_head, long long seq_row0, int m0, int 
     fa_bwd_zero(acc, FA_P3_MF * FA_P3_NF);
     fa_bwd_product_nn(acc, FA_P3_MF, FA_P3_NF, ds_tile, 1, row0, k_tile, d0, FA_RESIDENT_ROWS);
     if (m0 <= seqlen_q - FA_STREAMED_ROWS && head_dim == FA_INST_D)
-        fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 1, seqlen_q, head_dim, acc);
+        fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 1, seqlen_q, head_dim, acc, FA_P3_MF, FA_P3_NF);
     else
-        fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 0, seqlen_q, head_dim, acc);
+        fa_bwd_dq_add(dq_head, seq_row0, m0, row0, d0, 0, seqlen_q, head_dim, acc, FA_P3_MF, FA_P3_NF);
 }
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
@@ -456,25 +289,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int kv_row0 = (fa_warp() % FA_P2_WR) * FA_P2_MF * FA_MMA_M;
     const int kv_col0 = (fa_warp() / FA_P2_WR) * FA_P2_NF * FA_MMA_N;
 
-    fa_window w = {f->window_left, f->window_right};
-    const long long q_lo = fa_first_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w);
-    const long long q_hi = fa_end_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w);
-    const int m_first = (int)(q_lo / FA_STREAMED_ROWS);
-    const int m_tiles = keys_valid > 0 && q_hi > q_lo
-                            ? (int)((q_hi + FA_STREAMED_ROWS - 1) / FA_STREAMED_ROWS) - m_first
-                            : 0;
+    const fa_bwd_key_block kb =
+        fa_bwd_key_block_at(f, &seq, n0, keys_valid, FA_RESIDENT_ROWS, FA_STREAMED_ROWS);
+    const int m_first = kb.m_first, m_tiles = kb.m_tiles, full_lo = kb.full_lo, full_hi = kb.full_hi;
     const int steps = group * m_tiles;
-    /* Query tiles within [full_lo, full_hi) see every key of the block and need no mask.
-     * Padding keys (rows past keys_valid) are masked too: their zero K and V rows give
-     * P = exp2(-lse) and dS = -P·D, which fp16 can overflow, and inf times their zero K
-     * row in dQ would be NaN. A tile's end is compared as m0 > full_hi - S, S the streamed
-     * rows (and phase 3's whole-tile test as m0 <= seqlen_q - S): the last tile of nearly
-     * 2^31 rows starts at 2^31 - S, where m0 + S wraps. */
-    const int full_lo = (int)min(fa_first_query_seeing(n0 + keys_valid - 1, seq.seqlen_q, seq.seqlen_k, w),
-                                 (long long)seq.seqlen_q);
-    const int full_hi = keys_valid < FA_RESIDENT_ROWS
-                            ? 0
-                            : (int)max(fa_end_query_seeing(n0, seq.seqlen_q, seq.seqlen_k, w), 0ll);
 
     const fa_elem *k = (const fa_elem *)f->k + fa_row_at(&f->k_layout, batch, seq.k_row0 + n0, kv_head);
     const fa_elem *v = (const fa_elem *)f->v + fa_row_at(&f->v_layout, batch, seq.k_row0 + n0, kv_head);
@@ -621,7 +439,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS)
     const int n_tiles =
         key_hi > key_lo ? (int)((key_hi + FA_STREAMED_ROWS - 1) / FA_STREAMED_ROWS) - tile_lo : 0;
     /* Key tiles within [full_lo, full_hi) are visible to every query row of the block and
-     * need no mask. Keys past the end are masked (see the dK/dV kernel; n0 > full_hi - S
+     * need no mask. Keys past the end are masked (see fa_bwd_key_block_at; n0 > full_hi - S
      * for the same reason); query rows past the end need none: their rows of dS never mix
      * with valid ones and are not stored. */
     const int full_lo = (int)min(fa_first_visible_key(m0 + rows_valid - 1, seq.seqlen_q, seq.seqlen_k, w),

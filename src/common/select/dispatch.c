@@ -4,11 +4,13 @@
  * FLASHATTN_FORCE_TILE syntax.
  *
  * Selection rule (fa_select_config):
- *  Family (forward): on a row with warpgroup MMA (sm_90), every forward the decode family
- *    does not take goes to the warpgroup family (ws_instances.txt) when its operands are
- *    TMA-addressable and one of its configs passes the filters below (the forced tile
- *    included); otherwise, and on every other row, to the mma.sync kernels, the reason
- *    saying which family ran and why.
+ *  Family: on a row with warpgroup MMA (sm_90), every forward the decode family does not
+ *    take goes to the warpgroup family (ws_instances.txt), and every backward that is
+ *    neither deterministic nor ragged (varlen, seqused_k) to the warpgroup backward
+ *    (bws_instances.txt), when its operands are TMA-addressable and one of its configs
+ *    passes the filters below (the forced tile included) without padding the head dim
+ *    more than the mma.sync kernels would; otherwise, and on every other row, to the
+ *    mma.sync kernels, the reason saying which family ran and why.
  *  Decode family (forward, GPU vendors with decode configs): the decode family (pack_gqa,
  *    dec_instances.txt) serves paged K/V always, and every problem whose packed rows
  *    G * s_q (G = heads / heads_k) are at most FA_DECODE_PACKED_ROWS: one packed tile then
@@ -454,8 +456,6 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
     return shape->paged || (long long)(shape->heads / shape->heads_k) * shape->seqlen_q <= FA_DECODE_PACKED_ROWS;
 }
 
-/* 1 when the forward goes to the warpgroup family (see the header); on a row that has
- * warpgroup MMA, `note` says which family runs and, for mma.sync, why. */
 /* 1 when the warpgroup walk's blocks should be persistent (one per slot, each walking
  * many work tiles) rather than one per work tile, which the hardware hands out as blocks
  * finish. Measured on the H200 (bench/NOTES.md, ws3): persistent is 1.09-1.20x faster
@@ -477,6 +477,8 @@ static int walk_too_long(const fa_problem_shape *shape)
            (double)FA_WS_WALK_TILES;
 }
 
+/* 1 when the call goes to the warpgroup family (see the header); on a row that has
+ * warpgroup MMA, `note` says which family runs and, for mma.sync, why. */
 static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg, int count,
                             const fa_problem_shape *shape, const fa_tile_override *force, char *note,
                             size_t len)
@@ -484,15 +486,20 @@ static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg,
     fa_problem_shape wg = *shape, mma = *shape;
     int wg_head_dim, mma_head_dim;
     note[0] = '\0';
-    if (row->matrix_unit != FA_MATRIX_WGMMA || shape->pass != FA_PASS_FWD || shape->pack_gqa) return 0;
+    if (row->matrix_unit != FA_MATRIX_WGMMA || shape->pack_gqa) return 0;
     wg.warpgroup = 1;
     mma.warpgroup = 0;
     wg_head_dim = smallest_head_dim(row, reg, count, &wg, force);
     mma_head_dim = smallest_head_dim(row, reg, count, &mma, force);
     if (!shape->tma_ok)
-        snprintf(note, len, "mma.sync family: q, k or v is not TMA-addressable (data 16-byte aligned, "
+        snprintf(note, len, "mma.sync family: an operand is not TMA-addressable (data 16-byte aligned, "
                             "strides multiples of 8 elements)");
-    else if (walk_too_long(shape))
+    else if (shape->pass == FA_PASS_BWD && shape->deterministic)
+        snprintf(note, len, "mma.sync family: deterministic (the warpgroup backward sums dQ by atomics)");
+    else if (shape->pass == FA_PASS_BWD && shape->ragged)
+        snprintf(note, len, "mma.sync family: varlen or seqused_k (the warpgroup backward's TMA loads "
+                            "would not zero rows past a sequence's end)");
+    else if (shape->pass == FA_PASS_FWD && walk_too_long(shape))
         snprintf(note, len, "mma.sync family: more work tiles than the warpgroup walk counts (2^31)");
     else if (wg_head_dim == INT_MAX)
         snprintf(note, len, "mma.sync family: no warpgroup instance %s", force && force->tile_m > 0
@@ -578,9 +585,10 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     out->config = best;
     out->blocks_per_sm = best_e.blocks_per_sm;
     out->num_splits = best_e.splits;
-    out->persistent_blocks = best->warpgroup && FA_WS_PERSISTENT(best->head_dim) && walk_pays(shape)
-                                 ? sm_count_of(row) * best_e.blocks_per_sm
-                                 : 0;
+    out->persistent_blocks =
+        best->warpgroup && best->pass == FA_PASS_FWD && FA_WS_PERSISTENT(best->head_dim) && walk_pays(shape)
+            ? sm_count_of(row) * best_e.blocks_per_sm
+            : 0;
     describe_choice(row, best, shape, &best_e, family_note, out->reason, sizeof out->reason);
     return FA_OK;
 }

@@ -38,11 +38,13 @@ typedef struct fa_kernel_config {
     int pack_gqa;            /* forward: the decode family (dec_instances.txt): a tile  */
                              /* packs a GQA group's heads and query positions; reads    */
                              /* paged K/V                                               */
-    int warpgroup;           /* forward: the warpgroup family (ws_instances.txt: wgmma, */
-                             /* TMA, warp specialisation; sm_90a)                       */
+    int warpgroup;           /* the warpgroup family (ws_instances.txt, forward, and    */
+                             /* bws_instances.txt, backward: wgmma, TMA, warp            */
+                             /* specialisation; sm_90a)                                 */
     /* The compiled GPU kernels' launch handles (each defined in its generated           */
-    /* translation unit): the forward kernel, or the backward's dK/dV and dQ kernels;    */
-    /* NULL for the CPU and for vendors not built.                                       */
+    /* translation unit): the forward kernel, or the backward's dK/dV and dQ kernels     */
+    /* (the warpgroup backward has no dQ kernel: its atomics sum dQ); NULL for the CPU   */
+    /* and for vendors not built.                                                        */
     const void *const *kernels[2];
 } fa_kernel_config;
 
@@ -60,8 +62,12 @@ typedef struct fa_problem_shape {
     int num_splits_request;    /* params.num_splits */
     int paged;                 /* K/V through a block table */
     int page_size;             /* keys per page when paged */
-    int tma_ok;                /* q, k and v can be read through TMA tensor maps: 16-byte */
-                               /* aligned data, strides multiples of 16 bytes          */
+    int tma_ok;                /* q, k, v (and the backward's dout) can be read through */
+                               /* TMA tensor maps: 16-byte aligned data, strides       */
+                               /* multiples of 16 bytes                                */
+    int deterministic;         /* backward: dQ without atomics (params.deterministic)   */
+    int ragged;                /* varlen or seqused_k: rows past a sequence's end are   */
+                               /* another sequence's, or unused cache                   */
     int pack_gqa;              /* derived by fa_select_config: the family it chose */
     int warpgroup;             /* derived by fa_select_config: the family it chose */
 } fa_problem_shape;

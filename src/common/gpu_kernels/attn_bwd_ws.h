@@ -1,0 +1,378 @@
+/*
+ * attn_bwd_ws.h - the warpgroup backward's dK/dV kernel (issue 14; sm_90a), written once
+ * against the warpgroup vocabulary of src/cuda/fa_hopper.h: FlashAttention-3's backward
+ * in the roles of the warpgroup forward (attn_fwd_ws.h). One translation unit includes it
+ * once, after defining the instance (bws_instances.txt): FA_INST_D, FA_INST_M (query rows
+ * streamed per step), FA_INST_N (keys the block keeps), FA_INST_WARPS (4 per warpgroup,
+ * the producer's included), FA_INST_STAGES (Q/dO ring depth), FA_INST_BF16,
+ * FA_INST_NAME, FA_INST_WARPGROUP 1. It defines FA_INST_NAME##_dkdv, launched like the
+ * mma.sync dK/dV kernel (attn_bwd.h): a block per (key tile, KV head, batch).
+ *
+ * Roles. Warpgroup 0 is the producer: one thread loads the block's K and V tiles once by
+ * TMA, then per step the Q and dO tiles of FA_INST_M query rows into a ring of
+ * FA_INST_STAGES stages ("full" mbarriers the copies complete, "empty" ones the consumers
+ * release), while its warp copies the step's LSE and D rows beside them. Warpgroups
+ * 1 .. FA_BWS_CONSUMERS each own 64 of the keys. A step is one query tile of one query
+ * head of the GQA group (attn_bwd_parts.h's walk); in it each consumer computes
+ *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma, both operands in shared memory);
+ *   Pᵀ and dSᵀ element by element (attn_bwd_parts.h: masks, softcap, ALiBi), packed as
+ *   A operands in registers; dSᵀ is also stored to a shared [key][query] tile;
+ *   dV += Pᵀ·dO and dK += dSᵀ·Q (A from registers);
+ *   once every consumer's part of dSᵀ is stored, its share of the step's dQ = dS·K (dS
+ *   read through its transpose: an MN-major A), added with atomics to the fp32
+ *   accumulator (dq_accum.h) that the dQ conversion kernel turns into dQ.
+ * dK and dV stay in registers over every step and are written once. The dSᵀ tile has two
+ * buffers used in turn: a consumer's dQ product of step i has finished before it reaches
+ * the barrier of step i + 1, which every consumer passes before writing the buffer again
+ * at step i + 2.
+ *
+ * What the dispatcher keeps away from it (select/dispatch.c): deterministic calls (dQ is
+ * always summed by atomics: args.dq_accum is set), and varlen and seqused_k, whose rows past a sequence's end are
+ * another sequence's or unused cache: TMA would load them unzeroed.
+ */
+#ifdef FA_ATTN_BWD_INCLUDED
+#error "attn_bwd_ws.h instantiates one kernel per translation unit"
+#endif
+#define FA_ATTN_BWD_INCLUDED
+
+#include "fa_device.h"
+#if !FA_HAVE_WARPGROUP_MMA
+#error "attn_bwd_ws.h needs the warpgroup vocabulary (FA_INST_WARPGROUP units, sm_90a)"
+#endif
+#include "gpu_kernels/attn_bwd_parts.h"
+
+#define FA_BWS_CONSUMERS (FA_INST_N / 64)
+#define FA_BWS_CONSUMER_THREADS (FA_BWS_CONSUMERS * FA_WARPGROUP_THREADS)
+#define FA_BWS_QF (FA_INST_M / FA_MMA_N) /* n-tiles of a warp's Sᵀ row slice (queries) */
+#define FA_BWS_QK (FA_INST_M / FA_MMA_K) /* k-steps over the step's queries            */
+#define FA_BWS_DF (FA_INST_D / FA_MMA_N) /* n-tiles of a warp's dK/dV row slice        */
+#if FA_INST_BF16
+#define FA_BWS_TYPE bf16
+#else
+#define FA_BWS_TYPE f16
+#endif
+
+#if FA_INST_N % 64 != 0 || FA_BWS_CONSUMERS < 1 || FA_INST_WARPS != 4 * (FA_BWS_CONSUMERS + 1)
+#error "a warpgroup backward instance has 64 keys per consumer warpgroup and one producer warpgroup"
+#endif
+#if FA_INST_D % 64 != 0 || FA_INST_M % 64 != 0 || FA_INST_M > 256 || FA_INST_N > 256
+#error "warpgroup tiles are whole 64-element column blocks and TMA boxes of at most 256 rows"
+#endif
+
+/* The consumers' shares of a step's dQ tile (FA_INST_M x D): 64-row blocks when there
+ * are as many as consumers, else (64 query rows) head-dim columns, whole 64-column blocks
+ * of K in either case (a descriptor starts on one). */
+#if FA_INST_M == 64 * FA_BWS_CONSUMERS
+#define FA_BWS_DQ_N FA_INST_D
+#define FA_BWS_DQ_ROW_BLOCK(c) (c)
+#define FA_BWS_DQ_COL0(c) 0
+#elif FA_INST_M == 64 && FA_BWS_CONSUMERS == 2 && (FA_INST_D == 128 || FA_INST_D == 256)
+/* A literal: fa_hopper.h pastes it into the instruction's name. */
+#if FA_INST_D == 128
+#define FA_BWS_DQ_N 64
+#else
+#define FA_BWS_DQ_N 128
+#endif
+#define FA_BWS_DQ_ROW_BLOCK(c) 0
+#define FA_BWS_DQ_COL0(c) ((c) * FA_BWS_DQ_N)
+#else
+#error "the step's query rows are 64 per consumer, or 64 split by head-dim halves (d128, d256)"
+#endif
+#if FA_BWS_DQ_N % 64 != 0
+#error "a consumer's share of dQ must be whole 64-column blocks"
+#endif
+
+/* Register budgets of the roles (setmaxnreg), as in the forward with two consumers. */
+#if FA_BWS_CONSUMERS == 2
+#define FA_BWS_PRODUCER_REGS 24
+#define FA_BWS_CONSUMER_REGS 240
+#else
+#error "warpgroup backward instances have two consumer warpgroups"
+#endif
+#if FA_WARPGROUP_THREADS * (FA_BWS_PRODUCER_REGS + FA_BWS_CONSUMERS * FA_BWS_CONSUMER_REGS) > \
+    FA_THREADS * FA_WS_REGS_PER_THREAD(FA_THREADS)
+#error "the roles' register budgets exceed the block's registers at launch"
+#endif
+
+/* Bytes of one 64-column block of a tile of `rows` rows, and of whole tiles. */
+#define FA_BWS_BLOCK(rows) ((rows) * 128)
+#define FA_BWS_KV_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_N))
+#define FA_BWS_Q_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_M))
+#define FA_BWS_DS_BYTES (FA_INST_M / 64 * FA_BWS_BLOCK(FA_INST_N))
+/* Named barrier (ids from 1: 0 is __syncthreads'): every consumer's dSᵀ is stored. */
+#define FA_BWS_BAR_DS 1
+
+/* The ring's barriers. kv: the K and V tiles (one arrival and their bytes); full: the
+ * producer warp's 32 arrivals (lane 0's with the bytes of Q and dO, after the lanes'
+ * LSE and D stores); empty: one arrival per consumer warp once its products are done. */
+typedef struct fa_bws_ring {
+    uint64_t kv_full;
+    uint64_t full[FA_INST_STAGES], empty[FA_INST_STAGES];
+} fa_bws_ring;
+
+/* The shared tiles, each starting on the swizzle's 1024-byte period; each role finds
+ * them after setmaxnreg (fa_bws_smem_at). */
+typedef struct fa_bws_smem {
+    unsigned char *k, *v, *q, *dout, *ds; /* q, dout: [stages]; ds: [2] */
+    float *lse, *delta;                   /* [stages][FA_INST_M]        */
+} fa_bws_smem;
+
+FA_DEVICE fa_bws_smem fa_bws_smem_at(unsigned char *base)
+{
+    fa_bws_smem sm;
+    sm.k = base + ((1024u - (fa_smem_addr(base) & 1023u)) & 1023u);
+    sm.v = sm.k + FA_BWS_KV_BYTES;
+    sm.q = sm.v + FA_BWS_KV_BYTES;
+    sm.dout = sm.q + FA_INST_STAGES * FA_BWS_Q_BYTES;
+    sm.ds = sm.dout + FA_INST_STAGES * FA_BWS_Q_BYTES;
+    sm.lse = (float *)(sm.ds + 2 * FA_BWS_DS_BYTES);
+    sm.delta = sm.lse + FA_INST_STAGES * FA_INST_M;
+    return sm;
+}
+
+/* The block's key tile and what it visits, computed by each role after setmaxnreg
+ * (nothing computed before may stay live across it). */
+typedef struct fa_bws_block {
+    int batch, kv_head, n0;
+    int keys_valid, rows_out; /* keys that count; rows of dK/dV to write */
+    int steps;                /* query tiles x heads of the GQA group     */
+    fa_sequence seq;
+    fa_bwd_key_block visits;
+    long long q_global_row0;
+} fa_bws_block;
+
+/* 0 when the block has nothing to do: no key rows, past the last pair of a folded grid,
+ * or a sequence the device check found bad. */
+FA_DEVICE int fa_bws_find_block(const fa_fwd_args *f, fa_bws_block *b)
+{
+    unsigned kv_head, batch;
+    fa_block_pair(f->heads_k, f->batch, &kv_head, &batch);
+    b->batch = (int)batch;
+    b->kv_head = (int)kv_head;
+    b->n0 = blockIdx.x * FA_INST_N;
+    b->seq = fa_find_sequence(f, b->batch);
+    const int key_rows = fa_key_rows(f, b->batch);
+    if (b->n0 >= key_rows || b->batch == f->batch || fa_sequence_bad(f, b->batch))
+        return 0;
+    b->keys_valid = max(min(FA_INST_N, b->seq.seqlen_k - b->n0), 0);
+    b->rows_out = min(FA_INST_N, key_rows - b->n0);
+    b->visits = fa_bwd_key_block_at(f, &b->seq, b->n0, b->keys_valid, FA_INST_N, FA_INST_M);
+    b->steps = f->heads / f->heads_k * b->visits.m_tiles;
+    b->q_global_row0 = fa_global_q_row0(f, b->batch, b->seq.q_row0);
+    return 1;
+}
+
+FA_DEVICE fa_bwd_cursor fa_bws_first_step(const fa_fwd_args *f, const fa_bws_block *b)
+{
+    const int head = b->kv_head * (f->heads / f->heads_k);
+    fa_bwd_cursor c = {head, b->visits.m_first, fa_head_row(f, head, 0)};
+    return c;
+}
+
+FA_DEVICE void fa_bws_next_step(const fa_fwd_args *f, const fa_bws_block *b, fa_bwd_cursor *c)
+{
+    fa_bwd_cursor_next(c, b->visits.m_first, b->visits.m_first + b->visits.m_tiles, f->total_q);
+}
+
+/* A tile of `rows` rows at (row, head, batch) of an operand's map, as D / 64 boxes of 64
+ * columns into consecutive column blocks, on one barrier. */
+FA_DEVICE void fa_bws_load(unsigned char *dst, const void *map, int rows, int head, int row, int batch,
+                           uint64_t *bar)
+{
+#pragma unroll
+    for (int blk = 0; blk < FA_INST_D / 64; ++blk)
+        fa_tma_load_4d(dst + blk * FA_BWS_BLOCK(rows), map, 64 * blk, head, row, batch, bar);
+}
+
+/* The producer's first warp: K and V, then each step's stage once the consumers released
+ * its previous use. LSE and D of rows past the sequence's end are 0 (those elements are
+ * masked: fa_bwd_key_block_at). */
+FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, fa_bws_ring *ring,
+                              const fa_bws_smem *sm)
+{
+    const fa_fwd_args *f = &args->fwd;
+    fa_bws_block b;
+    if (!fa_bws_find_block(f, &b) || b.steps == 0)
+        return;
+    const int lane = fa_lane();
+    if (lane == 0) {
+        fa_tma_prefetch_map(maps->q);
+        fa_tma_prefetch_map(maps->dout);
+        fa_mbar_arrive_expect_tx(&ring->kv_full, 2 * FA_BWS_KV_BYTES);
+        fa_bws_load(sm->k, maps->k, FA_INST_N, b.kv_head, b.n0, b.batch, &ring->kv_full);
+        fa_bws_load(sm->v, maps->v, FA_INST_N, b.kv_head, b.n0, b.batch, &ring->kv_full);
+    }
+    fa_bwd_cursor at = fa_bws_first_step(f, &b);
+    for (int i = 0; i < b.steps; ++i) {
+        const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
+        if (i >= FA_INST_STAGES)
+            fa_mbar_wait(&ring->empty[st], ((i / FA_INST_STAGES) & 1) ^ 1);
+        const long long row = at.head_row + b.q_global_row0 + m0;
+        for (int r = lane; r < FA_INST_M; r += FA_WARP_SIZE) {
+            const int valid = m0 + r < b.seq.seqlen_q;
+            sm->lse[st * FA_INST_M + r] = valid ? args->lse_log2[row + r] : 0.f;
+            sm->delta[st * FA_INST_M + r] = valid ? args->delta[row + r] : 0.f;
+        }
+        if (lane == 0) {
+            fa_mbar_arrive_expect_tx(&ring->full[st], 2 * FA_BWS_Q_BYTES);
+            fa_bws_load(sm->q + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch, &ring->full[st]);
+            fa_bws_load(sm->dout + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, m0, b.batch,
+                        &ring->full[st]);
+        } else {
+            fa_mbar_arrive(&ring->full[st]);
+        }
+        fa_bws_next_step(f, &b, &at);
+    }
+}
+
+/* A consumer warp is done reading a stage: its lane 0 arrives (the warpgroup's wgmma
+ * wait, which every lane passed, covers the reads). */
+FA_DEVICE void fa_bws_release(uint64_t *empty)
+{
+    __syncwarp();
+    if (fa_lane() == 0)
+        fa_mbar_arrive(empty);
+}
+
+/* A warp's 16 rows of dSᵀ (its A operands, ds[ks]: queries 16 ks .. 16 ks + 15) into the
+ * shared [key][query] tile, rows from key_row0. Register j of an A operand holds two
+ * adjacent queries of row (j & 1) * 8 + lane / 4, at column 8 * (j / 2) + 2 * (lane % 4)
+ * of its k-step (the mma.sync A layout, fa_acc_pair_to_a). */
+FA_DEVICE void fa_bws_store_ds(unsigned char *tile, int key_row0, const uint32_t ds[FA_BWS_QK][FA_A_REGS])
+{
+    const int lane = fa_lane();
+#pragma unroll
+    for (int ks = 0; ks < FA_BWS_QK; ++ks)
+#pragma unroll
+        for (int j = 0; j < FA_A_REGS; ++j) {
+            const int row = key_row0 + (j & 1) * 8 + lane / 4, col = 16 * ks + 8 * (j / 2) + 2 * (lane % 4);
+            *(uint32_t *)(tile + fa_wg_tile_offset(FA_INST_N, row, col)) = ds[ks][j];
+        }
+}
+
+/* One consumer warpgroup's block: every step's five products, dQ's atomics, then dK and
+ * dV. */
+FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const fa_bws_smem *sm, int consumer)
+{
+    const fa_fwd_args *f = &args->fwd;
+    fa_bws_block b;
+    if (!fa_bws_find_block(f, &b))
+        return;
+    const int warp_in_group = fa_warp() % 4;
+    const int key_row0 = 64 * consumer + FA_MMA_M * warp_in_group; /* this warp's 16 keys */
+    const uint32_t k_addr = fa_smem_addr(sm->k), v_addr = fa_smem_addr(sm->v);
+    const uint32_t q_addr = fa_smem_addr(sm->q), do_addr = fa_smem_addr(sm->dout);
+    const uint32_t ds_addr = fa_smem_addr(sm->ds);
+    /* This consumer's 64 rows of K and V as A operands, and its share of dQ. */
+    const uint32_t k_rows_addr = k_addr + FA_BWS_BLOCK(64) * consumer, v_rows_addr = v_addr + FA_BWS_BLOCK(64) * consumer;
+    const int dq_row0 = 64 * FA_BWS_DQ_ROW_BLOCK(consumer), dq_col0 = FA_BWS_DQ_COL0(consumer);
+
+    float acc_dk[FA_BWS_DF][FA_ACC_REGS], acc_dv[FA_BWS_DF][FA_ACC_REGS];
+    fa_bwd_zero(acc_dk, FA_BWS_DF);
+    fa_bwd_zero(acc_dv, FA_BWS_DF);
+    if (b.steps > 0)
+        fa_mbar_wait(&ring->kv_full, 0);
+    fa_bwd_cursor at = fa_bws_first_step(f, &b);
+    for (int i = 0; i < b.steps; ++i) {
+        const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
+        const uint32_t q_stage = q_addr + st * FA_BWS_Q_BYTES, do_stage = do_addr + st * FA_BWS_Q_BYTES;
+        const uint32_t ds_buf = ds_addr + (i & 1) * FA_BWS_DS_BYTES;
+        float acc_s[FA_BWS_QF][FA_ACC_REGS], acc_dp[FA_BWS_QF][FA_ACC_REGS];
+        fa_mbar_wait(&ring->full[st], (i / FA_INST_STAGES) & 1);
+
+        /* Sᵀ and dPᵀ. */
+        fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
+        fa_wg_fence();
+        FA_WG_QK(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_s[0][0], k_rows_addr, FA_BWS_BLOCK(FA_INST_N), q_stage);
+        FA_WG_QK(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dp[0][0], v_rows_addr, FA_BWS_BLOCK(FA_INST_N), do_stage);
+        fa_wg_commit();
+        fa_wg_wait(0);
+        fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
+
+        /* Pᵀ and dSᵀ in place, packed; dSᵀ to its shared tile for dQ. */
+        fa_bwd_tile t;
+        t.row0 = b.n0 + key_row0;
+        t.col0 = m0;
+        t.seqlen_q = b.seq.seqlen_q;
+        t.seqlen_k = b.seq.seqlen_k;
+        t.keys_are_rows = 1;
+        t.masked = m0 < b.visits.full_lo || m0 > b.visits.full_hi - FA_INST_M;
+        const float alibi_log2 =
+            f->alibi_slopes ? f->alibi_slopes[b.batch * f->alibi_batch + at.head] * FA_LOG2E : 0.f;
+        fa_bwd_grad_scores(acc_s, acc_dp, 1, FA_BWS_QF, &t, f, alibi_log2, NULL, sm->lse + st * FA_INST_M, NULL,
+                           sm->delta + st * FA_INST_M);
+        uint32_t p[FA_BWS_QK][FA_A_REGS], ds[FA_BWS_QK][FA_A_REGS];
+#pragma unroll
+        for (int ks = 0; ks < FA_BWS_QK; ++ks) {
+            fa_acc_to_a(p[ks], acc_s, ks);
+            fa_acc_to_a(ds[ks], acc_dp, ks);
+        }
+        fa_bws_store_ds(sm->ds + (i & 1) * FA_BWS_DS_BYTES, key_row0, ds);
+        fa_fence_async_smem();
+        fa_named_sync(FA_BWS_BAR_DS, FA_BWS_CONSUMER_THREADS);
+
+        /* dV += Pᵀ·dO, dK += dSᵀ·Q, this consumer's share of dQ = dS·K. */
+        float acc_dq[FA_BWS_DQ_N / FA_MMA_N][FA_ACC_REGS];
+        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
+        fa_wg_pin_u32(&p[0][0], FA_BWS_QK * FA_A_REGS);
+        fa_wg_pin_u32(&ds[0][0], FA_BWS_QK * FA_A_REGS);
+        fa_wg_fence();
+        FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dv[0][0], p, do_stage);
+        FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage);
+        FA_WG_DSK(FA_BWS_DQ_N, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0],
+                  ds_buf + FA_BWS_BLOCK(FA_INST_N) * FA_BWS_DQ_ROW_BLOCK(consumer), FA_BWS_BLOCK(FA_INST_N),
+                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (dq_col0 / 64));
+        fa_wg_commit();
+        fa_wg_wait(0);
+        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
+        fa_bws_release(&ring->empty[st]);
+
+        const int row0 = dq_row0 + FA_MMA_M * warp_in_group;
+        if (m0 + row0 < b.seq.seqlen_q && dq_col0 < f->head_dim) {
+            float *dq_head = args->dq_accum + at.head_row * f->head_dim;
+            const int whole = m0 <= b.seq.seqlen_q - FA_INST_M && f->head_dim == FA_INST_D;
+            fa_bwd_dq_add(dq_head, b.q_global_row0, m0, row0, dq_col0, whole, b.seq.seqlen_q, f->head_dim, acc_dq, 1,
+                          FA_BWS_DQ_N / FA_MMA_N);
+        }
+        fa_bws_next_step(f, &b, &at);
+    }
+
+    fa_elem *dk = (fa_elem *)args->dk + fa_row_at(&args->dk_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
+    fa_elem *dv = (fa_elem *)args->dv + fa_row_at(&args->dv_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
+    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b.rows_out, f->head_dim, acc_dk, FA_BWS_DF, 0, args->scale);
+    fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b.rows_out, f->head_dim, acc_dv, FA_BWS_DF, 0, 1.f);
+}
+
+extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
+    FA_CAT(FA_INST_NAME, _dkdv)(fa_bwd_args args, const __grid_constant__ fa_tma_maps maps)
+{
+    FA_DYNAMIC_SMEM(fa_smem, FA_BWS_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
+    __shared__ fa_bws_ring ring;
+
+    if (threadIdx.x == 0) {
+        fa_mbar_init(&ring.kv_full, 1);
+        for (int i = 0; i < FA_INST_STAGES; ++i) {
+            fa_mbar_init(&ring.full[i], FA_WARP_SIZE);
+            fa_mbar_init(&ring.empty[i], FA_BWS_CONSUMERS * 4);
+        }
+        fa_mbar_init_fence();
+    }
+    __syncthreads();
+    if (fa_warpgroup() == 0) {
+        fa_regs_shrink(FA_BWS_PRODUCER_REGS);
+        if (fa_warp() == 0) {
+            const fa_bws_smem sm = fa_bws_smem_at(fa_smem);
+            fa_bws_produce(&args, &maps, &ring, &sm);
+        }
+        return;
+    }
+    fa_regs_grow(FA_BWS_CONSUMER_REGS);
+    const fa_bws_smem sm = fa_bws_smem_at(fa_smem);
+    fa_bws_consume(&args, &ring, &sm, fa_warpgroup() - 1);
+}
