@@ -14,6 +14,8 @@ PACKAGES+=(libgfortran-12-dev)
 # it); llvm-19 has the unversioned llvm-objcopy in /usr/lib/llvm-19/bin it runs. Not
 # Debian's unversioned llvm package: that is LLVM 14.
 PACKAGES+=(hipcc libamdhip64-dev rocm-device-libs clang-19 lld-19 llvm-19 clang-tools-19)
+# Ring attention's MPI transport (src/ring) and its tests under mpiexec: Open MPI.
+PACKAGES+=(openmpi-bin libopenmpi-dev)
 # libFuzzer and sanitizer runtimes for clang-19 (tests/fuzz)
 PACKAGES+=(libclang-rt-19-dev)
 # The Python package (python/, tests/python): Debian's torch (1.13: the autograd.Function

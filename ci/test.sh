@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh - what CI runs (through .ci/run): install the dependencies, build and test the
-# default configuration (OpenBLAS when found), pip-install the Python package and run its
+# default configuration (OpenBLAS when found; with ring attention's MPI tests under
+# mpiexec, 2 to 4 ranks), pip-install the Python package and run its
 # tests on the CPU backend, run the benchmark sweep and its report (headless Chromium),
 # build and test again without BLAS, then
 # with AddressSanitizer + UndefinedBehaviorSanitizer and with ThreadSanitizer, fuzz the
@@ -144,6 +145,8 @@ section "Consumer through find_package(flashattn)"
 cmake -S "$ROOT/ci/consumer" -B "$WORK/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$WORK/prefix"
 cmake --build "$WORK/consumer"
 "$WORK/consumer/flashattn_consumer"
+# The second exported target: ring attention over MPI (a one-process ring, no mpiexec).
+"$WORK/consumer/flashattn_ring_consumer"
 
 section "Consumer through pkg-config"
 LIBDIR="$(find "$WORK/prefix" -name flashattn.pc -printf '%h\n' | head -n1)"
