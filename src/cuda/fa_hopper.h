@@ -239,6 +239,13 @@ FA_DEVICE void fa_mbar_arrive_expect_tx(uint64_t *bar, unsigned bytes)
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(fa_hopper_smem_addr(bar)), "r"(bytes)
                  : "memory");
 }
+/* mbarrier.expect_tx (...-mbarrier-expect-tx): the current phase also waits for `bytes`
+ * of transactions, without an arrival (the arrival comes later, after other stores). */
+FA_DEVICE void fa_mbar_expect_tx(uint64_t *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(fa_hopper_smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
 /* mbarrier.arrive (...-mbarrier-arrive): one arrival (a consumer releasing a stage). */
 FA_DEVICE void fa_mbar_arrive(uint64_t *bar)
 {

@@ -86,14 +86,14 @@ typedef struct fa_bwd_tile {
 
 /* P and dS of one element, the general case: P = exp2(logit - lse_log2) with the logit
  * score·scale_log2, or softcap_log2·tanh(score·scale / softcap) with softcap, minus the
- * ALiBi term; masked elements get P = 0. dS = P ∘ (dP - D) ∘ (1 - tanh²) with softcap:
- * tanh is kept from the forward direction of the same element. */
-FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, float lse, float delta,
-                                   const fa_bwd_tile *t, const fa_fwd_args *args, float alibi_log2)
+ * ALiBi term (fa_bwd_logit; masked elements get P = 0). dS = P ∘ (dP - D) ∘ (1 - tanh²)
+ * with softcap: tanh is kept from the forward direction of the same element. */
+FA_DEVICE float fa_bwd_logit(float score, int query, int key, const fa_bwd_tile *t, const fa_fwd_args *args,
+                             float alibi_log2, float *th)
 {
     const int softcap = args->softcap_log2 > 0.f;
-    float th = softcap ? fa_tanh(*p * args->softcap_inv_scale) : 0.f;
-    float x = softcap ? args->softcap_log2 * th : *p * args->scale_log2;
+    *th = softcap ? fa_tanh(score * args->softcap_inv_scale) : 0.f;
+    float x = softcap ? args->softcap_log2 * *th : score * args->scale_log2;
     if (alibi_log2 != 0.f)
         x -= alibi_log2 * fa_alibi_distance(query, key, t->seqlen_q, t->seqlen_k);
     if (t->masked) {
@@ -101,10 +101,17 @@ FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, floa
         if (query >= t->seqlen_q || !fa_key_visible(query, key, t->seqlen_q, t->seqlen_k, w))
             x = -INFINITY;
     }
-    const float prob = fa_exp2(x - lse);
+    return x;
+}
+
+FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, float lse, float delta,
+                                   const fa_bwd_tile *t, const fa_fwd_args *args, float alibi_log2)
+{
+    float th;
+    const float prob = fa_exp2(fa_bwd_logit(*p, query, key, t, args, alibi_log2, &th) - lse);
     const float ds = prob * (*dp - delta);
     *p = prob;
-    *dp = softcap ? ds * (1.f - th * th) : ds;
+    *dp = args->softcap_log2 > 0.f ? ds * (1.f - th * th) : ds;
 }
 
 /* Scores S and dP of a warp tile (mf_count 16-row slices of nf_count n-tiles, the first
@@ -151,6 +158,45 @@ FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_RE
                                     t->keys_are_rows ? delta_cols[c] : delta_rows[r / FA_ACC_COLS],
                                     t, args, alibi_log2);
             }
+}
+
+/* fa_bwd_grad_scores in two passes, for a warp's 16-row slice of nf_count n-tiles whose
+ * rows are keys (the warpgroup kernel), without softcap (its dS needs tanh of the score,
+ * which P overwrites): P first, so that dV += Pᵀ·dO can run while dS is computed. */
+FA_DEVICE void fa_bwd_probs(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
+                            float alibi_log2, const float *lse_cols)
+{
+    const int lane = fa_lane();
+    if (!t->masked && alibi_log2 == 0.f) {
+#pragma unroll
+        for (int nf = 0; nf < nf_count; ++nf)
+#pragma unroll
+            for (int r = 0; r < FA_ACC_REGS; ++r)
+                p[nf][r] = fa_exp2(p[nf][r] * args->scale_log2 - lse_cols[nf * FA_MMA_N + fa_acc_col(lane, r)]);
+        return;
+    }
+#pragma unroll
+    for (int nf = 0; nf < nf_count; ++nf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r) {
+            const int c = nf * FA_MMA_N + fa_acc_col(lane, r);
+            float th;
+            const float x =
+                fa_bwd_logit(p[nf][r], t->col0 + c, t->row0 + fa_acc_row(lane, r), t, args, alibi_log2, &th);
+            p[nf][r] = fa_exp2(x - lse_cols[c]);
+        }
+}
+
+/* dS = P ∘ (dP - D) in place of dP, D per column (query). */
+FA_DEVICE void fa_bwd_dscores(const float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_REGS], int nf_count,
+                              const float *delta_cols)
+{
+    const int lane = fa_lane();
+#pragma unroll
+    for (int nf = 0; nf < nf_count; ++nf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r)
+            dp[nf][r] = p[nf][r] * (dp[nf][r] - delta_cols[nf * FA_MMA_N + fa_acc_col(lane, r)]);
 }
 
 /* Store a warp's 16-row slice (ntiles n-tiles from column d0) of an fp32 accumulator

@@ -21,10 +21,15 @@
  *   once every consumer's part of dSᵀ is stored, its share of the step's dQ = dS·K (dS
  *   read through its transpose: an MN-major A), added with atomics to the fp32
  *   accumulator (dq_accum.h) that the dQ conversion kernel turns into dQ.
- * dK and dV stay in registers over every step and are written once. The dSᵀ tile has two
- * buffers used in turn: a consumer's dQ product of step i has finished before it reaches
- * the barrier of step i + 1, which every consumer passes before writing the buffer again
- * at step i + 2.
+ * dK and dV stay in registers over every step and are written once.
+ *
+ * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
+ * dS is computed (where registers allow, FA_BWS_EARLY_DV, and without softcap, whose dS
+ * needs tanh of the score), and dK while the other consumers store their dSᵀ. Between consumers, no
+ * barrier holds them in step: the dSᵀ tile has two buffers used in turn, each with an
+ * mbarrier that opens dQ once every part is stored and one that frees the buffer once
+ * every consumer's dQ read it, so one consumer's exponentials can run under another's
+ * products.
  *
  * What the dispatcher keeps away from it (select/dispatch.c): deterministic calls (dQ is
  * always summed by atomics: args.dq_accum is set), and varlen and seqused_k, whose rows past a sequence's end are
@@ -82,6 +87,12 @@
 #error "a consumer's share of dQ must be whole 64-column blocks"
 #endif
 
+/* dV issued before dS is computed (see Overlap above) keeps Sᵀ, dPᵀ, P and both
+ * accumulators live at once: 64 + 64 + 32 + 2 x 32 registers at d64's 128 query rows,
+ * which spilled 48 bytes and serialized the products (ptxas C7512, nvcc 13.0); d128's 64
+ * rows fit. */
+#define FA_BWS_EARLY_DV (FA_INST_M == 64)
+
 /* Register budgets of the roles (setmaxnreg), as in the forward with two consumers. */
 #if FA_BWS_CONSUMERS == 2
 #define FA_BWS_PRODUCER_REGS 24
@@ -99,15 +110,15 @@
 #define FA_BWS_KV_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_N))
 #define FA_BWS_Q_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_M))
 #define FA_BWS_DS_BYTES (FA_INST_M / 64 * FA_BWS_BLOCK(FA_INST_N))
-/* Named barrier (ids from 1: 0 is __syncthreads'): every consumer's dSᵀ is stored. */
-#define FA_BWS_BAR_DS 1
-
-/* The ring's barriers. kv: the K and V tiles (one arrival and their bytes); full: the
- * producer warp's 32 arrivals (lane 0's with the bytes of Q and dO, after the lanes'
- * LSE and D stores); empty: one arrival per consumer warp once its products are done. */
+/* The block's mbarriers. kv: the K and V tiles (one arrival and their bytes); full: the
+ * bytes of Q and dO and the producer warp's 32 arrivals, after its LSE and D stores;
+ * empty: one arrival per consumer warp once its products are done with the stage.
+ * ds_full / ds_free, per dSᵀ buffer: every consumer thread arrives once its part of dSᵀ
+ * is stored, and once its dQ product (which reads every part) is done. */
 typedef struct fa_bws_ring {
     uint64_t kv_full;
     uint64_t full[FA_INST_STAGES], empty[FA_INST_STAGES];
+    uint64_t ds_full[2], ds_free[2];
 } fa_bws_ring;
 
 /* The shared tiles, each starting on the swizzle's 1024-byte period; each role finds
@@ -207,20 +218,19 @@ FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, 
         const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
         if (i >= FA_INST_STAGES)
             fa_mbar_wait(&ring->empty[st], ((i / FA_INST_STAGES) & 1) ^ 1);
+        if (lane == 0) { /* the copies first: the LSE and D loads below wait on memory */
+            fa_mbar_expect_tx(&ring->full[st], 2 * FA_BWS_Q_BYTES);
+            fa_bws_load(sm->q + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch, &ring->full[st]);
+            fa_bws_load(sm->dout + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, m0, b.batch,
+                        &ring->full[st]);
+        }
         const long long row = at.head_row + b.q_global_row0 + m0;
         for (int r = lane; r < FA_INST_M; r += FA_WARP_SIZE) {
             const int valid = m0 + r < b.seq.seqlen_q;
             sm->lse[st * FA_INST_M + r] = valid ? args->lse_log2[row + r] : 0.f;
             sm->delta[st * FA_INST_M + r] = valid ? args->delta[row + r] : 0.f;
         }
-        if (lane == 0) {
-            fa_mbar_arrive_expect_tx(&ring->full[st], 2 * FA_BWS_Q_BYTES);
-            fa_bws_load(sm->q + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch, &ring->full[st]);
-            fa_bws_load(sm->dout + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, m0, b.batch,
-                        &ring->full[st]);
-        } else {
-            fa_mbar_arrive(&ring->full[st]);
-        }
+        fa_mbar_arrive(&ring->full[st]);
         fa_bws_next_step(f, &b, &at);
     }
 }
@@ -276,22 +286,21 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const 
     for (int i = 0; i < b.steps; ++i) {
         const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
         const uint32_t q_stage = q_addr + st * FA_BWS_Q_BYTES, do_stage = do_addr + st * FA_BWS_Q_BYTES;
-        const uint32_t ds_buf = ds_addr + (i & 1) * FA_BWS_DS_BYTES;
+        const int buf = i & 1, use = i >> 1; /* the buffer's use count so far */
+        const uint32_t ds_buf = ds_addr + buf * FA_BWS_DS_BYTES;
         float acc_s[FA_BWS_QF][FA_ACC_REGS], acc_dp[FA_BWS_QF][FA_ACC_REGS];
         fa_mbar_wait(&ring->full[st], (i / FA_INST_STAGES) & 1);
 
-        /* Sᵀ and dPᵀ. */
+        /* Sᵀ and dPᵀ, a commit group each. */
         fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
         fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
         fa_wg_fence();
         FA_WG_QK(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_s[0][0], k_rows_addr, FA_BWS_BLOCK(FA_INST_N), q_stage);
+        fa_wg_commit();
         FA_WG_QK(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dp[0][0], v_rows_addr, FA_BWS_BLOCK(FA_INST_N), do_stage);
         fa_wg_commit();
-        fa_wg_wait(0);
-        fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
-        fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
 
-        /* Pᵀ and dSᵀ in place, packed; dSᵀ to its shared tile for dQ. */
+        /* Pᵀ, then dV += Pᵀ·dO issued, then dSᵀ under it. */
         fa_bwd_tile t;
         t.row0 = b.n0 + key_row0;
         t.col0 = m0;
@@ -301,28 +310,50 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const 
         t.masked = m0 < b.visits.full_lo || m0 > b.visits.full_hi - FA_INST_M;
         const float alibi_log2 =
             f->alibi_slopes ? f->alibi_slopes[b.batch * f->alibi_batch + at.head] * FA_LOG2E : 0.f;
-        fa_bwd_grad_scores(acc_s, acc_dp, 1, FA_BWS_QF, &t, f, alibi_log2, NULL, sm->lse + st * FA_INST_M, NULL,
-                           sm->delta + st * FA_INST_M);
+        const float *lse = sm->lse + st * FA_INST_M, *delta = sm->delta + st * FA_INST_M;
+        const int together = !FA_BWS_EARLY_DV || f->softcap_log2 > 0.f; /* P and dS in one pass */
+        fa_wg_wait(1);
+        fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
+        if (together) {
+            fa_wg_wait(0);
+            fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
+            fa_bwd_grad_scores(acc_s, acc_dp, 1, FA_BWS_QF, &t, f, alibi_log2, NULL, lse, NULL, delta);
+        } else {
+            fa_bwd_probs(acc_s, FA_BWS_QF, &t, f, alibi_log2, lse);
+        }
         uint32_t p[FA_BWS_QK][FA_A_REGS], ds[FA_BWS_QK][FA_A_REGS];
 #pragma unroll
-        for (int ks = 0; ks < FA_BWS_QK; ++ks) {
+        for (int ks = 0; ks < FA_BWS_QK; ++ks)
             fa_acc_to_a(p[ks], acc_s, ks);
-            fa_acc_to_a(ds[ks], acc_dp, ks);
-        }
-        fa_bws_store_ds(sm->ds + (i & 1) * FA_BWS_DS_BYTES, key_row0, ds);
-        fa_fence_async_smem();
-        fa_named_sync(FA_BWS_BAR_DS, FA_BWS_CONSUMER_THREADS);
-
-        /* dV += Pᵀ·dO, dK += dSᵀ·Q, this consumer's share of dQ = dS·K. */
-        float acc_dq[FA_BWS_DQ_N / FA_MMA_N][FA_ACC_REGS];
-        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
-        fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
         fa_wg_pin_u32(&p[0][0], FA_BWS_QK * FA_A_REGS);
-        fa_wg_pin_u32(&ds[0][0], FA_BWS_QK * FA_A_REGS);
         fa_wg_fence();
         FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dv[0][0], p, do_stage);
+        fa_wg_commit();
+        fa_wg_wait(1); /* dPᵀ is done; dV may still run */
+        fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
+        if (!together)
+            fa_bwd_dscores(acc_s, acc_dp, FA_BWS_QF, delta);
+#pragma unroll
+        for (int ks = 0; ks < FA_BWS_QK; ++ks)
+            fa_acc_to_a(ds[ks], acc_dp, ks);
+
+        /* dSᵀ to its buffer (free once every consumer's dQ of two steps ago is done), dK
+         * += dSᵀ·Q, then this consumer's share of dQ = dS·K once every part is stored. */
+        if (use > 0)
+            fa_mbar_wait(&ring->ds_free[buf], (use & 1) ^ 1);
+        fa_bws_store_ds(sm->ds + buf * FA_BWS_DS_BYTES, key_row0, ds);
+        fa_fence_async_smem();
+        fa_mbar_arrive(&ring->ds_full[buf]);
+        float acc_dq[FA_BWS_DQ_N / FA_MMA_N][FA_ACC_REGS];
+        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin_u32(&ds[0][0], FA_BWS_QK * FA_A_REGS);
+        fa_wg_fence();
         FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage);
+        fa_wg_commit();
+        fa_mbar_wait(&ring->ds_full[buf], use & 1);
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
+        fa_wg_fence();
         FA_WG_DSK(FA_BWS_DQ_N, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0],
                   ds_buf + FA_BWS_BLOCK(FA_INST_N) * FA_BWS_DQ_ROW_BLOCK(consumer), FA_BWS_BLOCK(FA_INST_N),
                   k_addr + FA_BWS_BLOCK(FA_INST_N) * (dq_col0 / 64));
@@ -331,6 +362,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const 
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
+        fa_mbar_arrive(&ring->ds_free[buf]);
         fa_bws_release(&ring->empty[st]);
 
         const int row0 = dq_row0 + FA_MMA_M * warp_in_group;
@@ -360,6 +392,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
         for (int i = 0; i < FA_INST_STAGES; ++i) {
             fa_mbar_init(&ring.full[i], FA_WARP_SIZE);
             fa_mbar_init(&ring.empty[i], FA_BWS_CONSUMERS * 4);
+        }
+        for (int i = 0; i < 2; ++i) {
+            fa_mbar_init(&ring.ds_full[i], FA_BWS_CONSUMER_THREADS);
+            fa_mbar_init(&ring.ds_free[i], FA_BWS_CONSUMER_THREADS);
         }
         fa_mbar_init_fence();
     }
