@@ -1,7 +1,7 @@
 /*
  * ring_core.c - the ring attention schedule, written once for every transport: the
- * chunk layout (fa_ring_rows), the argument checks and the ranks' agreement on them,
- * and the forward and backward rings built on fa_fwd, fa_bwd and fa_combine.
+ * forward and backward rings built on fa_fwd, fa_bwd and fa_combine, once ring_args.c
+ * has accepted the call on every rank.
  *
  * Step s of W: rank r holds the K/V block of rank (r - s) mod W, and starts sending it
  * on (and receiving the next) before it computes with it. Forward: each (query chunk,
@@ -11,378 +11,10 @@
  * dq is summed locally in fp32, and a block's fp32 dK/dV sum follows the block one step
  * behind it around the ring, arriving back at its owner after W hops.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ring/ring_internal.h"
-
-/* ---- layout ---------------------------------------------------------------------- */
-
-typedef struct piece {
-    int64_t chunk;   /* index among the layout's chunks: their order is the sequence's */
-    int64_t local;   /* first row in the rank's tensors */
-    int64_t length;
-} piece;
-
-static int64_t chunk_count(fa_ring_split split, int world)
-{
-    return split == FA_RING_SPLIT_ZIGZAG ? 2 * (int64_t)world : world;
-}
-
-static fa_ring_span chunk_span(int64_t total, int64_t chunks, int64_t c)
-{
-    fa_ring_span s;
-    int64_t base = total / chunks, extra = total % chunks;
-    s.begin = c * base + (c < extra ? c : extra);
-    s.length = base + (c < extra);
-    return s;
-}
-
-/* The rank's pieces in local order; returns how many (1 or 2). */
-static int rank_pieces(const fa_ring_layout *layout, int world, int rank, piece p[2],
-                       fa_ring_span span[2])
-{
-    int64_t chunks = chunk_count(layout->split, world);
-    int n = layout->split == FA_RING_SPLIT_ZIGZAG ? 2 : 1, i;
-    p[0].chunk = rank;
-    p[1].chunk = chunks - 1 - rank;
-    for (i = 0; i < 2; i++) {
-        span[i] = chunk_span(layout->total_seqlen, chunks, p[i].chunk);
-        if (i >= n)
-            span[i].length = 0;
-        p[i].length = span[i].length;
-        p[i].local = i == 0 ? 0 : p[0].length;
-    }
-    return n;
-}
-
-fa_status fa_ring_rows(const fa_ring_layout *layout, int world, int rank, fa_ring_span span[2],
-                       int64_t *rows)
-{
-    piece p[2];
-    if (layout == NULL || span == NULL || rows == NULL)
-        return FA_ERR_NULL_POINTER;
-    if (world < 1 || rank < 0 || rank >= world || layout->total_seqlen < 0 ||
-        layout->total_seqlen > INT32_MAX ||
-        (layout->split != FA_RING_SPLIT_ZIGZAG && layout->split != FA_RING_SPLIT_CONTIGUOUS))
-        return FA_ERR_BAD_PARAM;
-    rank_pieces(layout, world, rank, p, span);
-    *rows = p[0].length + p[1].length;
-    return FA_OK;
-}
-
-/* ---- errors ---------------------------------------------------------------------- */
-
-/* C99 has no thread-local storage class; the compilers' own spelling (as api.c). */
-#if defined(__GNUC__)
-#define RING_THREAD_LOCAL __thread
-#else
-#define RING_THREAD_LOCAL
-#endif
-static RING_THREAD_LOCAL char create_error[256];
-
-const char *fa_ring_create_error(void) { return create_error; }
-
-fa_status fa_ring_create_fail(fa_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(create_error, sizeof create_error, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-fa_status fa_ring_transport_fail(fa_ring_transport *t, fa_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->error, sizeof t->error, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-static fa_status ring_fail(fa_ring_comm *c, fa_status status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static fa_status ring_fail(fa_ring_comm *c, fa_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->last_error, sizeof c->last_error, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-/* An inner fa_* call failed: its own message, after what the ring was doing. */
-static fa_status ring_fail_call(fa_ring_comm *c, fa_status st, const char *what, int step)
-{
-    return ring_fail(c, st, "%s (ring step %d): %s", what, step, fa_last_error(c->ctx));
-}
-
-static fa_status ring_fail_transport(fa_ring_comm *c, fa_status st, const char *what)
-{
-    return ring_fail(c, st, "%s: %s transport: %s", what, c->transport->name, c->transport->error);
-}
-
-/* ---- the communicator ------------------------------------------------------------ */
-
-fa_status fa_ring_wrap(fa_ring_comm **comm, fa_context *ctx, fa_ring_transport *t)
-{
-    fa_ring_comm *c = (fa_ring_comm *)calloc(1, sizeof *c);
-    if (c == NULL) {
-        t->ops->destroy(t);
-        return fa_ring_create_fail(FA_ERR_OUT_OF_MEMORY, "fa_ring_create: out of host memory");
-    }
-    c->transport = t;
-    c->ctx = ctx;
-    *comm = c;
-    create_error[0] = '\0';
-    return FA_OK;
-}
-
-void fa_ring_destroy(fa_ring_comm *comm)
-{
-    if (comm == NULL)
-        return;
-    comm->transport->ops->destroy(comm->transport);
-    free(comm);
-}
-
-int fa_ring_rank(const fa_ring_comm *comm) { return comm == NULL ? -1 : comm->transport->rank; }
-int fa_ring_world(const fa_ring_comm *comm) { return comm == NULL ? 0 : comm->transport->world; }
-const char *fa_ring_last_error(const fa_ring_comm *comm)
-{
-    return comm == NULL ? "fa_ring: comm is NULL" : comm->last_error;
-}
-
-/* A build without a transport still links its entry point, which says so. */
-#ifndef FA_RING_HAVE_MPI
-fa_status fa_ring_create_mpi(fa_ring_comm **comm, fa_context *ctx, const void *mpi_comm)
-{
-    (void)ctx;
-    (void)mpi_comm;
-    if (comm != NULL)
-        *comm = NULL;
-    return fa_ring_create_fail(FA_ERR_UNSUPPORTED, "fa_ring_create_mpi: this flashattn_ring was built "
-                               "without MPI (FA_RING_MPI)");
-}
-#endif
-#ifndef FA_RING_HAVE_NCCL
-fa_status fa_ring_create_nccl(fa_ring_comm **comm, fa_context *ctx, const void *nccl_comm, void *stream)
-{
-    (void)ctx;
-    (void)nccl_comm;
-    (void)stream;
-    if (comm != NULL)
-        *comm = NULL;
-    return fa_ring_create_fail(FA_ERR_UNSUPPORTED, "fa_ring_create_nccl: this flashattn_ring was built "
-                               "without NCCL (FA_RING_NCCL)");
-}
-#endif
-
-/* ---- argument checks ------------------------------------------------------------- */
-
-/* What every rank must agree on, besides each rank's own verdict. */
-typedef struct geometry {
-    int world, rank, npieces;
-    piece pieces[2];
-    int64_t rows, max_rows;   /* this rank's, and the largest over the ranks */
-    int64_t batch, heads, heads_k, dim;
-    fa_dtype dtype;
-    int causal;
-    fa_ring_layout layout;
-} geometry;
-
-static int has_elements(const fa_tensor *t)
-{
-    int i;
-    for (i = 0; i < t->ndim; i++)
-        if (t->shape[i] == 0)
-            return 0;
-    return 1;
-}
-
-/* Taken in order of stride, each stride of a dim of extent > 1 reaches past what the
- * smaller ones span (flashattn.h's rule for outputs). */
-static int overlaps_itself(const fa_tensor *t)
-{
-    int order[4], count = 0, i, j;
-    int64_t span = 1;
-    for (i = 0; i < t->ndim; i++) {
-        if (t->shape[i] <= 1)
-            continue;
-        for (j = count; j > 0 && t->stride[order[j - 1]] > t->stride[i]; j--)
-            order[j] = order[j - 1];
-        order[j] = i;
-        count++;
-    }
-    for (j = 0; j < count; j++) {
-        if (t->stride[order[j]] < span)
-            return 1;
-        span += t->stride[order[j]] * (t->shape[order[j]] - 1);
-    }
-    return 0;
-}
-
-/* t has `like`'s shape (rank 4) or, for an LSE, [b, h, rows] fp32; an output must not
- * overlap itself. */
-static fa_status check_like(fa_ring_comm *c, const char *call, const char *name, const fa_tensor *t,
-                            const int64_t *shape, int ndim, fa_dtype dtype, int output)
-{
-    int i;
-    if (t == NULL || (t->data == NULL && has_elements(t)))
-        return ring_fail(c, FA_ERR_NULL_POINTER, "%s: %s is NULL", call, name);
-    if (t->ndim != ndim)
-        return ring_fail(c, FA_ERR_BAD_RANK, "%s: %s has %d dims, expected %d", call, name, t->ndim, ndim);
-    for (i = 0; i < ndim; i++)
-        if (t->shape[i] != shape[i])
-            return ring_fail(c, FA_ERR_SHAPE_MISMATCH, "%s: %s dim %d is %lld, expected %lld", call,
-                             name, i, (long long)t->shape[i], (long long)shape[i]);
-    if (t->dtype != dtype)
-        return ring_fail(c, FA_ERR_BAD_DTYPE, "%s: %s is %s, expected %s", call, name,
-                         fa_dtype_name(t->dtype), fa_dtype_name(dtype));
-    for (i = 0; i < ndim; i++)
-        if (t->stride[i] < 0 || (i == ndim - 1 && t->stride[i] != 1 && t->shape[i] > 1))
-            return ring_fail(c, FA_ERR_BAD_STRIDE, "%s: %s stride[%d] = %lld (last dim contiguous, "
-                             "none negative)", call, name, i, (long long)t->stride[i]);
-    if (output && has_elements(t) && overlaps_itself(t))
-        return ring_fail(c, FA_ERR_BAD_STRIDE, "%s: output %s overlaps itself", call, name);
-    return FA_OK;
-}
-
-/* Masks that need global positions the blocks do not carry. */
-static fa_status check_params(fa_ring_comm *c, const char *call, const fa_params *p)
-{
-    const char *why = NULL;
-    if (p->window_left != -1 || p->window_right != -1)
-        why = "sliding windows";
-    else if (p->alibi_slopes != NULL)
-        why = "ALiBi";
-    else if (p->cu_seqlens_q != NULL || p->cu_seqlens_k != NULL)
-        why = "varlen (cu_seqlens)";
-    else if (p->seqused_k != NULL)
-        why = "seqused_k";
-    else if (p->block_table != NULL)
-        why = "paged K/V";
-    if (why == NULL)
-        return FA_OK;
-    return ring_fail(c, FA_ERR_UNSUPPORTED, "%s: %s across ring blocks are not supported", call, why);
-}
-
-/* q, k, v and params through the library's own checks (the workspace queries run them
- * and write nothing), then the ring's: rows, the combine's limit, the masks. */
-static fa_status check_inputs(fa_ring_comm *c, const char *call, const fa_tensor *q, const fa_tensor *k,
-                              const fa_tensor *v, const fa_params *params, const fa_ring_layout *layout,
-                              int backward, geometry *g)
-{
-    fa_ring_span span[2];
-    size_t bytes;
-    fa_status st;
-    if (q == NULL || k == NULL || v == NULL || params == NULL || layout == NULL)
-        return ring_fail(c, FA_ERR_NULL_POINTER, "%s: q, k, v, params and layout must be set", call);
-    if ((q->data == NULL && has_elements(q)) || (k->data == NULL && has_elements(k)) ||
-        (v->data == NULL && has_elements(v)))
-        return ring_fail(c, FA_ERR_NULL_POINTER, "%s: %s data is NULL", call,
-                         q->data == NULL ? "q" : k->data == NULL ? "k" : "v");
-    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
-        return ring_fail(c, FA_ERR_BAD_RANK, "%s: q, k, v must be [b, rows, heads, d] (no varlen)", call);
-    st = check_params(c, call, params);
-    if (st != FA_OK)
-        return st;
-    st = backward ? fa_bwd_workspace_size(c->ctx, q, k, v, params, &bytes)
-                  : fa_fwd_workspace_size(c->ctx, q, k, v, params, &bytes);
-    if (st != FA_OK)
-        return ring_fail(c, st, "%s: %s", call, fa_last_error(c->ctx));
-    if (fa_ring_rows(layout, g->world, g->rank, span, &g->rows) != FA_OK)
-        return ring_fail(c, FA_ERR_BAD_PARAM, "%s: layout: total_seqlen %lld (0..INT32_MAX), split %d",
-                         call, (long long)layout->total_seqlen, (int)layout->split);
-    if (g->world + 1 > FA_MAX_COMBINE_PARTIALS)
-        return ring_fail(c, FA_ERR_UNSUPPORTED, "%s: %d ranks: the forward merges up to world + 1 "
-                         "partials per chunk with fa_combine (at most %d)", call, g->world,
-                         FA_MAX_COMBINE_PARTIALS);
-    if (q->shape[1] != g->rows || k->shape[1] != g->rows)
-        return ring_fail(c, FA_ERR_SHAPE_MISMATCH, "%s: rank %d of %d holds %lld of %lld rows, but q has "
-                         "%lld and k %lld", call, g->rank, g->world, (long long)g->rows,
-                         (long long)layout->total_seqlen, (long long)q->shape[1], (long long)k->shape[1]);
-    g->layout = *layout;
-    g->npieces = rank_pieces(layout, g->world, g->rank, g->pieces, span);
-    g->batch = q->shape[0];
-    g->heads = q->shape[2];
-    g->heads_k = k->shape[2];
-    g->dim = q->shape[3];
-    g->dtype = q->dtype;
-    g->causal = params->causal != 0;
-    return FA_OK;
-}
-
-/* ---- agreement --------------------------------------------------------------------- */
-
-enum { AGREE_STATUS, AGREE_LOWEST, AGREE_FIELDS };
-#define AGREE_COUNT 12
-
-static void fields_of(const geometry *g, const fa_params *p, int backward, int64_t *f)
-{
-    uint32_t scale, softcap;
-    memcpy(&scale, &p->softmax_scale, sizeof scale);
-    memcpy(&softcap, &p->softcap, sizeof softcap);
-    f[0] = g->layout.total_seqlen;
-    f[1] = g->layout.split;
-    f[2] = g->batch;
-    f[3] = g->heads;
-    f[4] = g->heads_k;
-    f[5] = g->dim;
-    f[6] = g->dtype;
-    f[7] = g->causal;
-    f[8] = scale;
-    f[9] = softcap;
-    f[10] = p->deterministic;
-    f[11] = backward;
-}
-
-static const char *const field_names[AGREE_COUNT] = {
-    "total_seqlen", "split", "batch", "heads", "kv heads", "head dim",
-    "dtype", "causal", "softmax_scale", "softcap", "deterministic", "call (fa_ring_fwd / fa_ring_bwd)"};
-
-/* Every rank's verdict and fields meet in one all-reduce of maxima (minima as negated
- * maxima). Returns the status every rank returns; FA_OK only if all accepted and agree. */
-static fa_status agree(fa_ring_comm *c, const char *call, fa_status mine, const geometry *g,
-                       const fa_params *p, int backward)
-{
-    int64_t v[AGREE_FIELDS + 2 * AGREE_COUNT], f[AGREE_COUNT];
-    fa_ring_transport *t = c->transport;
-    fa_status st;
-    int i;
-    memset(f, 0, sizeof f);
-    if (mine == FA_OK)
-        fields_of(g, p, backward, f);
-    v[AGREE_STATUS] = mine;
-    v[AGREE_LOWEST] = mine != FA_OK ? -(int64_t)t->rank : INT64_MIN;
-    for (i = 0; i < AGREE_COUNT; i++) {
-        v[AGREE_FIELDS + i] = f[i];
-        v[AGREE_FIELDS + AGREE_COUNT + i] = -f[i];
-    }
-    st = t->ops->agree_max(t, v, AGREE_FIELDS + 2 * AGREE_COUNT);
-    if (st != FA_OK)
-        return ring_fail_transport(c, st, call);
-    if (mine != FA_OK)
-        return mine;
-    if (v[AGREE_STATUS] != FA_OK)
-        return ring_fail(c, (fa_status)v[AGREE_STATUS], "%s: rank %lld (the lowest that refused) "
-                         "refused its arguments; the ranks' worst status is %s", call,
-                         (long long)-v[AGREE_LOWEST], fa_status_string((fa_status)v[AGREE_STATUS]));
-    for (i = 0; i < AGREE_COUNT; i++)
-        if (v[AGREE_FIELDS + i] != -v[AGREE_FIELDS + AGREE_COUNT + i])
-            return ring_fail(c, i <= 6 ? FA_ERR_SHAPE_MISMATCH : FA_ERR_BAD_PARAM,
-                             "%s: the ranks disagree on %s (from %lld to %lld)", call, field_names[i],
-                             (long long)-v[AGREE_FIELDS + AGREE_COUNT + i],
-                             (long long)v[AGREE_FIELDS + i]);
-    return FA_OK;
-}
 
 /* ---- views and buffers ------------------------------------------------------------- */
 
@@ -399,14 +31,14 @@ static fa_tensor rows_of(const fa_tensor *t, int row_dim, int64_t first, int64_t
 }
 
 /* A contiguous block of up to max_rows rows: [b, max_rows, heads, d] of one dtype. */
-static fa_tensor block_view(void *base, fa_dtype dtype, const geometry *g, int64_t heads, int64_t first,
-                            int64_t length)
+static fa_tensor block_view(void *base, fa_dtype dtype, const fa_ring_geometry *g, int64_t heads,
+                            int64_t first, int64_t length)
 {
     fa_tensor t = fa_tensor_bshd(base, dtype, g->batch, g->max_rows, heads, g->dim);
     return rows_of(&t, 1, first, length);
 }
 
-static size_t block_elements(const geometry *g, int64_t heads)
+static size_t block_elements(const fa_ring_geometry *g, int64_t heads)
 {
     return (size_t)(g->batch * g->max_rows * heads * g->dim);
 }
@@ -417,13 +49,14 @@ typedef struct kv_block {
     fa_dtype dtype;
 } kv_block;
 
-static fa_tensor kv_part(const kv_block *b, const geometry *g, int which, int64_t first, int64_t length)
+static fa_tensor kv_part(const kv_block *b, const fa_ring_geometry *g, int which, int64_t first,
+                         int64_t length)
 {
     char *base = (char *)b->base + which * block_elements(g, g->heads_k) * element_bytes(b->dtype);
     return block_view(base, b->dtype, g, g->heads_k, first, length);
 }
 
-static size_t kv_bytes(const geometry *g, fa_dtype dtype)
+static size_t kv_bytes(const fa_ring_geometry *g, fa_dtype dtype)
 {
     return 2 * block_elements(g, g->heads_k) * element_bytes(dtype);
 }
@@ -462,7 +95,7 @@ typedef struct job {
 
 enum relation { SKIP, FULL, DIAGONAL };
 
-static enum relation relate(const geometry *g, const piece *q, const piece *k)
+static enum relation relate(const fa_ring_geometry *g, const fa_ring_piece *q, const fa_ring_piece *k)
 {
     if (q->length == 0 || k->length == 0)
         return SKIP;
@@ -473,12 +106,12 @@ static enum relation relate(const geometry *g, const piece *q, const piece *k)
 
 /* The calls against rank src's block; both of its pieces in one call when neither needs
  * a mask (they are adjacent in the block). Returns how many (at most 4). */
-static int step_jobs(const geometry *g, int src, job *jobs)
+static int step_jobs(const fa_ring_geometry *g, int src, job *jobs)
 {
-    piece kp[2];
+    fa_ring_piece kp[2];
     fa_ring_span span[2];
     int qi, ki, n = 0;
-    int kn = rank_pieces(&g->layout, g->world, src, kp, span);
+    int kn = fa_ring_pieces(&g->layout, g->world, src, kp, span);
     for (qi = 0; qi < g->npieces; qi++) {
         enum relation rel[2] = {relate(g, &g->pieces[qi], &kp[0]),
                                 kn > 1 ? relate(g, &g->pieces[qi], &kp[1]) : SKIP};
@@ -505,7 +138,7 @@ static fa_params job_params(const fa_params *p, const job *j)
 
 /* Step s's exchange: the next K/V block (all steps but the last) and, backward, the
  * dK/dV sum of the block of step s - 1. */
-static fa_status start_step(fa_ring_transport *t, const geometry *g, int s, const kv_block kv[2],
+static fa_status start_step(fa_ring_transport *t, const fa_ring_geometry *g, int s, const kv_block kv[2],
                             void *const dkv[2], size_t dkv_bytes)
 {
     fa_ring_exchange x;
@@ -525,30 +158,18 @@ static fa_status start_step(fa_ring_transport *t, const geometry *g, int s, cons
     return t->ops->start(t, &x);
 }
 
-static int step_exchanges(const geometry *g, int s, int backward)
+static int step_exchanges(const fa_ring_geometry *g, int s, int backward)
 {
     return s < g->world - 1 || (backward && s > 0);
 }
 
 /* This rank's K and V into a ring buffer. */
-static fa_status pack_own(fa_ring_transport *t, const geometry *g, const kv_block *b, const fa_tensor *k,
-                          const fa_tensor *v)
+static fa_status pack_own(fa_ring_transport *t, const fa_ring_geometry *g, const kv_block *b,
+                          const fa_tensor *k, const fa_tensor *v)
 {
     fa_tensor dk = kv_part(b, g, 0, 0, g->rows), dv = kv_part(b, g, 1, 0, g->rows);
     fa_status st = t->ops->convert(t, &dk, k, 0);
     return st == FA_OK ? t->ops->convert(t, &dv, v, 0) : st;
-}
-
-static int64_t largest_rows(const geometry *g)
-{
-    int64_t best = 0, rows;
-    fa_ring_span span[2];
-    int r;
-    for (r = 0; r < g->world; r++) {
-        fa_ring_rows(&g->layout, g->world, r, span, &rows);
-        best = rows > best ? rows : best;
-    }
-    return best;
 }
 
 /* ---- forward ------------------------------------------------------------------------- */
@@ -562,7 +183,7 @@ typedef struct fwd_state {
     int used[2];
 } fwd_state;
 
-static fa_status fwd_buffers(buffers *b, const geometry *g, fwd_state *f)
+static fa_status fwd_buffers(buffers *b, const fa_ring_geometry *g, fwd_state *f)
 {
     int i, slots = g->world + 1;
     for (i = 0; i < 2; i++) {
@@ -583,10 +204,10 @@ static fa_status fwd_buffers(buffers *b, const geometry *g, fwd_state *f)
 }
 
 /* One block's partial out and LSE, into the next slot of its query piece. */
-static fa_status fwd_job(fa_ring_comm *c, const geometry *g, fwd_state *f, const kv_block *kv,
+static fa_status fwd_job(fa_ring_comm *c, const fa_ring_geometry *g, fwd_state *f, const kv_block *kv,
                          const job *j, const fa_tensor *q, const fa_params *params)
 {
-    const piece *qp = &g->pieces[j->query_piece];
+    const fa_ring_piece *qp = &g->pieces[j->query_piece];
     int slot = f->used[j->query_piece]++;
     size_t rows = (size_t)(g->batch * qp->length * g->heads);
     char *out = (char *)f->slot_out[j->query_piece] + slot * rows * (size_t)g->dim * element_bytes(g->dtype);
@@ -600,7 +221,7 @@ static fa_status fwd_job(fa_ring_comm *c, const geometry *g, fwd_state *f, const
     return fa_fwd(c->ctx, &tq, &tk, &tv, &p, to, tl, NULL, 0);
 }
 
-static fa_status fwd_ring(fa_ring_comm *c, const geometry *g, fwd_state *f, const fa_tensor *q,
+static fa_status fwd_ring(fa_ring_comm *c, const fa_ring_geometry *g, fwd_state *f, const fa_tensor *q,
                           const fa_params *params)
 {
     fa_ring_transport *t = c->transport;
@@ -611,26 +232,26 @@ static fa_status fwd_ring(fa_ring_comm *c, const geometry *g, fwd_state *f, cons
         const kv_block *kv = &f->kv[s % 2];
         st = start_step(t, g, s, f->kv, NULL, 0);
         if (st != FA_OK)
-            return ring_fail_transport(c, st, "fa_ring_fwd");
+            return fa_ring_fail_transport(c, st, "fa_ring_fwd");
         n = step_jobs(g, (g->rank - s + g->world) % g->world, jobs);
         for (i = 0; i < n && st == FA_OK; i++) {
             st = fwd_job(c, g, f, kv, &jobs[i], q, params);
             if (st != FA_OK)
-                ring_fail_call(c, st, "fa_ring_fwd: fa_fwd", s);
+                fa_ring_fail_call(c, st, "fa_ring_fwd: fa_fwd", s);
         }
         /* Finished even after a failure: no buffer is released under a live message. */
         if (step_exchanges(g, s, 0) && t->ops->finish(t) != FA_OK && st == FA_OK)
-            st = ring_fail_transport(c, FA_ERR_DEVICE_RUNTIME, "fa_ring_fwd");
+            st = fa_ring_fail_transport(c, FA_ERR_DEVICE_RUNTIME, "fa_ring_fwd");
     }
     return st;
 }
 
-static fa_status fwd_combine(fa_ring_comm *c, const geometry *g, fwd_state *f, fa_tensor *out,
+static fa_status fwd_combine(fa_ring_comm *c, const fa_ring_geometry *g, fwd_state *f, fa_tensor *out,
                              fa_tensor *lse)
 {
     int i;
     for (i = 0; i < g->npieces; i++) {
-        const piece *qp = &g->pieces[i];
+        const fa_ring_piece *qp = &g->pieces[i];
         fa_tensor to = rows_of(out, 1, qp->local, qp->length), tl;
         fa_status st;
         if (qp->length == 0)
@@ -639,52 +260,33 @@ static fa_status fwd_combine(fa_ring_comm *c, const geometry *g, fwd_state *f, f
             tl = rows_of(lse, 2, qp->local, qp->length);
         st = fa_combine(c->ctx, f->used[i], f->part_out[i], f->part_lse[i], &to, lse ? &tl : NULL);
         if (st != FA_OK)
-            return ring_fail_call(c, st, "fa_ring_fwd: fa_combine", g->world);
+            return fa_ring_fail_call(c, st, "fa_ring_fwd: fa_combine", g->world);
     }
     return FA_OK;
 }
 
-static fa_status begin_call(fa_ring_comm *c, geometry *g)
-{
-    memset(g, 0, sizeof *g);
-    c->last_error[0] = '\0';
-    g->world = c->transport->world;
-    g->rank = c->transport->rank;
-    return FA_OK;
-}
-
 fa_status fa_ring_fwd(fa_ring_comm *comm, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
-                      const fa_params *params, const fa_ring_layout *layout, fa_tensor *out,
-                      fa_tensor *lse)
+                      const fa_params *params, const fa_ring_layout *layout, fa_tensor *out, fa_tensor *lse)
 {
     static const char call[] = "fa_ring_fwd";
-    geometry g;
+    fa_ring_geometry g;
     fwd_state *f;
     buffers b;
     fa_status st;
     if (comm == NULL)
         return FA_ERR_NULL_POINTER;
-    begin_call(comm, &g);
-    st = check_inputs(comm, call, q, k, v, params, layout, 0, &g);
-    if (st == FA_OK) {
-        int64_t shape[4] = {g.batch, g.rows, g.heads, g.dim}, lse_shape[3] = {g.batch, g.heads, g.rows};
-        st = check_like(comm, call, "out", out, shape, 4, g.dtype, 1);
-        if (st == FA_OK && lse != NULL)
-            st = check_like(comm, call, "lse", lse, lse_shape, 3, FA_DTYPE_F32, 1);
-    }
-    st = agree(comm, call, st, &g, params, 0);
+    st = fa_ring_accept_fwd(comm, q, k, v, params, layout, out, lse, &g);
     if (st != FA_OK)
         return st;
-    g.max_rows = largest_rows(&g);
     f = (fwd_state *)calloc(1, sizeof *f);
     if (f == NULL)
-        return ring_fail(comm, FA_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
+        return fa_ring_fail(comm, FA_ERR_OUT_OF_MEMORY, "%s: out of host memory", call);
     b.t = comm->transport;
     b.n = 0;
     st = fwd_buffers(&b, &g, f);
     if (st != FA_OK)
-        ring_fail(comm, st, "%s: out of %s memory for the ring's buffers", call,
-                  fa_backend_name(fa_context_backend(comm->ctx)));
+        fa_ring_fail(comm, st, "%s: out of %s memory for the ring's buffers", call,
+                     fa_backend_name(fa_context_backend(comm->ctx)));
     if (st == FA_OK)
         st = pack_own(comm->transport, &g, &f->kv[0], k, v);
     if (st == FA_OK)
@@ -700,14 +302,14 @@ fa_status fa_ring_fwd(fa_ring_comm *comm, const fa_tensor *q, const fa_tensor *k
 
 typedef struct bwd_state {
     kv_block kv[2];
-    void *dkv[2];      /* fp32 dK/dV sums in flight ([2][b, max_rows, h_k, d] like kv) */
-    kv_block mine;     /* fp32: this step's dK/dV partials of the block in hand */
-    kv_block part;     /* dtype: one fa_bwd call's dk and dv */
-    float *dq_sum;     /* fp32 [b, rows, h, d] */
-    void *dq_part;     /* dtype [b, max piece, h, d] */
+    void *dkv[2];  /* fp32 dK/dV sums in flight ([2][b, max_rows, h_k, d] like kv) */
+    kv_block mine; /* fp32: this step's dK/dV partials of the block in hand */
+    kv_block part; /* dtype: one fa_bwd call's dk and dv */
+    float *dq_sum; /* fp32 [b, rows, h, d] */
+    void *dq_part; /* dtype [b, longest piece, h, d] */
 } bwd_state;
 
-static fa_status bwd_buffers(buffers *b, const geometry *g, bwd_state *s)
+static fa_status bwd_buffers(buffers *b, const fa_ring_geometry *g, bwd_state *s)
 {
     int64_t longest = g->pieces[0].length > g->pieces[1].length ? g->pieces[0].length : g->pieces[1].length;
     size_t q_rows = (size_t)(g->batch * g->heads * g->dim);
@@ -736,11 +338,11 @@ typedef struct bwd_inputs {
 } bwd_inputs;
 
 /* One block's gradients: dq added to the local sum, dk and dv to this step's partials. */
-static fa_status bwd_job(fa_ring_comm *c, const geometry *g, bwd_state *s, const kv_block *kv,
+static fa_status bwd_job(fa_ring_comm *c, const fa_ring_geometry *g, bwd_state *s, const kv_block *kv,
                          const job *j, const bwd_inputs *in)
 {
     fa_ring_transport *t = c->transport;
-    const piece *qp = &g->pieces[j->query_piece];
+    const fa_ring_piece *qp = &g->pieces[j->query_piece];
     fa_tensor tq = rows_of(in->q, 1, qp->local, qp->length);
     fa_tensor to = rows_of(in->out, 1, qp->local, qp->length);
     fa_tensor tdo = rows_of(in->dout, 1, qp->local, qp->length);
@@ -765,7 +367,7 @@ static fa_status bwd_job(fa_ring_comm *c, const geometry *g, bwd_state *s, const
 }
 
 /* dkv[s % 2] (received, or zero at step 0) += this step's partials. */
-static fa_status bwd_add_partials(fa_ring_transport *t, const geometry *g, bwd_state *s, int step)
+static fa_status bwd_add_partials(fa_ring_transport *t, const fa_ring_geometry *g, bwd_state *s, int step)
 {
     kv_block sum = {s->dkv[step % 2], FA_DTYPE_F32};
     fa_tensor dst, src;
@@ -781,7 +383,8 @@ static fa_status bwd_add_partials(fa_ring_transport *t, const geometry *g, bwd_s
     return st;
 }
 
-static fa_status bwd_step(fa_ring_comm *c, const geometry *g, bwd_state *s, int step, const bwd_inputs *in)
+static fa_status bwd_step(fa_ring_comm *c, const fa_ring_geometry *g, bwd_state *s, int step,
+                          const bwd_inputs *in)
 {
     fa_ring_transport *t = c->transport;
     job jobs[4];
@@ -790,24 +393,25 @@ static fa_status bwd_step(fa_ring_comm *c, const geometry *g, bwd_state *s, int 
     for (i = 0; i < n && st == FA_OK; i++) {
         st = bwd_job(c, g, s, &s->kv[step % 2], &jobs[i], in);
         if (st != FA_OK)
-            ring_fail_call(c, st, "fa_ring_bwd: fa_bwd", step);
+            fa_ring_fail_call(c, st, "fa_ring_bwd: fa_bwd", step);
     }
     return st;
 }
 
-static fa_status bwd_ring(fa_ring_comm *c, const geometry *g, bwd_state *s, const bwd_inputs *in)
+static fa_status bwd_ring(fa_ring_comm *c, const fa_ring_geometry *g, bwd_state *s, const bwd_inputs *in)
 {
     fa_ring_transport *t = c->transport;
     size_t dkv_bytes = kv_bytes(g, FA_DTYPE_F32);
-    fa_status st = t->ops->zero(t, s->dq_sum, (size_t)(g->batch * g->rows * g->heads * g->dim) * sizeof(float));
+    fa_status st =
+        t->ops->zero(t, s->dq_sum, (size_t)(g->batch * g->rows * g->heads * g->dim) * sizeof(float));
     int step;
     for (step = 0; step < g->world && st == FA_OK; step++) {
         st = start_step(t, g, step, s->kv, s->dkv, dkv_bytes);
         if (st != FA_OK)
-            return ring_fail_transport(c, st, "fa_ring_bwd");
+            return fa_ring_fail_transport(c, st, "fa_ring_bwd");
         st = bwd_step(c, g, s, step, in);
         if (step_exchanges(g, step, 1) && t->ops->finish(t) != FA_OK && st == FA_OK)
-            st = ring_fail_transport(c, FA_ERR_DEVICE_RUNTIME, "fa_ring_bwd");
+            st = fa_ring_fail_transport(c, FA_ERR_DEVICE_RUNTIME, "fa_ring_bwd");
         if (st == FA_OK)
             st = bwd_add_partials(t, g, s, step);
     }
@@ -817,13 +421,13 @@ static fa_status bwd_ring(fa_ring_comm *c, const geometry *g, bwd_state *s, cons
         if (st == FA_OK)
             st = t->ops->finish(t);
         if (st != FA_OK)
-            st = ring_fail_transport(c, st, "fa_ring_bwd");
+            st = fa_ring_fail_transport(c, st, "fa_ring_bwd");
     }
     return st;
 }
 
-static fa_status bwd_store(fa_ring_comm *c, const geometry *g, bwd_state *s, fa_tensor *dq, fa_tensor *dk,
-                           fa_tensor *dv)
+static fa_status bwd_store(fa_ring_comm *c, const fa_ring_geometry *g, bwd_state *s, fa_tensor *dq,
+                           fa_tensor *dk, fa_tensor *dv)
 {
     fa_ring_transport *t = c->transport;
     kv_block sum = {s->dkv[g->world > 1 ? g->world % 2 : 0], FA_DTYPE_F32};
@@ -834,56 +438,31 @@ static fa_status bwd_store(fa_ring_comm *c, const geometry *g, bwd_state *s, fa_
         st = t->ops->convert(t, dk, &sk, 0);
     if (st == FA_OK)
         st = t->ops->convert(t, dv, &sv, 0);
-    return st == FA_OK ? FA_OK : ring_fail_transport(c, st, "fa_ring_bwd");
-}
-
-static fa_status check_bwd_tensors(fa_ring_comm *c, const char *call, const geometry *g, const fa_tensor *out,
-                                   const fa_tensor *lse, const fa_tensor *dout, const fa_tensor *dq,
-                                   const fa_tensor *dk, const fa_tensor *dv)
-{
-    int64_t qs[4] = {g->batch, g->rows, g->heads, g->dim}, ks[4] = {g->batch, g->rows, g->heads_k, g->dim};
-    int64_t ls[3] = {g->batch, g->heads, g->rows};
-    fa_status st = check_like(c, call, "out", out, qs, 4, g->dtype, 0);
-    if (st == FA_OK)
-        st = check_like(c, call, "lse", lse, ls, 3, FA_DTYPE_F32, 0);
-    if (st == FA_OK)
-        st = check_like(c, call, "dout", dout, qs, 4, g->dtype, 0);
-    if (st == FA_OK)
-        st = check_like(c, call, "dq", dq, qs, 4, g->dtype, 1);
-    if (st == FA_OK)
-        st = check_like(c, call, "dk", dk, ks, 4, g->dtype, 1);
-    if (st == FA_OK)
-        st = check_like(c, call, "dv", dv, ks, 4, g->dtype, 1);
-    return st;
+    return st == FA_OK ? FA_OK : fa_ring_fail_transport(c, st, "fa_ring_bwd");
 }
 
 fa_status fa_ring_bwd(fa_ring_comm *comm, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
                       const fa_tensor *out, const fa_tensor *lse, const fa_tensor *dout,
-                      const fa_params *params, const fa_ring_layout *layout, fa_tensor *dq,
-                      fa_tensor *dk, fa_tensor *dv)
+                      const fa_params *params, const fa_ring_layout *layout, fa_tensor *dq, fa_tensor *dk,
+                      fa_tensor *dv)
 {
     static const char call[] = "fa_ring_bwd";
     bwd_inputs in = {q, out, lse, dout, params};
-    geometry g;
+    fa_ring_geometry g;
     bwd_state s;
     buffers b;
     fa_status st;
     if (comm == NULL)
         return FA_ERR_NULL_POINTER;
-    begin_call(comm, &g);
-    st = check_inputs(comm, call, q, k, v, params, layout, 1, &g);
-    if (st == FA_OK)
-        st = check_bwd_tensors(comm, call, &g, out, lse, dout, dq, dk, dv);
-    st = agree(comm, call, st, &g, params, 1);
+    st = fa_ring_accept_bwd(comm, q, k, v, out, lse, dout, params, layout, dq, dk, dv, &g);
     if (st != FA_OK)
         return st;
-    g.max_rows = largest_rows(&g);
     b.t = comm->transport;
     b.n = 0;
     st = bwd_buffers(&b, &g, &s);
     if (st != FA_OK)
-        ring_fail(comm, st, "%s: out of %s memory for the ring's buffers", call,
-                  fa_backend_name(fa_context_backend(comm->ctx)));
+        fa_ring_fail(comm, st, "%s: out of %s memory for the ring's buffers", call,
+                     fa_backend_name(fa_context_backend(comm->ctx)));
     if (st == FA_OK)
         st = pack_own(comm->transport, &g, &s.kv[0], k, v);
     if (st == FA_OK)

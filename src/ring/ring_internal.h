@@ -49,9 +49,9 @@ typedef struct fa_ring_ops {
 
 struct fa_ring_transport {
     const fa_ring_ops *ops;
-    const char *name;        /* "MPI", "NCCL" */
+    const char *name; /* "MPI", "NCCL" */
     int rank, world;
-    char error[256];         /* the transport's own failure message */
+    char error[256]; /* the transport's own failure message */
 };
 
 struct fa_ring_comm {
@@ -75,6 +75,50 @@ fa_status fa_ring_create_fail(fa_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* One chunk of a rank's rows. */
+typedef struct fa_ring_piece {
+    int64_t chunk; /* index among the layout's chunks: their order is the sequence's */
+    int64_t local; /* first row in the rank's tensors */
+    int64_t length;
+} fa_ring_piece;
+
+/* A call as every rank agreed on it (ring_args.c), and this rank's place in it. */
+typedef struct fa_ring_geometry {
+    int world, rank, npieces;
+    fa_ring_piece pieces[2];
+    int64_t rows, max_rows; /* this rank's, and the largest over the ranks */
+    int64_t batch, heads, heads_k, dim;
+    fa_dtype dtype;
+    int causal;
+    fa_ring_layout layout;
+} fa_ring_geometry;
+
+/* Rank `rank`'s pieces in local order (span: their global rows); returns how many (1
+ * for the contiguous split, 2 for zigzag; a piece may be empty). */
+int fa_ring_pieces(const fa_ring_layout *layout, int world, int rank, fa_ring_piece p[2],
+                   fa_ring_span span[2]);
+
+/* Checks a call's arguments here and agrees on them with every rank; fills g. FA_OK
+ * only when every rank accepted and all agree; otherwise nothing may be written. */
+fa_status fa_ring_accept_fwd(fa_ring_comm *c, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
+                             const fa_params *params, const fa_ring_layout *layout, const fa_tensor *out,
+                             const fa_tensor *lse, fa_ring_geometry *g);
+fa_status fa_ring_accept_bwd(fa_ring_comm *c, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v,
+                             const fa_tensor *out, const fa_tensor *lse, const fa_tensor *dout,
+                             const fa_params *params, const fa_ring_layout *layout, const fa_tensor *dq,
+                             const fa_tensor *dk, const fa_tensor *dv, fa_ring_geometry *g);
+
+/* The ring's own message into c->last_error; returns status. */
+fa_status fa_ring_fail(fa_ring_comm *c, fa_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* An inner fa_* call failed at a ring step: its message, after what the ring did. */
+fa_status fa_ring_fail_call(fa_ring_comm *c, fa_status st, const char *what, int step);
+/* The transport failed: its message, after what the ring did. */
+fa_status fa_ring_fail_transport(fa_ring_comm *c, fa_status st, const char *what);
 
 /* Host memory: the CPU backend's half of a transport (ring_host.c). */
 void *fa_ring_host_alloc(fa_ring_transport *t, size_t bytes);

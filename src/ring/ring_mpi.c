@@ -31,8 +31,7 @@ static fa_status mpi_fail(fa_ring_transport *t, const char *what, int code)
 /* MPI counts are int: a block of more than INT_MAX bytes is refused, not split. */
 static fa_status post_one(mpi_transport *m, int send, const void *buf, size_t bytes, int tag)
 {
-    int peer = send ? (m->base.rank + 1) % m->base.world
-                    : (m->base.rank + m->base.world - 1) % m->base.world;
+    int peer = send ? (m->base.rank + 1) % m->base.world : (m->base.rank + m->base.world - 1) % m->base.world;
     int rc;
     if (bytes > INT_MAX)
         return fa_ring_transport_fail(&m->base, FA_ERR_UNSUPPORTED,
@@ -92,11 +91,12 @@ fa_status fa_ring_create_mpi(fa_ring_comm **comm, fa_context *ctx, const void *m
     mpi_transport *m;
     int initialized = 0, rc;
     if (comm == NULL || ctx == NULL || mpi_comm == NULL)
-        return fa_ring_create_fail(FA_ERR_NULL_POINTER, "fa_ring_create_mpi: comm, ctx and mpi_comm "
-                                   "must be set");
+        return fa_ring_create_fail(FA_ERR_NULL_POINTER,
+                                   "fa_ring_create_mpi: comm, ctx and mpi_comm must be set");
     *comm = NULL;
     if (fa_context_backend(ctx) != FA_BACKEND_CPU)
-        return fa_ring_create_fail(FA_ERR_UNSUPPORTED, "fa_ring_create_mpi: the MPI transport moves "
+        return fa_ring_create_fail(FA_ERR_UNSUPPORTED,
+                                   "fa_ring_create_mpi: the MPI transport moves "
                                    "host memory and serves CPU contexts only (this one is %s)",
                                    fa_backend_name(fa_context_backend(ctx)));
     MPI_Initialized(&initialized);

@@ -18,11 +18,11 @@
 
 typedef struct nccl_transport {
     fa_ring_transport base;
-    ncclComm_t comm;           /* the caller's; not destroyed here */
-    cudaStream_t compute;      /* the context's stream */
-    cudaStream_t moving;       /* the ring's: every ncclSend / ncclRecv */
+    ncclComm_t comm;      /* the caller's; not destroyed here */
+    cudaStream_t compute; /* the context's stream */
+    cudaStream_t moving;  /* the ring's: every ncclSend / ncclRecv */
     cudaEvent_t computed, moved;
-    int64_t *agree_values;     /* device, AGREE_MAX entries */
+    int64_t *agree_values; /* device, AGREE_MAX entries */
 } nccl_transport;
 
 static nccl_transport *of(fa_ring_transport *t) { return (nccl_transport *)t; }
@@ -127,7 +127,8 @@ static fa_status nccl_agree_max(fa_ring_transport *t, int64_t *values, int count
     e = cudaMemcpyAsync(n->agree_values, values, bytes, cudaMemcpyHostToDevice, n->compute);
     if (e != cudaSuccess)
         return cuda_fail(t, "cudaMemcpyAsync", e);
-    r = ncclAllReduce(n->agree_values, n->agree_values, (size_t)count, ncclInt64, ncclMax, n->comm, n->compute);
+    r = ncclAllReduce(n->agree_values, n->agree_values, (size_t)count, ncclInt64, ncclMax, n->comm,
+                      n->compute);
     if (r != ncclSuccess)
         return nccl_fail(t, "ncclAllReduce", r);
     e = cudaMemcpyAsync(values, n->agree_values, bytes, cudaMemcpyDeviceToHost, n->compute);
@@ -150,9 +151,8 @@ static void nccl_destroy(fa_ring_transport *t)
     free(n);
 }
 
-static const fa_ring_ops nccl_ops = {
-    nccl_alloc,  nccl_release, nccl_zero,      nccl_convert,
-    nccl_start,  nccl_finish,  nccl_agree_max, nccl_destroy};
+static const fa_ring_ops nccl_ops = {nccl_alloc, nccl_release, nccl_zero,      nccl_convert,
+                                     nccl_start, nccl_finish,  nccl_agree_max, nccl_destroy};
 
 /* The communicator's place, and a device that is the one current here. */
 static fa_status describe_comm(nccl_transport *n)
@@ -167,8 +167,10 @@ static fa_status describe_comm(nccl_transport *n)
         return fa_ring_create_fail(FA_ERR_BAD_PARAM, "fa_ring_create_nccl: the communicator: %s",
                                    ncclGetErrorString(r));
     if (cudaGetDevice(&current) != cudaSuccess || current != device)
-        return fa_ring_create_fail(FA_ERR_BAD_PARAM, "fa_ring_create_nccl: the communicator is on device "
-                                   "%d but device %d is current; set it (cudaSetDevice) first", device, current);
+        return fa_ring_create_fail(FA_ERR_BAD_PARAM,
+                                   "fa_ring_create_nccl: the communicator is on device "
+                                   "%d but device %d is current; set it (cudaSetDevice) first",
+                                   device, current);
     return FA_OK;
 }
 
@@ -182,7 +184,8 @@ static fa_status make_resources(nccl_transport *n)
     if (e == cudaSuccess)
         e = cudaMalloc((void **)&n->agree_values, AGREE_MAX * sizeof(int64_t));
     if (e != cudaSuccess)
-        return fa_ring_create_fail(e == cudaErrorMemoryAllocation ? FA_ERR_OUT_OF_MEMORY : FA_ERR_DEVICE_RUNTIME,
+        return fa_ring_create_fail(e == cudaErrorMemoryAllocation ? FA_ERR_OUT_OF_MEMORY
+                                                                  : FA_ERR_DEVICE_RUNTIME,
                                    "fa_ring_create_nccl: %s", cudaGetErrorString(e));
     return FA_OK;
 }
@@ -192,15 +195,17 @@ fa_status fa_ring_create_nccl(fa_ring_comm **comm, fa_context *ctx, const void *
     nccl_transport *n;
     fa_status st;
     if (comm == NULL || ctx == NULL || nccl_comm == NULL)
-        return fa_ring_create_fail(FA_ERR_NULL_POINTER, "fa_ring_create_nccl: comm, ctx and nccl_comm "
-                                   "must be set");
+        return fa_ring_create_fail(FA_ERR_NULL_POINTER,
+                                   "fa_ring_create_nccl: comm, ctx and nccl_comm must be set");
     *comm = NULL;
     if (fa_context_backend(ctx) != FA_BACKEND_CUDA)
-        return fa_ring_create_fail(FA_ERR_UNSUPPORTED, "fa_ring_create_nccl: the NCCL transport moves CUDA "
+        return fa_ring_create_fail(FA_ERR_UNSUPPORTED,
+                                   "fa_ring_create_nccl: the NCCL transport moves CUDA "
                                    "device memory and serves CUDA contexts only (this one is %s)",
                                    fa_backend_name(fa_context_backend(ctx)));
     if (fa_set_stream(ctx, stream) != FA_OK)
-        return fa_ring_create_fail(FA_ERR_BAD_PARAM, "fa_ring_create_nccl: fa_set_stream: %s", fa_last_error(ctx));
+        return fa_ring_create_fail(FA_ERR_BAD_PARAM, "fa_ring_create_nccl: fa_set_stream: %s",
+                                   fa_last_error(ctx));
     n = (nccl_transport *)calloc(1, sizeof *n);
     if (n == NULL)
         return fa_ring_create_fail(FA_ERR_OUT_OF_MEMORY, "fa_ring_create_nccl: out of host memory");
