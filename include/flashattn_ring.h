@@ -51,7 +51,9 @@
  *   arguments were wrong returns their named status (FA_ERR_SHAPE_MISMATCH, ...); the
  *   others return the largest status among the ranks, fa_ring_last_error saying which
  *   ranks refused. Errors after that point (out of memory, a transport failure) are
- *   returned by the rank that saw them; its peers may then fail in the transport too.
+ *   returned by the rank that saw them (a transport's failure as FA_ERR_DEVICE_RUNTIME,
+ *   a message larger than the transport takes as FA_ERR_UNSUPPORTED); its peers may
+ *   then fail in the transport too, or wait for it.
  *   fa_ring_last_error(comm) holds the message (fa_last_error's text of an inner fa_*
  *   call, prefixed with what the ring was doing).
  *
@@ -59,8 +61,13 @@
  *   MPI (FA_RING_MPI, CPU contexts: host memory): nonblocking MPI_Isend/MPI_Irecv of the
  *   next K/V block are posted before the current block's attention. The communicator is
  *   duplicated at creation (MPI_Comm_dup, collective), so the ring's messages never
- *   match the caller's. MPI must be initialised (any thread level: only the calling
- *   thread makes MPI calls).
+ *   match the caller's. MPI must be initialised; only the calling thread makes MPI
+ *   calls (MPI_THREAD_FUNNELED is enough). Many MPIs (Open MPI's shared-memory transport
+ *   among them) move a large message only inside MPI calls, so during each step the
+ *   attention calls run on a helper thread while the calling thread keeps testing the
+ *   messages (MPI_Testall); without a helper thread (pthread_create failing) the step
+ *   runs on the calling thread and the messages move when it waits. A message must fit
+ *   MPI's int count (a K/V block, and the fp32 dK/dV block: at most INT_MAX bytes).
  *   NCCL (FA_RING_NCCL, CUDA contexts: device memory): ncclSend/ncclRecv in a group on a
  *   stream of the ring's own, ordered against the context's stream with events; no host
  *   synchronisation except the argument agreement at the start of each call (one

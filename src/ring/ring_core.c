@@ -221,27 +221,55 @@ static fa_status fwd_job(fa_ring_comm *c, const fa_ring_geometry *g, fwd_state *
     return fa_fwd(c->ctx, &tq, &tk, &tv, &p, to, tl, NULL, 0);
 }
 
+/* The exchange started for a step (if any) moves while `work` computes the step; a
+ * failed exchange is reported after a failed computation, never instead of it. */
+static fa_status run_step(fa_ring_comm *c, int exchanging, fa_status (*work)(void *), void *arg,
+                          const char *call)
+{
+    fa_ring_transport *t = c->transport;
+    fa_status worked = FA_OK, moved;
+    if (!exchanging)
+        return work(arg);
+    moved = t->ops->overlap(t, work, arg, &worked);
+    if (moved != FA_OK && worked == FA_OK)
+        return fa_ring_fail_transport(c, moved, call);
+    return worked;
+}
+
+typedef struct fwd_step_args {
+    fa_ring_comm *c;
+    const fa_ring_geometry *g;
+    fwd_state *f;
+    const fa_tensor *q;
+    const fa_params *params;
+    int step;
+} fwd_step_args;
+
+/* Step s's attention calls against the block in hand. */
+static fa_status fwd_step(void *arg)
+{
+    fwd_step_args *a = (fwd_step_args *)arg;
+    const fa_ring_geometry *g = a->g;
+    job jobs[4];
+    int i, n = step_jobs(g, (g->rank - a->step + g->world) % g->world, jobs);
+    for (i = 0; i < n; i++) {
+        fa_status st = fwd_job(a->c, g, a->f, &a->f->kv[a->step % 2], &jobs[i], a->q, a->params);
+        if (st != FA_OK)
+            return fa_ring_fail_call(a->c, st, "fa_ring_fwd: fa_fwd", a->step);
+    }
+    return FA_OK;
+}
+
 static fa_status fwd_ring(fa_ring_comm *c, const fa_ring_geometry *g, fwd_state *f, const fa_tensor *q,
                           const fa_params *params)
 {
-    fa_ring_transport *t = c->transport;
+    fwd_step_args a = {c, g, f, q, params, 0};
     fa_status st = FA_OK;
-    job jobs[4];
-    int s, i, n;
-    for (s = 0; s < g->world && st == FA_OK; s++) {
-        const kv_block *kv = &f->kv[s % 2];
-        st = start_step(t, g, s, f->kv, NULL, 0);
+    for (a.step = 0; a.step < g->world && st == FA_OK; a.step++) {
+        st = start_step(c->transport, g, a.step, f->kv, NULL, 0);
         if (st != FA_OK)
             return fa_ring_fail_transport(c, st, "fa_ring_fwd");
-        n = step_jobs(g, (g->rank - s + g->world) % g->world, jobs);
-        for (i = 0; i < n && st == FA_OK; i++) {
-            st = fwd_job(c, g, f, kv, &jobs[i], q, params);
-            if (st != FA_OK)
-                fa_ring_fail_call(c, st, "fa_ring_fwd: fa_fwd", s);
-        }
-        /* Finished even after a failure: no buffer is released under a live message. */
-        if (step_exchanges(g, s, 0) && t->ops->finish(t) != FA_OK && st == FA_OK)
-            st = fa_ring_fail_transport(c, FA_ERR_DEVICE_RUNTIME, "fa_ring_fwd");
+        st = run_step(c, step_exchanges(g, a.step, 0), fwd_step, &a, "fa_ring_fwd");
     }
     return st;
 }
@@ -383,43 +411,54 @@ static fa_status bwd_add_partials(fa_ring_transport *t, const fa_ring_geometry *
     return st;
 }
 
-static fa_status bwd_step(fa_ring_comm *c, const fa_ring_geometry *g, bwd_state *s, int step,
-                          const bwd_inputs *in)
+typedef struct bwd_step_args {
+    fa_ring_comm *c;
+    const fa_ring_geometry *g;
+    bwd_state *s;
+    const bwd_inputs *in;
+    int step;
+} bwd_step_args;
+
+/* Step s's gradient calls against the block in hand, into `mine`. */
+static fa_status bwd_step(void *arg)
 {
-    fa_ring_transport *t = c->transport;
+    bwd_step_args *a = (bwd_step_args *)arg;
+    const fa_ring_geometry *g = a->g;
+    fa_ring_transport *t = a->c->transport;
     job jobs[4];
-    int i, n = step_jobs(g, (g->rank - step + g->world) % g->world, jobs);
-    fa_status st = t->ops->zero(t, s->mine.base, kv_bytes(g, FA_DTYPE_F32));
-    for (i = 0; i < n && st == FA_OK; i++) {
-        st = bwd_job(c, g, s, &s->kv[step % 2], &jobs[i], in);
+    int i, n = step_jobs(g, (g->rank - a->step + g->world) % g->world, jobs);
+    fa_status st = t->ops->zero(t, a->s->mine.base, kv_bytes(g, FA_DTYPE_F32));
+    if (st != FA_OK)
+        return fa_ring_fail_transport(a->c, st, "fa_ring_bwd");
+    for (i = 0; i < n; i++) {
+        st = bwd_job(a->c, g, a->s, &a->s->kv[a->step % 2], &jobs[i], a->in);
         if (st != FA_OK)
-            fa_ring_fail_call(c, st, "fa_ring_bwd: fa_bwd", step);
+            return fa_ring_fail_call(a->c, st, "fa_ring_bwd: fa_bwd", a->step);
     }
-    return st;
+    return FA_OK;
 }
 
 static fa_status bwd_ring(fa_ring_comm *c, const fa_ring_geometry *g, bwd_state *s, const bwd_inputs *in)
 {
     fa_ring_transport *t = c->transport;
     size_t dkv_bytes = kv_bytes(g, FA_DTYPE_F32);
+    bwd_step_args a = {c, g, s, in, 0};
     fa_status st =
         t->ops->zero(t, s->dq_sum, (size_t)(g->batch * g->rows * g->heads * g->dim) * sizeof(float));
-    int step;
-    for (step = 0; step < g->world && st == FA_OK; step++) {
-        st = start_step(t, g, step, s->kv, s->dkv, dkv_bytes);
+    for (a.step = 0; a.step < g->world && st == FA_OK; a.step++) {
+        st = start_step(t, g, a.step, s->kv, s->dkv, dkv_bytes);
         if (st != FA_OK)
             return fa_ring_fail_transport(c, st, "fa_ring_bwd");
-        st = bwd_step(c, g, s, step, in);
-        if (step_exchanges(g, step, 1) && t->ops->finish(t) != FA_OK && st == FA_OK)
-            st = fa_ring_fail_transport(c, FA_ERR_DEVICE_RUNTIME, "fa_ring_bwd");
+        st = run_step(c, step_exchanges(g, a.step, 1), bwd_step, &a, "fa_ring_bwd");
         if (st == FA_OK)
-            st = bwd_add_partials(t, g, s, step);
+            st = bwd_add_partials(t, g, s, a.step);
     }
     /* The last sum goes home: rank r's own block's sum comes from rank r - 1. */
     if (st == FA_OK && g->world > 1) {
+        fa_status worked;
         st = start_step(t, g, g->world, s->kv, s->dkv, dkv_bytes);
         if (st == FA_OK)
-            st = t->ops->finish(t);
+            st = t->ops->overlap(t, NULL, NULL, &worked);
         if (st != FA_OK)
             st = fa_ring_fail_transport(c, st, "fa_ring_bwd");
     }

@@ -38,10 +38,13 @@ typedef struct fa_ring_ops {
      * fp32 and dst += src. Ordered with the context's fa_* calls. */
     fa_status (*convert)(fa_ring_transport *t, fa_tensor *dst, const fa_tensor *src, int add);
     /* Starts an exchange and returns; its buffers stay untouched by the schedule until
-     * finish. A send carries everything the context computed before the start. */
+     * overlap returns. A send carries everything the context computed before the start. */
     fa_status (*start)(fa_ring_transport *t, const fa_ring_exchange *x);
-    /* The started exchange is complete for every later fa_* call and buffer op. */
-    fa_status (*finish)(fa_ring_transport *t);
+    /* Runs work(arg) (a step's fa_* calls) while the started exchange moves, and returns
+     * once both are done: *work_status is work's status, the return the transport's. The
+     * exchange is then complete for every later fa_* call and buffer op; work may be
+     * NULL. */
+    fa_status (*overlap)(fa_ring_transport *t, fa_status (*work)(void *), void *arg, fa_status *work_status);
     /* values[i] = the maximum of values[i] over the ranks (an all-reduce; blocking). */
     fa_status (*agree_max)(fa_ring_transport *t, int64_t *values, int count);
     void (*destroy)(fa_ring_transport *t);

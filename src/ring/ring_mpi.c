@@ -2,10 +2,17 @@
  * ring_mpi.c - the ring's MPI transport, for CPU contexts: host buffers (ring_host.c),
  * each step's messages as nonblocking MPI_Isend / MPI_Irecv (one tag per channel) on a
  * duplicate of the caller's communicator, and the agreement as one MPI_Allreduce.
+ *
+ * Many MPIs (Open MPI's shared-memory transport among them) move a large message only
+ * while the process is inside an MPI call. So while a step computes, the step's fa_*
+ * calls run on a helper thread and the calling thread keeps testing the messages; MPI
+ * is only ever called from the calling thread (MPI_THREAD_FUNNELED is enough).
  */
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "ring/ring_internal.h"
 
@@ -58,12 +65,74 @@ static fa_status mpi_start(fa_ring_transport *t, const fa_ring_exchange *x)
     return st;
 }
 
-static fa_status mpi_finish(fa_ring_transport *t)
+static fa_status mpi_wait(mpi_transport *m)
 {
-    mpi_transport *m = of(t);
     int rc = MPI_Waitall(m->pending, m->requests, MPI_STATUSES_IGNORE);
     m->pending = 0;
-    return rc == MPI_SUCCESS ? FA_OK : mpi_fail(t, "MPI_Waitall", rc);
+    return rc == MPI_SUCCESS ? FA_OK : mpi_fail(&m->base, "MPI_Waitall", rc);
+}
+
+/* A step's computation on the helper thread, and whether it has ended. */
+typedef struct step_work {
+    fa_status (*work)(void *);
+    void *arg;
+    fa_status status;
+    int done;
+    pthread_mutex_t lock;
+} step_work;
+
+static void *run_work(void *p)
+{
+    step_work *w = (step_work *)p;
+    fa_status st = w->work(w->arg);
+    pthread_mutex_lock(&w->lock);
+    w->status = st;
+    w->done = 1;
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+static int work_done(step_work *w)
+{
+    int done;
+    pthread_mutex_lock(&w->lock);
+    done = w->done;
+    pthread_mutex_unlock(&w->lock);
+    return done;
+}
+
+/* Tests the messages until the work ends (a pause between tests keeps the cores for the
+ * work), then waits for whatever is left. */
+static fa_status progress_while(mpi_transport *m, step_work *w)
+{
+    struct timespec pause = {0, 50000};
+    int flag = 0, rc = MPI_SUCCESS;
+    while (!work_done(w)) {
+        if (!flag && rc == MPI_SUCCESS)
+            rc = MPI_Testall(m->pending, m->requests, &flag, MPI_STATUSES_IGNORE);
+        nanosleep(&pause, NULL);
+    }
+    return rc == MPI_SUCCESS ? FA_OK : mpi_fail(&m->base, "MPI_Testall", rc);
+}
+
+static fa_status mpi_overlap(fa_ring_transport *t, fa_status (*work)(void *), void *arg,
+                             fa_status *work_status)
+{
+    mpi_transport *m = of(t);
+    step_work w = {work, arg, FA_OK, 0, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t helper;
+    fa_status st = FA_OK, waited;
+    *work_status = FA_OK;
+    /* Without a helper thread the work runs here and the messages move at the wait. */
+    if (work != NULL && pthread_create(&helper, NULL, run_work, &w) != 0)
+        *work_status = work(arg);
+    else if (work != NULL) {
+        st = progress_while(m, &w);
+        pthread_join(helper, NULL);
+        *work_status = w.status;
+    }
+    waited = mpi_wait(m);
+    return st != FA_OK ? st : waited;
 }
 
 static fa_status mpi_agree_max(fa_ring_transport *t, int64_t *values, int count)
@@ -84,7 +153,7 @@ static void mpi_destroy(fa_ring_transport *t)
 
 static const fa_ring_ops mpi_ops = {
     fa_ring_host_alloc, fa_ring_host_release, fa_ring_host_zero, fa_ring_host_convert,
-    mpi_start,          mpi_finish,           mpi_agree_max,     mpi_destroy};
+    mpi_start,          mpi_overlap,          mpi_agree_max,     mpi_destroy};
 
 fa_status fa_ring_create_mpi(fa_ring_comm **comm, fa_context *ctx, const void *mpi_comm)
 {

@@ -106,10 +106,15 @@ static fa_status nccl_start(fa_ring_transport *t, const fa_ring_exchange *x)
     return r == ncclSuccess ? FA_OK : nccl_fail(t, "ncclSend/ncclRecv", r);
 }
 
-static fa_status nccl_finish(fa_ring_transport *t)
+/* The work is only queued on the context's stream, so it overlaps the ring's stream by
+ * itself; the context's stream then waits for the messages, the host does not. */
+static fa_status nccl_overlap(fa_ring_transport *t, fa_status (*work)(void *), void *arg,
+                              fa_status *work_status)
 {
     nccl_transport *n = of(t);
-    cudaError_t e = cudaEventRecord(n->moved, n->moving);
+    cudaError_t e;
+    *work_status = work != NULL ? work(arg) : FA_OK;
+    e = cudaEventRecord(n->moved, n->moving);
     if (e == cudaSuccess)
         e = cudaStreamWaitEvent(n->compute, n->moved, 0);
     return e == cudaSuccess ? FA_OK : cuda_fail(t, "ordering the context's stream after the ring's", e);
@@ -152,7 +157,7 @@ static void nccl_destroy(fa_ring_transport *t)
 }
 
 static const fa_ring_ops nccl_ops = {nccl_alloc, nccl_release, nccl_zero,      nccl_convert,
-                                     nccl_start, nccl_finish,  nccl_agree_max, nccl_destroy};
+                                     nccl_start, nccl_overlap, nccl_agree_max, nccl_destroy};
 
 /* The communicator's place, and a device that is the one current here. */
 static fa_status describe_comm(nccl_transport *n)
