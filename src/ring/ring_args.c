@@ -198,16 +198,17 @@ static int overlaps_itself(const fa_tensor *t)
     return 0;
 }
 
-/* t has `like`'s shape (rank 4) or, for an LSE, [b, h, rows] fp32; an output must not
- * overlap itself. */
+/* t has `shape` (ndim dims) and `dtype`; an output must not overlap itself. */
 static fa_status check_like(fa_ring_comm *c, const char *call, const char *name, const fa_tensor *t,
                             const int64_t *shape, int ndim, fa_dtype dtype, int output)
 {
     int i;
-    if (t == NULL || (t->data == NULL && has_elements(t)))
+    if (t == NULL)
         return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: %s is NULL", call, name);
     if (t->ndim != ndim)
         return fa_ring_fail(c, FA_ERR_BAD_RANK, "%s: %s has %d dims, expected %d", call, name, t->ndim, ndim);
+    if (t->data == NULL && has_elements(t))
+        return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: %s data is NULL", call, name);
     for (i = 0; i < ndim; i++)
         if (t->shape[i] != shape[i])
             return fa_ring_fail(c, FA_ERR_SHAPE_MISMATCH, "%s: %s dim %d is %lld, expected %lld", call, name,
@@ -223,6 +224,31 @@ static fa_status check_like(fa_ring_comm *c, const char *call, const char *name,
                                 call, name, i, (long long)t->stride[i]);
     if (output && has_elements(t) && overlaps_itself(t))
         return fa_ring_fail(c, FA_ERR_BAD_STRIDE, "%s: output %s overlaps itself", call, name);
+    return FA_OK;
+}
+
+static void byte_span(const fa_tensor *t, uintptr_t *first, uintptr_t *end)
+{
+    int64_t last = 0;
+    int i;
+    for (i = 0; i < t->ndim; i++)
+        last += (t->shape[i] - 1) * t->stride[i];
+    *first = (uintptr_t)t->data;
+    *end = *first + (uintptr_t)((last + 1) * (t->dtype == FA_DTYPE_F32 ? 4 : 2));
+}
+
+/* Two outputs share no byte range (a span test, as fa_combine's: what separate
+ * allocations and the slices of a stacked tensor meet). */
+static fa_status check_apart(fa_ring_comm *c, const char *call, const char *a_name, const fa_tensor *a,
+                             const char *b_name, const fa_tensor *b)
+{
+    uintptr_t a0, a1, b0, b1;
+    if (a == NULL || b == NULL || !has_elements(a) || !has_elements(b))
+        return FA_OK;
+    byte_span(a, &a0, &a1);
+    byte_span(b, &b0, &b1);
+    if (a0 < b1 && b0 < a1)
+        return fa_ring_fail(c, FA_ERR_BAD_STRIDE, "%s: outputs %s and %s overlap", call, a_name, b_name);
     return FA_OK;
 }
 
@@ -256,14 +282,11 @@ static fa_status check_inputs(fa_ring_comm *c, const char *call, const fa_tensor
     fa_status st;
     if (q == NULL || k == NULL || v == NULL || params == NULL || layout == NULL)
         return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: q, k, v, params and layout must be set", call);
-    if ((q->data == NULL && has_elements(q)) || (k->data == NULL && has_elements(k)) ||
-        (v->data == NULL && has_elements(v)))
-        return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: %s data is NULL", call,
-                            q->data == NULL   ? "q"
-                            : k->data == NULL ? "k"
-                                              : "v");
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
         return fa_ring_fail(c, FA_ERR_BAD_RANK, "%s: q, k, v must be [b, rows, heads, d] (no varlen)", call);
+    if ((q->data == NULL && has_elements(q)) || (k->data == NULL && has_elements(k)) ||
+        (v->data == NULL && has_elements(v)))
+        return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: q, k or v data is NULL", call);
     st = check_params(c, call, params);
     if (st != FA_OK)
         return st;
@@ -398,6 +421,8 @@ fa_status fa_ring_accept_fwd(fa_ring_comm *c, const fa_tensor *q, const fa_tenso
         st = check_like(c, call, "out", out, shape, 4, g->dtype, 1);
         if (st == FA_OK && lse != NULL)
             st = check_like(c, call, "lse", lse, lse_shape, 3, FA_DTYPE_F32, 1);
+        if (st == FA_OK)
+            st = check_apart(c, call, "out", out, "lse", lse);
     }
     st = agree(c, call, st, g, params, 0);
     g->max_rows = largest_rows(g);
@@ -421,6 +446,12 @@ static fa_status check_bwd_tensors(fa_ring_comm *c, const char *call, const fa_r
         st = check_like(c, call, "dk", dk, ks, 4, g->dtype, 1);
     if (st == FA_OK)
         st = check_like(c, call, "dv", dv, ks, 4, g->dtype, 1);
+    if (st == FA_OK)
+        st = check_apart(c, call, "dq", dq, "dk", dk);
+    if (st == FA_OK)
+        st = check_apart(c, call, "dq", dq, "dv", dv);
+    if (st == FA_OK)
+        st = check_apart(c, call, "dk", dk, "dv", dv);
     return st;
 }
 

@@ -347,6 +347,26 @@ TEST_CASE("ring: backward refuses a wrong LSE and writes no gradient", "[ring][e
     CHECK(untouched(l.dv));
 }
 
+TEST_CASE("ring: backward refuses dk and dv in the same memory", "[ring][errors]")
+{
+    Problem p;
+    Ring ring;
+    std::vector<int64_t> rows = rows_of(p, world_rank(), world_size());
+    Whole w = make_whole(p);
+    Local l = make_local(p, w, rows);
+    fa_params params = params_of(p);
+    fa_ring_layout layout{p.total, p.split};
+    REQUIRE(fa_ring_fwd(ring.comm, &l.q.view, &l.k.view, &l.v.view, &params, &layout, &l.out.view, &l.lse.view) ==
+            FA_OK);
+    fa_tensor dv = l.dk.view;
+    fa_status st = fa_ring_bwd(ring.comm, &l.q.view, &l.k.view, &l.v.view, &l.out.view, &l.lse.view, &l.dout.view,
+                               &params, &layout, &l.dq.view, &l.dk.view, &dv);
+    INFO(fa_ring_last_error(ring.comm));
+    CHECK(st == FA_ERR_BAD_STRIDE);
+    CHECK(untouched(l.dq));
+    CHECK(untouched(l.dk));
+}
+
 TEST_CASE("ring: creation errors are named", "[ring][errors]")
 {
     fa_context *ctx = nullptr;
