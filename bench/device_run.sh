@@ -2,10 +2,11 @@
 # device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the four
 # compute-sanitizer tools over the GPU suite, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
-# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|sweep|hopper|warpgroup|all] [extra args for compare_sdpa.py]
+# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|sweep|hopper|warpgroup|backward|all] [extra args for compare_sdpa.py]
 # sweep (not part of all): issue 17's presets, flashattn_bench and bench/sweep_torch.py.
 # warpgroup (not part of all): issue 13's forward tests with a time limit, sanitizers over
-# the warpgroup tests, and the side-by-side table.
+# the warpgroup tests, and the side-by-side table. backward (not part of all): issue 14's,
+# the same for the warpgroup backward, with the Llama training step.
 # hopper (not part of all): issue 13's sm_90a primitive tests ([hopper]) with their output,
 # then memcheck and racecheck over them.
 # decode: issue 12's decode table with paged rows, then d64, MQA and s_q 4 (compare_decode.py),
@@ -49,6 +50,37 @@ if [[ $what == warpgroup ]]; then
   echo "== benchmark vs torch SDPA (FA2, cuDNN)"
   timeout 200 python3 bench/compare_sdpa.py --json "$OUT/bench.json" "$@" > "$OUT/bench.txt" 2>&1
   cat "$OUT/bench.txt"
+fi
+if [[ $what == backward ]]; then
+  # issue 14: the warpgroup backward's own tests under a time limit (a barrier deadlock
+  # shows as rc 124), the side-by-side backward table (extra args go to compare_sdpa.py),
+  # the Llama training step (bench/llama_step.py), memcheck, racecheck and synccheck with
+  # only the warpgroup backward's kernels instrumented (the time is the host's oracle),
+  # then the whole backward suite (FA_BWD_SUITE_SECONDS at most). FA_BWD_OTHER_LIB, when set, is another
+  # build's library timed on the same rows first (a version before).
+  echo "== warpgroup backward (attn_bwd_ws.h): its tests"
+  (cd .carry && timeout 150 ./flashattn_gpu_tests "cuda backward: sm_90 runs*" --durations yes) > "$OUT/bws_tests.log" 2>&1
+  echo "bws tests rc=$?"; grep -E "test cases|assertions|FAILED|with expansion" "$OUT/bws_tests.log" | head -8
+  echo "== backward vs torch SDPA (FA2, cuDNN)"
+  if [[ -n ${FA_BWD_OTHER_LIB:-} ]]; then
+    FLASHATTN_LIBRARY=$PWD/$FA_BWD_OTHER_LIB timeout 90 python3 bench/compare_sdpa.py --backward --no-forward \
+      --dims 64,128 --dtypes bf16 --seqlens 2048,8192 > "$OUT/bench_other.txt" 2>&1
+    echo "other library rc=$?"; tail -9 "$OUT/bench_other.txt"
+  fi
+  timeout 200 python3 bench/compare_sdpa.py --backward --no-forward --json "$OUT/bench.json" "$@" > "$OUT/bench.txt" 2>&1
+  echo "bench rc=$?"; cat "$OUT/bench.txt"
+  echo "== Llama training step (bench/llama_step.py)"
+  timeout 150 python3 bench/llama_step.py > "$OUT/llama_step.txt" 2>&1; echo "llama rc=$?"; tail -6 "$OUT/llama_step.txt"
+  for tool in memcheck racecheck synccheck; do
+    (cd .carry && timeout 140 compute-sanitizer --tool $tool --kernel-regex kns=bws --error-exitcode 9 \
+       ./flashattn_gpu_tests "cuda backward: sm_90 runs*" > "$OUT/bws_$tool.log" 2>&1; echo $? > "$OUT/bws_$tool.rc") &
+  done
+  wait
+  for tool in memcheck racecheck synccheck; do
+    echo "$tool rc=$(cat "$OUT/bws_$tool.rc"): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$OUT/bws_$tool.log" | tail -2 | tr '\n' ' ')"
+  done
+  (cd .carry && timeout "${FA_BWD_SUITE_SECONDS:-200}" ./flashattn_gpu_tests "[backward]" --durations yes) > "$OUT/bwd_tests.log" 2>&1
+  echo "[backward] rc=$?"; grep -E "test cases|assertions|FAILED|with expansion" "$OUT/bwd_tests.log" | head -8
 fi
 if [[ $what == sweep ]]; then
   # issue 17: every preset by flashattn_bench, then the torch providers on the same shapes

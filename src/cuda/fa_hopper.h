@@ -313,6 +313,37 @@ FA_DEVICE void fa_tma_load_4d(void *dst, const void *map, int c0, int c1, int c2
         : "memory");
 }
 
+/* cp.reduce.async.bulk, .add.f32 (PTX ISA
+ * #data-movement-and-conversion-instructions-cp-reduce-async-bulk): adds `bytes` (a
+ * multiple of 16) of fp32 values at shared `src` to global `dst` element by element, as
+ * atomics would, by the copy engine (both 16-byte aligned); in this thread's current bulk
+ * async-group. Issued by one thread. */
+FA_DEVICE void fa_bulk_reduce_add_f32(float *dst, const void *src, unsigned bytes)
+{
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                 "r"(fa_hopper_smem_addr(src)), "r"(bytes)
+                 : "memory");
+}
+/* cp.async.bulk.commit_group / wait_group (PTX ISA
+ * #data-movement-and-conversion-instructions-cp-async-bulk-commit-group, -wait-group):
+ * close this thread's bulk operations into a group; wait until none is pending, either
+ * for their reads of shared memory (.read: the buffer may be written again) or whole. */
+FA_DEVICE void fa_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+FA_DEVICE void fa_bulk_wait_reads(void) { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+FA_DEVICE void fa_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+/* st.shared.f32 / .v4.f32: one or four consecutive fp32 values at a shared-memory address
+ * (16-byte aligned for four), given as the 32-bit address the descriptors use. */
+FA_DEVICE void fa_store_shared_f32(uint32_t addr, float v)
+{
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+FA_DEVICE void fa_store_shared_f32x4(uint32_t addr, const float v[4])
+{
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+                 : "memory");
+}
+
 /* ---- registers and barriers of warp specialisation ---------------------------------- */
 
 /* setmaxnreg (PTX ISA #miscellaneous-instructions-setmaxnreg): every warp of a warpgroup moves its

@@ -134,6 +134,21 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
                 CHECK(backward_kernel(c, 1).rfind("fa_cuda_bwd_", 0) == 0); // deterministic: mma.sync
                 check_backward(c, seed++);
             }
+    // Head dims below the instance's (the tensor maps zero the columns past them, dQ is
+    // staged in the accumulator's layout for the call's head dim), with a window and ALiBi.
+    for (int d : {40, 112}) {
+        Case c;
+        c.heads = 4;
+        c.heads_k = 1;
+        c.head_dim = d;
+        c.seqlen_q = 333;
+        c.seqlen_k = 250;
+        c.window_left = 90;
+        c.window_right = 7;
+        c.alibi = true;
+        CHECK(backward_kernel(c, 0).rfind(d == 40 ? "fa_cuda_bws_d64_" : "fa_cuda_bws_d128_", 0) == 0);
+        check_backward(c, seed++);
+    }
 }
 
 TEST_CASE("cuda backward: every head dim, both dtypes, both causal directions",

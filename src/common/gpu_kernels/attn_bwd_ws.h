@@ -11,7 +11,8 @@
  * Roles. Warpgroup 0 is the producer: one thread loads the block's K and V tiles once by
  * TMA, then per step the Q and dO tiles of FA_INST_M query rows into a ring of
  * FA_INST_STAGES stages ("full" mbarriers the copies complete, "empty" ones the consumers
- * release), while its warp copies the step's LSE and D rows beside them. Warpgroups
+ * release), while its warp copies the step's LSE and D rows beside them; a thread of its
+ * second warp adds each step's dQ tile to the accumulator (below). Warpgroups
  * 1 .. FA_BWS_CONSUMERS each own 64 of the keys. A step is one query tile of one query
  * head of the GQA group (attn_bwd_parts.h's walk); in it each consumer computes
  *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma, both operands in shared memory);
@@ -19,8 +20,12 @@
  *   A operands in registers; dSᵀ is also stored to a shared [key][query] tile;
  *   dV += Pᵀ·dO and dK += dSᵀ·Q (A from registers);
  *   once every consumer's part of dSᵀ is stored, its share of the step's dQ = dS·K (dS
- *   read through its transpose: an MN-major A), added with atomics to the fp32
- *   accumulator (dq_accum.h) that the dQ conversion kernel turns into dQ.
+ *   read through its transpose: an MN-major A), staged in shared memory in the fp32
+ *   accumulator's order (dq_accum.h: a tile of whole 16-row blocks is one contiguous
+ *   stretch, and so is a sequence's last, partial tile, staged as the accumulator lays
+ *   it out), which one thread of the producer's second warp adds to it with one bulk
+ *   reduction (cp.reduce.async.bulk) while the consumers go on. The dQ conversion kernel
+ *   turns the accumulator into dQ.
  * dK and dV stay in registers over every step and are written once.
  *
  * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
@@ -114,38 +119,38 @@
  * bytes of Q and dO and the producer warp's 32 arrivals, after its LSE and D stores;
  * empty: one arrival per consumer warp once its products are done with the stage.
  * ds_full / ds_free, per dSᵀ buffer: every consumer thread arrives once its part of dSᵀ
- * is stored, and once its dQ product (which reads every part) is done. */
+ * is stored, and once its dQ product (which reads every part) is done. dq_full: every
+ * consumer thread, its part of the dQ tile staged; dq_free: the reducing thread, once the
+ * bulk reduction has read the tile. */
 typedef struct fa_bws_ring {
     uint64_t kv_full;
     uint64_t full[FA_INST_STAGES], empty[FA_INST_STAGES];
     uint64_t ds_full[2], ds_free[2];
+    uint64_t dq_full, dq_free;
 } fa_bws_ring;
 
-/* The shared tiles, each starting on the swizzle's 1024-byte period; each role finds
- * them after setmaxnreg (fa_bws_smem_at). */
-typedef struct fa_bws_smem {
-    unsigned char *k, *v, *q, *dout, *ds; /* q, dout: [stages]; ds: [2] */
-    float *lse, *delta;                   /* [stages][FA_INST_M]        */
-} fa_bws_smem;
+/* The shared tiles at constant offsets from the first 1024-byte boundary of the dynamic
+ * shared memory (the swizzle's period; fa_bws_tiles): one pointer to keep, which the
+ * producer warpgroup's 24 registers afford. LSE, D and dQ are fp32. */
+#define FA_BWS_V_AT FA_BWS_KV_BYTES
+#define FA_BWS_Q_AT (2 * FA_BWS_KV_BYTES)                             /* [stages] */
+#define FA_BWS_DO_AT (FA_BWS_Q_AT + FA_INST_STAGES * FA_BWS_Q_BYTES)  /* [stages] */
+#define FA_BWS_DS_AT (FA_BWS_DO_AT + FA_INST_STAGES * FA_BWS_Q_BYTES) /* [2]      */
+#define FA_BWS_LSE_AT (FA_BWS_DS_AT + 2 * FA_BWS_DS_BYTES)            /* [stages][FA_INST_M] */
+#define FA_BWS_DELTA_AT (FA_BWS_LSE_AT + 4 * FA_INST_STAGES * FA_INST_M)
+#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* FA_INST_M x D, dq_accum.h's order */
 
-FA_DEVICE fa_bws_smem fa_bws_smem_at(unsigned char *base)
+FA_DEVICE unsigned char *fa_bws_tiles(unsigned char *smem)
 {
-    fa_bws_smem sm;
-    sm.k = base + ((1024u - (fa_smem_addr(base) & 1023u)) & 1023u);
-    sm.v = sm.k + FA_BWS_KV_BYTES;
-    sm.q = sm.v + FA_BWS_KV_BYTES;
-    sm.dout = sm.q + FA_INST_STAGES * FA_BWS_Q_BYTES;
-    sm.ds = sm.dout + FA_INST_STAGES * FA_BWS_Q_BYTES;
-    sm.lse = (float *)(sm.ds + 2 * FA_BWS_DS_BYTES);
-    sm.delta = sm.lse + FA_INST_STAGES * FA_INST_M;
-    return sm;
+    return smem + ((1024u - (fa_smem_addr(smem) & 1023u)) & 1023u);
 }
+FA_DEVICE float *fa_bws_rows(unsigned char *tiles, int at, int stage) { return (float *)(tiles + at) + stage * FA_INST_M; }
 
 /* The block's key tile and what it visits, computed by each role after setmaxnreg
  * (nothing computed before may stay live across it). */
 typedef struct fa_bws_block {
     int batch, kv_head, n0;
-    int keys_valid, rows_out; /* keys that count; rows of dK/dV to write */
+    int keys_valid;           /* keys of the block in the sequence        */
     int steps;                /* query tiles x heads of the GQA group     */
     fa_sequence seq;
     fa_bwd_key_block visits;
@@ -153,7 +158,11 @@ typedef struct fa_bws_block {
 } fa_bws_block;
 
 /* 0 when the block has nothing to do: no key rows, past the last pair of a folded grid,
- * or a sequence the device check found bad. */
+ * or a sequence the device check found bad. The dispatcher gives this kernel fixed-length
+ * calls only (no varlen, no seqused_k): every sequence has the call's lengths and starts
+ * at row 0 of its batch entry, so the block's values derive from the parameters and
+ * blockIdx alone, which the compiler re-reads rather than keeping them in registers
+ * through the loop (the consumers have none to spare: ptxas spilled them otherwise). */
 FA_DEVICE int fa_bws_find_block(const fa_fwd_args *f, fa_bws_block *b)
 {
     unsigned kv_head, batch;
@@ -161,15 +170,17 @@ FA_DEVICE int fa_bws_find_block(const fa_fwd_args *f, fa_bws_block *b)
     b->batch = (int)batch;
     b->kv_head = (int)kv_head;
     b->n0 = blockIdx.x * FA_INST_N;
-    b->seq = fa_find_sequence(f, b->batch);
-    const int key_rows = fa_key_rows(f, b->batch);
-    if (b->n0 >= key_rows || b->batch == f->batch || fa_sequence_bad(f, b->batch))
+    b->seq.batch = b->batch;
+    b->seq.q_row0 = 0;
+    b->seq.k_row0 = 0;
+    b->seq.seqlen_q = f->seqlen_q;
+    b->seq.seqlen_k = f->seqlen_k;
+    if (b->n0 >= f->seqlen_k || b->batch == f->batch || fa_sequence_bad(f, b->batch))
         return 0;
-    b->keys_valid = max(min(FA_INST_N, b->seq.seqlen_k - b->n0), 0);
-    b->rows_out = min(FA_INST_N, key_rows - b->n0);
+    b->keys_valid = min(FA_INST_N, f->seqlen_k - b->n0);
     b->visits = fa_bwd_key_block_at(f, &b->seq, b->n0, b->keys_valid, FA_INST_N, FA_INST_M);
     b->steps = f->heads / f->heads_k * b->visits.m_tiles;
-    b->q_global_row0 = fa_global_q_row0(f, b->batch, b->seq.q_row0);
+    b->q_global_row0 = (long long)b->batch * f->seqlen_q;
     return 1;
 }
 
@@ -199,7 +210,7 @@ FA_DEVICE void fa_bws_load(unsigned char *dst, const void *map, int rows, int he
  * its previous use. LSE and D of rows past the sequence's end are 0 (those elements are
  * masked: fa_bwd_key_block_at). */
 FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, fa_bws_ring *ring,
-                              const fa_bws_smem *sm)
+                              unsigned char *tiles)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block b;
@@ -210,8 +221,8 @@ FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_tma_prefetch_map(maps->q);
         fa_tma_prefetch_map(maps->dout);
         fa_mbar_arrive_expect_tx(&ring->kv_full, 2 * FA_BWS_KV_BYTES);
-        fa_bws_load(sm->k, maps->k, FA_INST_N, b.kv_head, b.n0, b.batch, &ring->kv_full);
-        fa_bws_load(sm->v, maps->v, FA_INST_N, b.kv_head, b.n0, b.batch, &ring->kv_full);
+        fa_bws_load(tiles, maps->k, FA_INST_N, b.kv_head, b.n0, b.batch, &ring->kv_full);
+        fa_bws_load(tiles + FA_BWS_V_AT, maps->v, FA_INST_N, b.kv_head, b.n0, b.batch, &ring->kv_full);
     }
     fa_bwd_cursor at = fa_bws_first_step(f, &b);
     for (int i = 0; i < b.steps; ++i) {
@@ -220,18 +231,80 @@ FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, 
             fa_mbar_wait(&ring->empty[st], ((i / FA_INST_STAGES) & 1) ^ 1);
         if (lane == 0) { /* the copies first: the LSE and D loads below wait on memory */
             fa_mbar_expect_tx(&ring->full[st], 2 * FA_BWS_Q_BYTES);
-            fa_bws_load(sm->q + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch, &ring->full[st]);
-            fa_bws_load(sm->dout + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, m0, b.batch,
+            fa_bws_load(tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch, &ring->full[st]);
+            fa_bws_load(tiles + FA_BWS_DO_AT + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, m0, b.batch,
                         &ring->full[st]);
         }
         const long long row = at.head_row + b.q_global_row0 + m0;
         for (int r = lane; r < FA_INST_M; r += FA_WARP_SIZE) {
             const int valid = m0 + r < b.seq.seqlen_q;
-            sm->lse[st * FA_INST_M + r] = valid ? args->lse_log2[row + r] : 0.f;
-            sm->delta[st * FA_INST_M + r] = valid ? args->delta[row + r] : 0.f;
+            fa_bws_rows(tiles, FA_BWS_LSE_AT, st)[r] = valid ? args->lse_log2[row + r] : 0.f;
+            fa_bws_rows(tiles, FA_BWS_DELTA_AT, st)[r] = valid ? args->delta[row + r] : 0.f;
         }
         fa_mbar_arrive(&ring->full[st]);
         fa_bws_next_step(f, &b, &at);
+    }
+}
+
+/* The producer's second warp (lane 0): each step's staged dQ tile, its valid rows x the
+ * head dim as the accumulator lays them out (fa_bws_stage_dq), added to the accumulator by
+ * one bulk reduction once the consumers staged it, the tile freed once read. */
+FA_DEVICE void fa_bws_reduce_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles)
+{
+    const fa_fwd_args *f = &args->fwd;
+    fa_bws_block b;
+    if (!fa_bws_find_block(f, &b))
+        return;
+    fa_bwd_cursor at = fa_bws_first_step(f, &b);
+    for (int i = 0; i < b.steps; ++i) {
+        const int m0 = at.tile * FA_INST_M, rows = min(FA_INST_M, b.seq.seqlen_q - m0);
+        fa_mbar_wait(&ring->dq_full, i & 1);
+        fa_bulk_reduce_add_f32(args->dq_accum + (at.head_row + b.q_global_row0 + m0) * f->head_dim,
+                               tiles + FA_BWS_DQ_AT, 4u * (unsigned)(rows * f->head_dim));
+        fa_bulk_commit();
+        fa_bulk_wait_reads();
+        fa_mbar_arrive(&ring->dq_free);
+        fa_bws_next_step(f, &b, &at);
+    }
+    fa_bulk_wait_all();
+}
+
+/* A warp's 16 rows of its dQ share (n-tiles of FA_MMA_N columns from d0, rows from row0
+ * of the step's `rows`) into the staged tile at shared address `tile`, laid out as the
+ * accumulator lays out those rows for the call's head dim (dq_accum.h: whole 16-row
+ * blocks in fragment order, a last partial block row-major), so that the tile's valid
+ * part is one stretch of rows x head_dim floats. */
+FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*acc)[FA_ACC_REGS], int rows,
+                               int head_dim)
+{
+    const int lane = fa_lane();
+    if (rows == FA_INST_M && head_dim == FA_INST_D) { /* every tile but a sequence's last */
+#pragma unroll
+        for (int nf = 0; nf < FA_BWS_DQ_N / FA_MMA_N; ++nf)
+            fa_store_shared_f32x4(
+                tile + 4u * (uint32_t)(fa_dq_accum_tile(0, row0, d0 + nf * FA_MMA_N, FA_INST_D, FA_MMA_M) +
+                                       lane * FA_ACC_REGS),
+                acc[nf]);
+        return;
+    }
+    const int whole = fa_dq_accum_fragment_order(row0, rows, head_dim, FA_MMA_M, FA_MMA_N);
+#pragma unroll
+    for (int nf = 0; nf < FA_BWS_DQ_N / FA_MMA_N; ++nf) {
+        const int col_block = d0 + nf * FA_MMA_N;
+        if (col_block >= head_dim)
+            continue;
+        if (whole) {
+            fa_store_shared_f32x4(
+                tile + 4u * (uint32_t)(fa_dq_accum_tile(0, row0, col_block, head_dim, FA_MMA_M) + lane * FA_ACC_REGS),
+                acc[nf]);
+            continue;
+        }
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r) {
+            const int row = row0 + fa_acc_row(lane, r), col = col_block + fa_acc_col(lane, r);
+            if (row < rows)
+                fa_store_shared_f32(tile + 4u * (uint32_t)(row * head_dim + col), acc[nf][r]);
+        }
     }
 }
 
@@ -262,7 +335,7 @@ FA_DEVICE void fa_bws_store_ds(unsigned char *tile, int key_row0, const uint32_t
 
 /* One consumer warpgroup's block: every step's five products, dQ's atomics, then dK and
  * dV. */
-FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const fa_bws_smem *sm, int consumer)
+FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles, int consumer)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block b;
@@ -270,9 +343,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const 
         return;
     const int warp_in_group = fa_warp() % 4;
     const int key_row0 = 64 * consumer + FA_MMA_M * warp_in_group; /* this warp's 16 keys */
-    const uint32_t k_addr = fa_smem_addr(sm->k), v_addr = fa_smem_addr(sm->v);
-    const uint32_t q_addr = fa_smem_addr(sm->q), do_addr = fa_smem_addr(sm->dout);
-    const uint32_t ds_addr = fa_smem_addr(sm->ds);
+    const uint32_t k_addr = fa_smem_addr(tiles), v_addr = k_addr + FA_BWS_V_AT;
+    const uint32_t q_addr = k_addr + FA_BWS_Q_AT, do_addr = k_addr + FA_BWS_DO_AT, ds_addr = k_addr + FA_BWS_DS_AT;
     /* This consumer's 64 rows of K and V as A operands, and its share of dQ. */
     const uint32_t k_rows_addr = k_addr + FA_BWS_BLOCK(64) * consumer, v_rows_addr = v_addr + FA_BWS_BLOCK(64) * consumer;
     const int dq_row0 = 64 * FA_BWS_DQ_ROW_BLOCK(consumer), dq_col0 = FA_BWS_DQ_COL0(consumer);
@@ -308,9 +380,12 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const 
         t.seqlen_k = b.seq.seqlen_k;
         t.keys_are_rows = 1;
         t.masked = m0 < b.visits.full_lo || m0 > b.visits.full_hi - FA_INST_M;
+        /* Opaque: what the masks derive from these is derived again at each step, not
+         * hoisted out of the loop into registers the consumers do not have. */
+        asm volatile("" : "+r"(t.row0), "+r"(t.seqlen_q), "+r"(t.seqlen_k));
         const float alibi_log2 =
             f->alibi_slopes ? f->alibi_slopes[b.batch * f->alibi_batch + at.head] * FA_LOG2E : 0.f;
-        const float *lse = sm->lse + st * FA_INST_M, *delta = sm->delta + st * FA_INST_M;
+        const float *lse = fa_bws_rows(tiles, FA_BWS_LSE_AT, st), *delta = fa_bws_rows(tiles, FA_BWS_DELTA_AT, st);
         const int together = !FA_BWS_EARLY_DV || f->softcap_log2 > 0.f; /* P and dS in one pass */
         fa_wg_wait(1);
         fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
@@ -342,7 +417,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const 
          * += dSᵀ·Q, then this consumer's share of dQ = dS·K once every part is stored. */
         if (use > 0)
             fa_mbar_wait(&ring->ds_free[buf], (use & 1) ^ 1);
-        fa_bws_store_ds(sm->ds + buf * FA_BWS_DS_BYTES, key_row0, ds);
+        fa_bws_store_ds(tiles + FA_BWS_DS_AT + buf * FA_BWS_DS_BYTES, key_row0, ds);
         fa_fence_async_smem();
         fa_mbar_arrive(&ring->ds_full[buf]);
         float acc_dq[FA_BWS_DQ_N / FA_MMA_N][FA_ACC_REGS];
@@ -352,6 +427,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const 
         FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage);
         fa_wg_commit();
         fa_mbar_wait(&ring->ds_full[buf], use & 1);
+        if (i > 0) /* the tile staged at the last step has been read */
+            fa_mbar_wait(&ring->dq_free, (i & 1) ^ 1);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
         fa_wg_fence();
         FA_WG_DSK(FA_BWS_DQ_N, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0],
@@ -365,20 +442,17 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, const 
         fa_mbar_arrive(&ring->ds_free[buf]);
         fa_bws_release(&ring->empty[st]);
 
-        const int row0 = dq_row0 + FA_MMA_M * warp_in_group;
-        if (m0 + row0 < b.seq.seqlen_q && dq_col0 < f->head_dim) {
-            float *dq_head = args->dq_accum + at.head_row * f->head_dim;
-            const int whole = m0 <= b.seq.seqlen_q - FA_INST_M && f->head_dim == FA_INST_D;
-            fa_bwd_dq_add(dq_head, b.q_global_row0, m0, row0, dq_col0, whole, b.seq.seqlen_q, f->head_dim, acc_dq, 1,
-                          FA_BWS_DQ_N / FA_MMA_N);
-        }
+        fa_bws_stage_dq(k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
+                        min(FA_INST_M, b.seq.seqlen_q - m0), f->head_dim);
+        fa_fence_async_smem();
+        fa_mbar_arrive(&ring->dq_full);
         fa_bws_next_step(f, &b, &at);
     }
 
     fa_elem *dk = (fa_elem *)args->dk + fa_row_at(&args->dk_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
     fa_elem *dv = (fa_elem *)args->dv + fa_row_at(&args->dv_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
-    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b.rows_out, f->head_dim, acc_dk, FA_BWS_DF, 0, args->scale);
-    fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b.rows_out, f->head_dim, acc_dv, FA_BWS_DF, 0, 1.f);
+    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dk, FA_BWS_DF, 0, args->scale);
+    fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dv, FA_BWS_DF, 0, 1.f);
 }
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
@@ -397,18 +471,19 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
             fa_mbar_init(&ring.ds_full[i], FA_BWS_CONSUMER_THREADS);
             fa_mbar_init(&ring.ds_free[i], FA_BWS_CONSUMER_THREADS);
         }
+        fa_mbar_init(&ring.dq_full, FA_BWS_CONSUMER_THREADS);
+        fa_mbar_init(&ring.dq_free, 1);
         fa_mbar_init_fence();
     }
     __syncthreads();
     if (fa_warpgroup() == 0) {
         fa_regs_shrink(FA_BWS_PRODUCER_REGS);
-        if (fa_warp() == 0) {
-            const fa_bws_smem sm = fa_bws_smem_at(fa_smem);
-            fa_bws_produce(&args, &maps, &ring, &sm);
-        }
+        if (fa_warp() == 0)
+            fa_bws_produce(&args, &maps, &ring, fa_bws_tiles(fa_smem));
+        else if (fa_warp() == 1 && fa_lane() == 0)
+            fa_bws_reduce_dq(&args, &ring, fa_bws_tiles(fa_smem));
         return;
     }
     fa_regs_grow(FA_BWS_CONSUMER_REGS);
-    const fa_bws_smem sm = fa_bws_smem_at(fa_smem);
-    fa_bws_consume(&args, &ring, &sm, fa_warpgroup() - 1);
+    fa_bws_consume(&args, &ring, fa_bws_tiles(fa_smem), fa_warpgroup() - 1);
 }
