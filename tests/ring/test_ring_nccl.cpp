@@ -199,6 +199,161 @@ TEST_CASE("ring over NCCL: f16 not causal, contiguous split, strided, d128, 333 
     check_problem(p, gpu_count());
 }
 
+// ---- timing (hidden: run with the tag "[.bench]") ------------------------------------
+
+namespace {
+
+// Environment knobs of the timing case, with their defaults.
+int64_t env_int(const char *name, int64_t fallback)
+{
+    const char *v = std::getenv(name);
+    return v != nullptr ? std::atoll(v) : fallback;
+}
+
+// A device buffer of `count` bf16 values drawn from a cheap generator (not constant:
+// constant operands make GPUs run faster than real ones).
+void *random_bf16(size_t count, uint64_t seed)
+{
+    std::vector<uint16_t> host(count);
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < count; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        float f = (float)((int64_t)(x >> 40) - (1 << 23)) / (float)(1 << 23);
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        host[i] = (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+    }
+    void *d = nullptr;
+    if (cudaMalloc(&d, count * 2) == cudaSuccess)
+        cudaMemcpy(d, host.data(), count * 2, cudaMemcpyHostToDevice);
+    return d;
+}
+
+struct Timing {
+    double fwd_ms = 0.0, bwd_ms = 0.0;
+    std::string error;
+};
+
+// The median of `iters` timed calls after one warm-up, each call waited for on the host.
+template <typename Call> double median_ms(int iters, cudaStream_t stream, Call call, std::string *error)
+{
+    std::vector<double> ms;
+    for (int i = 0; i <= iters; i++) {
+        auto start = std::chrono::steady_clock::now();
+        fa_status st = call();
+        cudaStreamSynchronize(stream);
+        if (st != FA_OK && error->empty())
+            *error = fa_status_string(st);
+        if (i > 0)
+            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+// Forward and backward of one rank (world 1 with the whole sequence: the baseline through
+// fa_fwd / fa_bwd, no ring).
+void time_rank(int64_t total, int heads, int heads_k, int dim, ncclComm_t comm, int rank, int world, int iters,
+               Timing *t)
+{
+    Problem p;
+    p.total = total;
+    p.causal = 1;
+    std::vector<int64_t> rows = rows_of(p, rank, world);
+    int64_t n = comm != nullptr ? (int64_t)rows.size() : total;
+    size_t qn = (size_t)(n * heads * dim), kn = (size_t)(n * heads_k * dim);
+    fa_context *ctx = nullptr;
+    fa_ring_comm *ring = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaSetDevice(rank);
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (fa_create(&ctx, FA_BACKEND_CUDA, rank) != FA_OK || fa_set_stream(ctx, stream) != FA_OK ||
+        (comm != nullptr && fa_ring_create_nccl(&ring, ctx, &comm, stream) != FA_OK)) {
+        t->error = std::string("create: ") + fa_create_error() + fa_ring_create_error();
+        fa_destroy(ctx);
+        return;
+    }
+    void *q = random_bf16(qn, 1 + rank), *k = random_bf16(kn, 2 + rank), *v = random_bf16(kn, 3 + rank);
+    void *dout = random_bf16(qn, 4 + rank), *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+    float *lse = nullptr;
+    cudaMalloc(&out, qn * 2);
+    cudaMalloc(&dq, qn * 2);
+    cudaMalloc(&dk, kn * 2);
+    cudaMalloc(&dv, kn * 2);
+    cudaMalloc((void **)&lse, (size_t)(n * heads) * 4);
+    fa_tensor tq = fa_tensor_bshd(q, FA_DTYPE_BF16, 1, n, heads, dim);
+    fa_tensor tk = fa_tensor_bshd(k, FA_DTYPE_BF16, 1, n, heads_k, dim);
+    fa_tensor tv = fa_tensor_bshd(v, FA_DTYPE_BF16, 1, n, heads_k, dim);
+    fa_tensor tdo = fa_tensor_bshd(dout, FA_DTYPE_BF16, 1, n, heads, dim);
+    fa_tensor to = fa_tensor_bshd(out, FA_DTYPE_BF16, 1, n, heads, dim);
+    fa_tensor tdq = fa_tensor_bshd(dq, FA_DTYPE_BF16, 1, n, heads, dim);
+    fa_tensor tdk = fa_tensor_bshd(dk, FA_DTYPE_BF16, 1, n, heads_k, dim);
+    fa_tensor tdv = fa_tensor_bshd(dv, FA_DTYPE_BF16, 1, n, heads_k, dim);
+    fa_tensor tl = fa_tensor_lse(lse, 1, heads, n);
+    fa_params params = params_of(p);
+    fa_ring_layout layout{total, p.split};
+    t->fwd_ms = median_ms(iters, stream, [&] {
+        return ring != nullptr ? fa_ring_fwd(ring, &tq, &tk, &tv, &params, &layout, &to, &tl)
+                               : fa_fwd(ctx, &tq, &tk, &tv, &params, &to, &tl, nullptr, 0);
+    }, &t->error);
+    t->bwd_ms = median_ms(iters, stream, [&] {
+        return ring != nullptr
+                   ? fa_ring_bwd(ring, &tq, &tk, &tv, &to, &tl, &tdo, &params, &layout, &tdq, &tdk, &tdv)
+                   : fa_bwd(ctx, &tq, &tk, &tv, &to, &tl, &tdo, &params, &tdq, &tdk, &tdv, nullptr, 0);
+    }, &t->error);
+    if (ring != nullptr && t->error.size() > 0)
+        t->error += std::string(": ") + fa_ring_last_error(ring);
+    for (void *b : {q, k, v, dout, out, dq, dk, dv, (void *)lse})
+        cudaFree(b);
+    fa_ring_destroy(ring);
+    fa_destroy(ctx);
+    cudaStreamDestroy(stream);
+}
+
+} // namespace
+
+// Time per call of the ring on every visible GPU against fa_fwd / fa_bwd over the whole
+// sequence on GPU 0, bf16 causal (zigzag), b 1, FA_RING_BENCH_TOKENS tokens (131072),
+// FA_RING_BENCH_HEADS / _KV_HEADS / _DIM (16 / 16 / 128), FA_RING_BENCH_ITERS timed
+// calls after a warm-up (5); scaling efficiency = single / (world * ring), per pass.
+TEST_CASE("ring over NCCL: time per call and scaling efficiency", "[.bench]")
+{
+    int world = gpu_count(), iters = (int)env_int("FA_RING_BENCH_ITERS", 5);
+    int64_t total = env_int("FA_RING_BENCH_TOKENS", 131072);
+    int heads = (int)env_int("FA_RING_BENCH_HEADS", 16), heads_k = (int)env_int("FA_RING_BENCH_KV_HEADS", 16);
+    int dim = (int)env_int("FA_RING_BENCH_DIM", 128);
+    Timing single;
+    time_rank(total, heads, heads_k, dim, nullptr, 0, 1, iters, &single);
+    INFO(single.error);
+    REQUIRE(single.error.empty());
+
+    std::vector<ncclComm_t> comms((size_t)world);
+    std::vector<int> devices((size_t)world);
+    for (int i = 0; i < world; i++)
+        devices[(size_t)i] = i;
+    REQUIRE(ncclCommInitAll(comms.data(), world, devices.data()) == ncclSuccess);
+    std::vector<Timing> ranks((size_t)world);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; r++)
+        threads.emplace_back(time_rank, total, heads, heads_k, dim, comms[(size_t)r], r, world, iters,
+                             &ranks[(size_t)r]);
+    for (std::thread &t : threads)
+        t.join();
+    for (ncclComm_t c : comms)
+        ncclCommDestroy(c);
+    double fwd = 0.0, bwd = 0.0;
+    for (const Timing &t : ranks) {
+        INFO(t.error);
+        REQUIRE(t.error.empty());
+        fwd = std::max(fwd, t.fwd_ms);
+        bwd = std::max(bwd, t.bwd_ms);
+    }
+    std::printf("ring bf16 causal b1 s%lld h%d/%d d%d on %d GPUs: forward %.2f ms (one GPU %.2f ms, efficiency "
+                "%.2f), backward %.2f ms (one GPU %.2f ms, efficiency %.2f)\n",
+                (long long)total, heads, heads_k, dim, world, fwd, single.fwd_ms, single.fwd_ms / (world * fwd),
+                bwd, single.bwd_ms, single.bwd_ms / (world * bwd));
+}
+
 TEST_CASE("ring over NCCL: a CPU context is refused", "[ring][nccl]")
 {
     fa_context *ctx = nullptr;
