@@ -15,10 +15,10 @@
 
 namespace {
 
-std::vector<fa_kernel_config> compiled_registry(fa_backend backend)
+std::vector<fa_kernel_config> compiled_registry(fa_backend backend, fa_pass pass = FA_PASS_FWD)
 {
     int count = 0;
-    const fa_kernel_config *reg = fa_registry(backend, &count);
+    const fa_kernel_config *reg = fa_registry_of(backend, pass, &count);
     std::vector<fa_kernel_config> out(reg, reg + count);
     for (fa_kernel_config &c : out) c.compiled = 1;
     return out;
@@ -552,10 +552,7 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
 TEST_CASE("sm_90 backwards run the warpgroup backward unless deterministic, ragged or padded more",
           "[dispatch]")
 {
-    int count = 0;
-    const fa_kernel_config *raw = fa_registry_bwd(FA_BACKEND_CUDA, &count);
-    std::vector<fa_kernel_config> reg(raw, raw + count);
-    for (fa_kernel_config &c : reg) c.compiled = 1;
+    std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA, FA_PASS_BWD);
     const fa_arch_row *sm90 = fa_arch_find("sm_90");
     fa_selection sel;
     fa_problem_shape shape = make_shape(FA_DTYPE_BF16, 4, 16, 128, 4096, 4096);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "device_tensors.hpp"
+#include "select/registry.h"
 
 struct Case {
     int batch = 1, seqlen_q = 128, seqlen_k = 128, heads = 6, heads_k = 6, head_dim = 64;
@@ -224,6 +225,22 @@ struct GpuProblem {
 };
 
 // A poisoned host tensor with t's dtype, shape and strides.
+// 1 when this device runs sm_90a code and the build holds warpgroup kernels of `pass`
+// (ws_instances.txt for the forward, bws_instances.txt for the backward).
+inline bool warpgroup_device(fa_pass pass)
+{
+    cudaDeviceProp prop;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+        return false;
+    int count = 0;
+    const fa_kernel_config *reg = fa_registry_of(FA_BACKEND_CUDA, pass, &count);
+    bool built = false;
+    for (int i = 0; i < count; ++i)
+        built = built || (reg[i].warpgroup && reg[i].compiled);
+    return prop.major == 9 && prop.minor == 0 && built;
+}
+
 inline HostTensor make_like(const HostTensor &t)
 {
     std::vector<int64_t> shape(t.view.shape, t.view.shape + t.view.ndim);

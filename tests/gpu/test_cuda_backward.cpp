@@ -17,7 +17,6 @@
 #include "device_tensors.hpp"
 #include "gpu_case.hpp"
 #include "oracle.hpp"
-#include "select/registry.h"
 
 using fa_oracle::Precision;
 
@@ -79,21 +78,6 @@ void check_backward(const Case &c, uint64_t seed, int deterministic = 0)
     CHECK(err.dv <= 3 * base.dv + 1e-5);
 }
 
-// 1 when this device runs sm_90a code and the build holds warpgroup backward kernels.
-bool warpgroup_backward_device()
-{
-    cudaDeviceProp prop;
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
-        return false;
-    int count = 0;
-    const fa_kernel_config *reg = fa_registry_bwd(FA_BACKEND_CUDA, &count);
-    bool built = false;
-    for (int i = 0; i < count; ++i)
-        built = built || (reg[i].warpgroup && reg[i].compiled);
-    return prop.major == 9 && prop.minor == 0 && built;
-}
-
 std::string backward_kernel(const Case &c, int deterministic)
 {
     GpuProblem p(c, 1);
@@ -111,7 +95,7 @@ std::string backward_kernel(const Case &c, int deterministic)
 TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan says, against the oracle",
           "[cuda][backward][warpgroup]")
 {
-    if (!warpgroup_backward_device()) {
+    if (!warpgroup_device(FA_PASS_BWD)) {
         WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
         return;
     }
@@ -378,7 +362,7 @@ TEST_CASE("cuda plan: backward tiles and the dQ accumulator it needs unless dete
     INFO(atomic_plan.kernel << ": " << atomic_plan.reason);
     // sm_90 runs the warpgroup dK/dV kernel unless deterministic (bws_instances.txt).
     CHECK(std::string(atomic_plan.kernel)
-              .find(warpgroup_backward_device() ? "fa_cuda_bws_d128_bf16_" : "fa_cuda_bwd_d128_bf16_") == 0);
+              .find(warpgroup_device(FA_PASS_BWD) ? "fa_cuda_bws_d128_bf16_" : "fa_cuda_bwd_d128_bf16_") == 0);
     CHECK(std::string(det_plan.kernel).find("fa_cuda_bwd_d128_bf16_") == 0);
     CHECK(atomic_plan.num_splits == 1);
     // fp32 [heads][2 s][d] for the atomic path on top of the same D and LSE rows.

@@ -15,24 +15,8 @@
 
 #include "forward_check.hpp"
 #include "gpu_case.hpp"
-#include "select/registry.h"
 
 namespace {
-
-// 1 when this device runs sm_90a code and the build holds warpgroup kernels.
-bool warpgroup_device()
-{
-    cudaDeviceProp prop;
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess)
-        return false;
-    int count = 0;
-    const fa_kernel_config *reg = fa_registry(FA_BACKEND_CUDA, &count);
-    bool built = false;
-    for (int i = 0; i < count; ++i)
-        built = built || (reg[i].warpgroup && reg[i].compiled);
-    return prop.major == 9 && prop.minor == 0 && built;
-}
 
 bool starts(const std::string &s, const char *prefix) { return s.rfind(prefix, 0) == 0; }
 
@@ -53,7 +37,7 @@ Case prefill_case(int head_dim, fa_dtype dtype)
 
 TEST_CASE("cuda warpgroup: the plan names the family and why", "[cuda][warpgroup]")
 {
-    if (!warpgroup_device()) {
+    if (!warpgroup_device(FA_PASS_FWD)) {
         WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
         return;
     }
@@ -85,7 +69,7 @@ TEST_CASE("cuda warpgroup: the plan names the family and why", "[cuda][warpgroup
 TEST_CASE("cuda warpgroup: every compiled forward tile of both families, forced, against the oracle",
           "[cuda][warpgroup]")
 {
-    if (!warpgroup_device()) {
+    if (!warpgroup_device(FA_PASS_FWD)) {
         WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
         return;
     }
@@ -132,7 +116,7 @@ TEST_CASE("cuda warpgroup: every compiled forward tile of both families, forced,
 
 TEST_CASE("cuda warpgroup: more query tiles than SMs, Inf past the used keys", "[cuda][warpgroup]")
 {
-    if (!warpgroup_device()) {
+    if (!warpgroup_device(FA_PASS_FWD)) {
         WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
         return;
     }
