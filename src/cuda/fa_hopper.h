@@ -1,9 +1,10 @@
 /*
  * fa_hopper.h (NVIDIA, sm_90a only) - the warpgroup vocabulary of the Hopper forward
- * (issue 13, docs/research/issue13_hopper.md) and backward (issue 14): wgmma.mma_async with its fences and
- * commit groups, the shared-memory matrix descriptor of the 128-byte-swizzled tiles it
- * reads, mbarriers, the TMA tile loads completed on them, the async-proxy fence,
- * setmaxnreg, and named barriers. Each wrapper is one PTX instruction (or a try-wait
+ * (issue 13, docs/research/issue13_hopper.md) and backward (issue 14, bench/NOTES.md):
+ * wgmma.mma_async with its fences and commit groups, the shared-memory matrix descriptor
+ * of the 128-byte-swizzled tiles it reads, mbarriers, the TMA tile loads completed on
+ * them, bulk reductions to global memory, the async-proxy fence, setmaxnreg, and named
+ * barriers. Each wrapper is one PTX instruction (or a try-wait
  * loop); the comment on it names its PTX ISA section: wgmma by number (9.7.15,
  * "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", as numbered in
  * the PTX ISA of CUDA 12.x/13.0), the others by the anchor of their section in the PTX
@@ -208,7 +209,8 @@ FA_WG_DEFINE_TYPES(256)
 
 /* dQ = dS·K (the backward): dS of the warpgroup's 64 query rows over KEYS keys, read from
  * a dSᵀ tile stored [key][query] (MN-major A) at ds_addr, whose 64-column blocks of queries
- * lie ds_block_bytes apart; K as stored ([key][d], MN-major B) in a tile of KEYS rows, N of
+ * lie ds_block_bytes apart (the descriptor's leading offset, which an M of 64, one block,
+ * never uses); K as stored ([key][d], MN-major B) in a tile of KEYS rows, N of
  * its head-dim columns from the column block at k_addr (blocks KEYS x 128 bytes apart). A
  * k-step of 16 keys is 16 rows = 2048 bytes in both. acc holds N / 2 floats; the first
  * step overwrites them. Issued, not waited for. */

@@ -30,15 +30,16 @@
  *
  * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
  * dS is computed (where registers allow, FA_BWS_EARLY_DV, and without softcap, whose dS
- * needs tanh of the score), and dK while the other consumers store their dSᵀ. Between consumers, no
- * barrier holds them in step: the dSᵀ tile has two buffers used in turn, each with an
- * mbarrier that opens dQ once every part is stored and one that frees the buffer once
- * every consumer's dQ read it, so one consumer's exponentials can run under another's
- * products.
+ * needs tanh of the score), and dK while the other consumers store their dSᵀ. Between
+ * consumers, no barrier holds them in step: the dSᵀ tile has two buffers used in turn,
+ * each with an mbarrier that opens dQ once every part is stored and one that frees the
+ * buffer once every consumer's dQ read it, so one consumer's exponentials can run under
+ * another's products.
  *
  * What the dispatcher keeps away from it (select/dispatch.c): deterministic calls (dQ is
- * always summed by atomics: args.dq_accum is set), and varlen and seqused_k, whose rows past a sequence's end are
- * another sequence's or unused cache: TMA would load them unzeroed.
+ * always summed into args.dq_accum, by bulk reductions in no fixed order), and varlen and
+ * seqused_k, whose rows past a sequence's end are another sequence's or unused cache: TMA
+ * would load them unzeroed (and fa_bws_find_block assumes fixed lengths).
  */
 #ifdef FA_ATTN_BWD_INCLUDED
 #error "attn_bwd_ws.h instantiates one kernel per translation unit"
