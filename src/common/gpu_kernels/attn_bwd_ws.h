@@ -139,13 +139,16 @@ typedef struct fa_bws_ring {
 #define FA_BWS_DS_AT (FA_BWS_DO_AT + FA_INST_STAGES * FA_BWS_Q_BYTES) /* [2]      */
 #define FA_BWS_LSE_AT (FA_BWS_DS_AT + 2 * FA_BWS_DS_BYTES)            /* [stages][FA_INST_M] */
 #define FA_BWS_DELTA_AT (FA_BWS_LSE_AT + 4 * FA_INST_STAGES * FA_INST_M)
-#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* FA_INST_M x D, dq_accum.h's order */
+#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's */
 
 FA_DEVICE unsigned char *fa_bws_tiles(unsigned char *smem)
 {
     return smem + ((1024u - (fa_smem_addr(smem) & 1023u)) & 1023u);
 }
-FA_DEVICE float *fa_bws_rows(unsigned char *tiles, int at, int stage) { return (float *)(tiles + at) + stage * FA_INST_M; }
+FA_DEVICE float *fa_bws_rows(unsigned char *tiles, int at, int stage)
+{
+    return (float *)(tiles + at) + stage * FA_INST_M;
+}
 
 /* The block's key tile and what it visits, computed by each role after setmaxnreg
  * (nothing computed before may stay live across it). */
@@ -232,7 +235,8 @@ FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, 
             fa_mbar_wait(&ring->empty[st], ((i / FA_INST_STAGES) & 1) ^ 1);
         if (lane == 0) { /* the copies first: the LSE and D loads below wait on memory */
             fa_mbar_expect_tx(&ring->full[st], 2 * FA_BWS_Q_BYTES);
-            fa_bws_load(tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch, &ring->full[st]);
+            fa_bws_load(tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch,
+                        &ring->full[st]);
             fa_bws_load(tiles + FA_BWS_DO_AT + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, m0, b.batch,
                         &ring->full[st]);
         }
@@ -347,7 +351,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
     const uint32_t k_addr = fa_smem_addr(tiles), v_addr = k_addr + FA_BWS_V_AT;
     const uint32_t q_addr = k_addr + FA_BWS_Q_AT, do_addr = k_addr + FA_BWS_DO_AT, ds_addr = k_addr + FA_BWS_DS_AT;
     /* This consumer's 64 rows of K and V as A operands, and its share of dQ. */
-    const uint32_t k_rows_addr = k_addr + FA_BWS_BLOCK(64) * consumer, v_rows_addr = v_addr + FA_BWS_BLOCK(64) * consumer;
+    const uint32_t k_rows_addr = k_addr + FA_BWS_BLOCK(64) * consumer;
+    const uint32_t v_rows_addr = v_addr + FA_BWS_BLOCK(64) * consumer;
     const int dq_row0 = 64 * FA_BWS_DQ_ROW_BLOCK(consumer), dq_col0 = FA_BWS_DQ_COL0(consumer);
 
     float acc_dk[FA_BWS_DF][FA_ACC_REGS], acc_dv[FA_BWS_DF][FA_ACC_REGS];
@@ -452,7 +457,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
 
     fa_elem *dk = (fa_elem *)args->dk + fa_row_at(&args->dk_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
     fa_elem *dv = (fa_elem *)args->dv + fa_row_at(&args->dv_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
-    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dk, FA_BWS_DF, 0, args->scale);
+    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dk, FA_BWS_DF, 0,
+                      args->scale);
     fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dv, FA_BWS_DF, 0, 1.f);
 }
 
