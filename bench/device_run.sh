@@ -2,11 +2,12 @@
 # device_run.sh - what one call on the GPU machine runs, in order: the GPU tests, the four
 # compute-sanitizer tools over the GPU suite, then the side-by-side benchmark. Expects the
 # artifacts that bench/prepare_device.sh put in .carry/. Logs go to $OUT.
-# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|sweep|hopper|warpgroup|backward|all] [extra args for compare_sdpa.py]
+# Usage: bash bench/device_run.sh [tests|python|sanitize|sass|bench|decode|sweep|hopper|warpgroup|backward|ring|all] [extra args for compare_sdpa.py]
 # sweep (not part of all): issue 17's presets, flashattn_bench and bench/sweep_torch.py.
 # warpgroup (not part of all): issue 13's forward tests with a time limit, sanitizers over
 # the warpgroup tests, and the side-by-side table. backward (not part of all): issue 14's,
-# the same for the warpgroup backward, with the Llama training step.
+# the same for the warpgroup backward, with the Llama training step. ring (not part of
+# all): issue 18's NCCL ring on every visible GPU (run it on nvidia-h200-x2 or larger).
 # hopper (not part of all): issue 13's sm_90a primitive tests ([hopper]) with their output,
 # then memcheck and racecheck over them.
 # decode: issue 12's decode table with paged rows, then d64, MQA and s_q 4 (compare_decode.py),
@@ -81,6 +82,19 @@ if [[ $what == backward ]]; then
   done
   (cd .carry && timeout "${FA_BWD_SUITE_SECONDS:-200}" ./flashattn_gpu_tests "[backward]" --durations yes) > "$OUT/bwd_tests.log" 2>&1
   echo "[backward] rc=$?"; grep -E "test cases|assertions|FAILED|with expansion" "$OUT/bwd_tests.log" | head -8
+fi
+if [[ $what == ring ]]; then
+  # issue 18: ring attention over NCCL, every visible GPU a rank of one process
+  # (tests/ring/test_ring_nccl.cpp: each rank against one GPU's fa_fwd / fa_bwd and the
+  # fp64 oracle), then its timing case (ring forward and backward against one GPU, and
+  # the scaling efficiency) at 128k and 512k tokens. One GPU makes a ring of one rank.
+  (cd .carry && timeout 300 ./flashattn_ring_nccl_tests --durations yes) > "$OUT/ring_tests.log" 2>&1
+  echo "ring tests rc=$?"; grep -E "test cases|assertions|FAILED|with expansion" "$OUT/ring_tests.log" | head -8
+  for tokens in 131072 524288; do
+    (cd .carry && FA_RING_BENCH_TOKENS=$tokens timeout 240 ./flashattn_ring_nccl_tests "[.bench]") \
+      > "$OUT/ring_bench_$tokens.log" 2>&1
+    echo "ring timing at $tokens tokens rc=$?"; tail -6 "$OUT/ring_bench_$tokens.log"
+  done
 fi
 if [[ $what == sweep ]]; then
   # issue 17: every preset by flashattn_bench, then the torch providers on the same shapes

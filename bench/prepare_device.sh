@@ -7,11 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 archs=${FA_CUDA_ARCHS:-90}
 cmake -S . -B build-device -G Ninja -DFA_ENABLE_CUDA=ON -DFA_CUDA_ARCHS="$archs" -DFA_USE_BLAS=OFF \
-      -DFA_BUILD_TESTS=ON -DFA_BUILD_BENCH=ON > /dev/null
+      -DFA_BUILD_TESTS=ON -DFA_BUILD_BENCH=ON -DFA_BUILD_RING=ON > /dev/null
 cmake --build build-device
 stage=build-device/carry-stage
 rm -rf .carry "$stage" && mkdir -p .carry "$stage"
 cp -P build-device/libflashattn.so* build-device/tests/flashattn_gpu_tests build-device/tests/flashattn_tests "$stage"/
 cp build-device/bench/flashattn_bench "$stage"/ 2>/dev/null || true
+# The ring over NCCL (issue 18), when NCCL was found: its tests and timing case.
+cp build-device/tests/ring/flashattn_ring_nccl_tests "$stage"/ 2>/dev/null || true
 tar -czf .carry/carry.tgz -C "$stage" .
 du -sh .carry/carry.tgz
