@@ -74,8 +74,12 @@ section "Benchmark sweep (CPU, smoke preset) and the cross-machine report in hea
 "$WORK/build/bench/flashattn_bench" --sweep smoke --iters 2 --out-json "$WORK/smoke.json" --out-csv "$WORK/smoke.csv"
 "$PYTHON" "$ROOT/bench/report.py" "$WORK/smoke.json" "$ROOT"/bench/results/sweep/*.json --md "$WORK/report.md"
 
+# The ring library (src/ring, issue 18) is built and its MPI tests run in the default build
+# only: it calls the library's public API and nothing of BLAS or a GPU backend, and its
+# tests are not registered under the sanitizers (tests/ring/CMakeLists.txt says why), so
+# the other builds would compile it again for nothing (minutes of CI on two cores).
 section "Build and test without BLAS (-DFA_USE_BLAS=OFF)"
-build_and_test "$WORK/build-noblas" -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
+build_and_test "$WORK/build-noblas" -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF -DFA_BUILD_RING=OFF
 
 # The sanitizer builds: CPU library and tests only (no bench, no GPU backends), without
 # OpenBLAS, whose own threads and kernels are not instrumented (false TSan reports, blind
@@ -89,14 +93,15 @@ ulimit -c 0 # abort_on_error: no core files
 section "Build and test with AddressSanitizer + UndefinedBehaviorSanitizer (gcc)"
 # gcc, the compiler of the builds above: the target_clones (AVX-512/AVX2/baseline) kernels
 # of the CPU backend are gcc-only, and they get checked too.
-build_and_test "$WORK/build-asan" -DFA_SANITIZE=address,undefined -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF
+build_and_test "$WORK/build-asan" -DFA_SANITIZE=address,undefined -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF \
+  -DFA_BUILD_RING=OFF
 
 section "Build and test with ThreadSanitizer (clang-19)"
 # Every CPU test runs the worker threads (fa_set_num_threads: the case's count, 0 = every
 # core), so the whole suite runs here. clang-19, not gcc-12: gcc instruments the ifunc
 # resolvers of target_clones, which the dynamic loader runs before the TSan runtime is up
 # (a segfault at startup); clang builds the CPU kernels without clones.
-build_and_test "$WORK/build-tsan" -DFA_SANITIZE=thread -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF \
+build_and_test "$WORK/build-tsan" -DFA_SANITIZE=thread -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF -DFA_BUILD_RING=OFF \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 
 section "libFuzzer over the API on the CPU backend (clang-19, ASan + UBSan), 200k + 20k (paged) executions"
@@ -112,7 +117,7 @@ section "HIP backend for gfx90a;gfx942;gfx1100;gfx1201: build, check code object
 # tests run against the HIP-enabled library. The benchmark CLI is built on HIP's runtime
 # too (bench/bench_gpu.h); without a GPU, --backend hip must name the missing device.
 build_and_test "$WORK/build-hip" -DFA_ENABLE_HIP=ON -DFA_HIP_ARCHS="gfx90a;gfx942;gfx1100;gfx1201" \
-  -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=ON
+  -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=ON -DFA_BUILD_RING=OFF
 hip_cli="$("$WORK/build-hip/bench/flashattn_bench" --backend hip --sweep smoke 2>&1 || true)"
 grep -q "FA_ERR_NO_DEVICE" <<<"$hip_cli" || { echo "flashattn_bench --backend hip: $hip_cli"; exit 1; }
 
@@ -123,7 +128,7 @@ section "Emulated AMD device: instructions, scheduler, and the HIP kernels' swee
 # kernel instance (FA_EMU_INSTANCES=all) through the public API against the fp64 oracle
 # (tests/emu/test_emu_sweep.cpp). Test-only.
 cmake -S "$ROOT" -B "$WORK/build-emu" -G Ninja -DFA_BUILD_TESTS=OFF -DFA_BUILD_AMD_EMU=ON \
-  -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
+  -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF -DFA_BUILD_RING=OFF -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 cmake --build "$WORK/build-emu" --parallel "$JOBS"
 ctest --test-dir "$WORK/build-emu" --output-on-failure --parallel "$JOBS" -R amd_emu_
 
