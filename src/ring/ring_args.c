@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/tensor_geometry.h"
 #include "ring/ring_internal.h"
 
 /* ---- layout ---------------------------------------------------------------------- */
@@ -167,47 +168,17 @@ fa_status fa_ring_create_nccl(fa_ring_comm **comm, fa_context *ctx, const void *
 
 /* ---- argument checks ------------------------------------------------------------- */
 
-static int has_elements(const fa_tensor *t)
-{
-    int i;
-    for (i = 0; i < t->ndim; i++)
-        if (t->shape[i] == 0)
-            return 0;
-    return 1;
-}
-
-/* Taken in order of stride, each stride of a dim of extent > 1 reaches past what the
- * smaller ones span (flashattn.h's rule for outputs). */
-static int overlaps_itself(const fa_tensor *t)
-{
-    int order[4], count = 0, i, j;
-    int64_t span = 1;
-    for (i = 0; i < t->ndim; i++) {
-        if (t->shape[i] <= 1)
-            continue;
-        for (j = count; j > 0 && t->stride[order[j - 1]] > t->stride[i]; j--)
-            order[j] = order[j - 1];
-        order[j] = i;
-        count++;
-    }
-    for (j = 0; j < count; j++) {
-        if (t->stride[order[j]] < span)
-            return 1;
-        span += t->stride[order[j]] * (t->shape[order[j]] - 1);
-    }
-    return 0;
-}
-
 /* t has `shape` (ndim dims) and `dtype`; an output must not overlap itself. */
 static fa_status check_like(fa_ring_comm *c, const char *call, const char *name, const fa_tensor *t,
                             const int64_t *shape, int ndim, fa_dtype dtype, int output)
 {
+    int64_t span;
     int i;
     if (t == NULL)
         return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: %s is NULL", call, name);
     if (t->ndim != ndim)
         return fa_ring_fail(c, FA_ERR_BAD_RANK, "%s: %s has %d dims, expected %d", call, name, t->ndim, ndim);
-    if (t->data == NULL && has_elements(t))
+    if (t->data == NULL && fa_tensor_has_elements(t))
         return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: %s data is NULL", call, name);
     for (i = 0; i < ndim; i++)
         if (t->shape[i] != shape[i])
@@ -222,19 +193,9 @@ static fa_status check_like(fa_ring_comm *c, const char *call, const char *name,
                                 "%s: %s stride[%d] = %lld (last dim contiguous, "
                                 "none negative)",
                                 call, name, i, (long long)t->stride[i]);
-    if (output && has_elements(t) && overlaps_itself(t))
+    if (output && fa_tensor_has_elements(t) && fa_tensor_overlap_dim(t, &span) >= 0)
         return fa_ring_fail(c, FA_ERR_BAD_STRIDE, "%s: output %s overlaps itself", call, name);
     return FA_OK;
-}
-
-static void byte_span(const fa_tensor *t, uintptr_t *first, uintptr_t *end)
-{
-    int64_t last = 0;
-    int i;
-    for (i = 0; i < t->ndim; i++)
-        last += (t->shape[i] - 1) * t->stride[i];
-    *first = (uintptr_t)t->data;
-    *end = *first + (uintptr_t)((last + 1) * (t->dtype == FA_DTYPE_F32 ? 4 : 2));
 }
 
 /* Two outputs share no byte range (a span test, as fa_combine's: what separate
@@ -242,12 +203,7 @@ static void byte_span(const fa_tensor *t, uintptr_t *first, uintptr_t *end)
 static fa_status check_apart(fa_ring_comm *c, const char *call, const char *a_name, const fa_tensor *a,
                              const char *b_name, const fa_tensor *b)
 {
-    uintptr_t a0, a1, b0, b1;
-    if (a == NULL || b == NULL || !has_elements(a) || !has_elements(b))
-        return FA_OK;
-    byte_span(a, &a0, &a1);
-    byte_span(b, &b0, &b1);
-    if (a0 < b1 && b0 < a1)
+    if (a != NULL && b != NULL && fa_tensor_spans_meet(a, b))
         return fa_ring_fail(c, FA_ERR_BAD_STRIDE, "%s: outputs %s and %s overlap", call, a_name, b_name);
     return FA_OK;
 }
@@ -284,8 +240,8 @@ static fa_status check_inputs(fa_ring_comm *c, const char *call, const fa_tensor
         return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: q, k, v, params and layout must be set", call);
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
         return fa_ring_fail(c, FA_ERR_BAD_RANK, "%s: q, k, v must be [b, rows, heads, d] (no varlen)", call);
-    if ((q->data == NULL && has_elements(q)) || (k->data == NULL && has_elements(k)) ||
-        (v->data == NULL && has_elements(v)))
+    if ((q->data == NULL && fa_tensor_has_elements(q)) || (k->data == NULL && fa_tensor_has_elements(k)) ||
+        (v->data == NULL && fa_tensor_has_elements(v)))
         return fa_ring_fail(c, FA_ERR_NULL_POINTER, "%s: q, k or v data is NULL", call);
     st = check_params(c, call, params);
     if (st != FA_OK)

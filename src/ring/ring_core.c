@@ -14,18 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/tensor_geometry.h"
 #include "ring/ring_internal.h"
 
 /* ---- views and buffers ------------------------------------------------------------- */
-
-static size_t element_bytes(fa_dtype dtype) { return dtype == FA_DTYPE_F32 ? 4 : 2; }
 
 /* Rows [first, first + length) of a [b, rows, h, d] tensor (or of an LSE's last dim). */
 static fa_tensor rows_of(const fa_tensor *t, int row_dim, int64_t first, int64_t length)
 {
     fa_tensor r = *t;
     if (r.data != NULL)
-        r.data = (char *)r.data + (size_t)(first * t->stride[row_dim]) * element_bytes(t->dtype);
+        r.data = (char *)r.data + (size_t)(first * t->stride[row_dim]) * fa_dtype_bytes(t->dtype);
     r.shape[row_dim] = length;
     return r;
 }
@@ -52,13 +51,13 @@ typedef struct kv_block {
 static fa_tensor kv_part(const kv_block *b, const fa_ring_geometry *g, int which, int64_t first,
                          int64_t length)
 {
-    char *base = (char *)b->base + which * block_elements(g, g->heads_k) * element_bytes(b->dtype);
+    char *base = (char *)b->base + which * block_elements(g, g->heads_k) * fa_dtype_bytes(b->dtype);
     return block_view(base, b->dtype, g, g->heads_k, first, length);
 }
 
 static size_t kv_bytes(const fa_ring_geometry *g, fa_dtype dtype)
 {
-    return 2 * block_elements(g, g->heads_k) * element_bytes(dtype);
+    return 2 * block_elements(g, g->heads_k) * fa_dtype_bytes(dtype);
 }
 
 /* The buffers of one call, released together. */
@@ -194,7 +193,7 @@ static fa_status fwd_buffers(buffers *b, const fa_ring_geometry *g, fwd_state *f
     }
     for (i = 0; i < g->npieces; i++) {
         size_t rows = (size_t)(g->batch * g->pieces[i].length * g->heads);
-        f->slot_out[i] = take(b, slots * rows * (size_t)g->dim * element_bytes(g->dtype));
+        f->slot_out[i] = take(b, slots * rows * (size_t)g->dim * fa_dtype_bytes(g->dtype));
         f->slot_lse[i] = (float *)take(b, slots * rows * sizeof(float));
         if (f->slot_out[i] == NULL || f->slot_lse[i] == NULL)
             return FA_ERR_OUT_OF_MEMORY;
@@ -210,7 +209,7 @@ static fa_status fwd_job(fa_ring_comm *c, const fa_ring_geometry *g, fwd_state *
     const fa_ring_piece *qp = &g->pieces[j->query_piece];
     int slot = f->used[j->query_piece]++;
     size_t rows = (size_t)(g->batch * qp->length * g->heads);
-    char *out = (char *)f->slot_out[j->query_piece] + slot * rows * (size_t)g->dim * element_bytes(g->dtype);
+    char *out = (char *)f->slot_out[j->query_piece] + slot * rows * (size_t)g->dim * fa_dtype_bytes(g->dtype);
     fa_tensor tq = rows_of(q, 1, qp->local, qp->length);
     fa_tensor tk = kv_part(kv, g, 0, j->key_first, j->key_length);
     fa_tensor tv = kv_part(kv, g, 1, j->key_first, j->key_length);
@@ -354,7 +353,7 @@ static fa_status bwd_buffers(buffers *b, const fa_ring_geometry *g, bwd_state *s
     s->part.dtype = g->dtype;
     s->part.base = take(b, kv_bytes(g, g->dtype));
     s->dq_sum = (float *)take(b, q_rows * (size_t)g->rows * sizeof(float));
-    s->dq_part = take(b, q_rows * (size_t)longest * element_bytes(g->dtype));
+    s->dq_part = take(b, q_rows * (size_t)longest * fa_dtype_bytes(g->dtype));
     if (s->mine.base == NULL || s->part.base == NULL || s->dq_sum == NULL || s->dq_part == NULL)
         return FA_ERR_OUT_OF_MEMORY;
     return FA_OK;

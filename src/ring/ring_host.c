@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/dtype.h"
+#include "api/tensor_geometry.h"
 #include "ring/ring_internal.h"
 
 void *fa_ring_host_alloc(fa_ring_transport *t, size_t bytes)
@@ -28,51 +29,26 @@ fa_status fa_ring_host_zero(fa_ring_transport *t, void *p, size_t bytes)
     return FA_OK;
 }
 
-static float load(const char *at, fa_dtype dtype)
-{
-    uint16_t bits;
-    float f;
-    if (dtype == FA_DTYPE_F32) {
-        memcpy(&f, at, sizeof f);
-        return f;
-    }
-    memcpy(&bits, at, sizeof bits);
-    return dtype == FA_DTYPE_F16 ? fa_f16_to_f32(bits) : fa_bf16_to_f32(bits);
-}
-
-static void store(char *at, fa_dtype dtype, float value)
-{
-    uint16_t bits;
-    if (dtype == FA_DTYPE_F32) {
-        memcpy(at, &value, sizeof value);
-        return;
-    }
-    bits = dtype == FA_DTYPE_F16 ? fa_f32_to_f16(value) : fa_f32_to_bf16(value);
-    memcpy(at, &bits, sizeof bits);
-}
-
-static size_t element_bytes(fa_dtype dtype) { return dtype == FA_DTYPE_F32 ? 4 : 2; }
-
 /* One innermost row of d elements. */
 static void convert_row(char *dst, fa_dtype dt, const char *src, fa_dtype st, int64_t d, int add)
 {
-    const size_t db = element_bytes(dt), sb = element_bytes(st);
+    const size_t db = fa_dtype_bytes(dt), sb = fa_dtype_bytes(st);
     int64_t c;
     if (!add && dt == st) {
         memcpy(dst, src, (size_t)d * db);
         return;
     }
     for (c = 0; c < d; c++) {
-        float value = load(src + (size_t)c * sb, st);
+        float value = fa_load_as_f32(src + (size_t)c * sb, st);
         if (add)
-            value += load(dst + (size_t)c * db, dt);
-        store(dst + (size_t)c * db, dt, value);
+            value += fa_load_as_f32(dst + (size_t)c * db, dt);
+        fa_store_from_f32(dst + (size_t)c * db, dt, value);
     }
 }
 
 fa_status fa_ring_host_convert(fa_ring_transport *t, fa_tensor *dst, const fa_tensor *src, int add)
 {
-    const size_t db = element_bytes(dst->dtype), sb = element_bytes(src->dtype);
+    const size_t db = fa_dtype_bytes(dst->dtype), sb = fa_dtype_bytes(src->dtype);
     int64_t i, j, k;
     (void)t;
     for (i = 0; i < src->shape[0]; i++)

@@ -16,6 +16,7 @@
 
 #include "api/export.h"
 #include "api/problem.h"
+#include "api/tensor_geometry.h"
 #include "select/registry.h"
 
 #if defined(__GNUC__)
@@ -351,15 +352,6 @@ static fa_status check_dims(fa_context *ctx, const char *name, const fa_tensor *
     return FA_OK;
 }
 
-static int has_elements(const fa_tensor *t)
-{
-    int i;
-    for (i = 0; i < t->ndim; ++i)
-        if (t->shape[i] == 0)
-            return 0;
-    return 1;
-}
-
 /* Every address a backend forms from the tensor, in bytes, representable in int64, so no
  * address arithmetic can overflow: the last element's offset plus one more step along any
  * dim (a pointer one past the end, e.g. where an empty varlen sequence after the last row
@@ -368,7 +360,7 @@ static fa_status check_offsets(fa_context *ctx, const char *name, const fa_tenso
                                const tensor_layout *layout)
 {
     int64_t max_offset = 0, max_stride = 0;
-    int64_t limit = INT64_MAX / (t->dtype == FA_DTYPE_F32 ? 4 : 2);
+    int64_t limit = INT64_MAX / (int64_t)fa_dtype_bytes(t->dtype);
     int i;
     for (i = 0; i < t->ndim; ++i)
         if (t->stride[i] > max_stride)
@@ -405,7 +397,7 @@ static fa_status check_present(fa_context *ctx, const char *name, const fa_tenso
     st = check_dims(ctx, name, t, layout);
     if (st == FA_OK)
         st = check_offsets(ctx, name, t, layout);
-    if (st == FA_OK && t->data == NULL && has_elements(t))
+    if (st == FA_OK && t->data == NULL && fa_tensor_has_elements(t))
         return fa_fail(ctx, FA_ERR_NULL_POINTER, "%s data is NULL", name);
     return st;
 }
@@ -416,27 +408,13 @@ static fa_status check_present(fa_context *ctx, const char *name, const fa_tenso
  * the backends' writes race.) Assumes check_present passed. */
 static fa_status check_no_self_overlap(fa_context *ctx, const char *name, const fa_tensor *t)
 {
-    int order[4], count = 0, i, j;
-    int64_t span = 1; /* elements covered by the dims taken so far */
-    if (!has_elements(t))
-        return FA_OK;
-    for (i = 0; i < t->ndim; ++i) {
-        if (t->shape[i] <= 1)
-            continue;
-        for (j = count; j > 0 && t->stride[order[j - 1]] > t->stride[i]; --j)
-            order[j] = order[j - 1];
-        order[j] = i;
-        ++count;
-    }
-    for (j = 0; j < count; ++j) {
-        int dim = order[j];
-        if (t->stride[dim] < span)
-            return fa_fail(ctx, FA_ERR_BAD_STRIDE,
-                           "%s overlaps itself: stride[%d] = %lld is less than the %lld elements "
-                           "the dims with smaller strides span",
-                           name, dim, (long long)t->stride[dim], (long long)span);
-        span += t->stride[dim] * (t->shape[dim] - 1); /* < 2^62: check_offsets */
-    }
+    int64_t span; /* elements covered by the dims with smaller strides */
+    const int dim = fa_tensor_has_elements(t) ? fa_tensor_overlap_dim(t, &span) : -1;
+    if (dim >= 0)
+        return fa_fail(ctx, FA_ERR_BAD_STRIDE,
+                       "%s overlaps itself: stride[%d] = %lld is less than the %lld elements "
+                       "the dims with smaller strides span",
+                       name, dim, (long long)t->stride[dim], (long long)span);
     return FA_OK;
 }
 
@@ -1658,28 +1636,12 @@ FA_EXPORT fa_status fa_plan_bwd(fa_context *ctx, const fa_tensor *q, const fa_te
 /* Combining partial results                                                            */
 /* ------------------------------------------------------------------------------------ */
 
-/* First and one-past-last byte a tensor's elements occupy (non-negative strides). */
-static void byte_span(const fa_tensor *t, uintptr_t *first, uintptr_t *end)
-{
-    int64_t last = 0;
-    int i;
-    for (i = 0; i < t->ndim; ++i)
-        last += (t->shape[i] - 1) * t->stride[i];
-    *first = (uintptr_t)t->data;
-    *end = *first + (uintptr_t)((last + 1) * (int64_t)(t->dtype == FA_DTYPE_F32 ? 4 : 2));
-}
-
 /* An output that shares no byte range with a tensor the call reads or writes (a span
  * test: sufficient, and what separate allocations or the slices of a stacked tensor meet). */
 static fa_status check_apart(fa_context *ctx, const char *name, const fa_tensor *t,
                              const char *other_name, int other_index, const fa_tensor *other)
 {
-    uintptr_t a0, a1, b0, b1;
-    if (other == NULL || !has_elements(t) || !has_elements(other))
-        return FA_OK;
-    byte_span(t, &a0, &a1);
-    byte_span(other, &b0, &b1);
-    if (a0 < b1 && b0 < a1)
+    if (other != NULL && fa_tensor_spans_meet(t, other))
         return fa_fail(ctx, FA_ERR_BAD_STRIDE, "fa_combine: %s overlaps %s[%d]", name, other_name,
                        other_index);
     return FA_OK;

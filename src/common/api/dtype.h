@@ -1,5 +1,6 @@
 /*
- * dtype.h - host conversions between fp16 / bf16 bit patterns and fp32.
+ * dtype.h - host conversions between fp16 / bf16 bit patterns and fp32, and one element
+ * of a tensor of any fa_dtype read as / written from fp32.
  * Narrowing rounds to nearest, ties to even; inf, NaN (kept quiet) and subnormals are
  * handled. The widening functions are branch-free so loops over them vectorize.
  */
@@ -8,6 +9,8 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#include "flashattn.h"
 
 static inline float fa_bits_to_f32(uint32_t bits)
 {
@@ -75,6 +78,31 @@ static inline uint16_t fa_f32_to_bf16(float f)
     if ((x & 0x7fffffffu) > 0x7f800000u)
         return (uint16_t)((x >> 16) | 0x40u);
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* The element of a tensor of `dtype` (f32, f16 or bf16) at `at` (any alignment), as fp32. */
+static inline float fa_load_as_f32(const void *at, fa_dtype dtype)
+{
+    uint16_t bits;
+    float f;
+    if (dtype == FA_DTYPE_F32) {
+        memcpy(&f, at, sizeof f);
+        return f;
+    }
+    memcpy(&bits, at, sizeof bits);
+    return dtype == FA_DTYPE_F16 ? fa_f16_to_f32(bits) : fa_bf16_to_f32(bits);
+}
+
+/* value stored as an element of `dtype` at `at`, rounded as the functions above round. */
+static inline void fa_store_from_f32(void *at, fa_dtype dtype, float value)
+{
+    uint16_t bits;
+    if (dtype == FA_DTYPE_F32) {
+        memcpy(at, &value, sizeof value);
+        return;
+    }
+    bits = dtype == FA_DTYPE_F16 ? fa_f32_to_f16(value) : fa_f32_to_bf16(value);
+    memcpy(at, &bits, sizeof bits);
 }
 
 #endif /* FA_DTYPE_H */

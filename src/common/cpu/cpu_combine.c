@@ -12,30 +12,6 @@
 #include "api/dtype.h"
 #include "cpu/cpu_internal.h"
 
-static double load_element(const char *at, fa_dtype dtype)
-{
-    uint16_t bits;
-    float f;
-    if (dtype == FA_DTYPE_F32) {
-        memcpy(&f, at, sizeof f);
-        return f;
-    }
-    memcpy(&bits, at, sizeof bits);
-    return dtype == FA_DTYPE_F16 ? fa_f16_to_f32(bits) : fa_bf16_to_f32(bits);
-}
-
-static void store_element(char *at, fa_dtype dtype, double value)
-{
-    float f = (float)value;
-    uint16_t bits;
-    if (dtype == FA_DTYPE_F32) {
-        memcpy(at, &f, sizeof f);
-        return;
-    }
-    bits = dtype == FA_DTYPE_F16 ? fa_f32_to_f16(f) : fa_f32_to_bf16(f);
-    memcpy(at, &bits, sizeof bits);
-}
-
 /* A partial that saw no key: FlashAttention writes -inf, FlashAttention-2 +inf. */
 static int contributes(float lse) { return !isinf(lse); }
 
@@ -73,7 +49,7 @@ static int row_weights(const fa_combine_problem *p, int64_t b, int64_t row, int6
 static void combine_row(const fa_combine_problem *p, int64_t b, int64_t row, int64_t head, const double *w,
                         int any, double *acc)
 {
-    const size_t es = fa_cpu_element_bytes(p->dtype);
+    const size_t es = fa_dtype_bytes(p->dtype);
     char *out = (char *)fa_cpu_operand_at(p->out, p->dtype, &p->out_stride, (int)b, row, (int)head);
     int64_t c;
     int i;
@@ -85,10 +61,10 @@ static void combine_row(const fa_combine_problem *p, int64_t b, int64_t row, int
             continue; /* its out is not read: it may hold anything */
         part = fa_cpu_operand_at(p->part_out[i], p->dtype, &p->part_out_stride[i], (int)b, row, (int)head);
         for (c = 0; c < p->head_dim; c++)
-            acc[c] += w[i] * load_element(part + c * es, p->dtype);
+            acc[c] += w[i] * fa_load_as_f32(part + c * es, p->dtype);
     }
     for (c = 0; c < p->head_dim; c++)
-        store_element(out + c * es, p->dtype, acc[c]);
+        fa_store_from_f32(out + c * es, p->dtype, (float)acc[c]);
 }
 
 fa_status fa_cpu_combine(fa_context *ctx, const fa_combine_problem *p)

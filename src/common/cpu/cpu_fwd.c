@@ -198,7 +198,7 @@ static void process_key_tile(const fa_cpu_job *job, const fa_cpu_item *it,
 static void write_rows(const fa_cpu_job *job, const fa_cpu_item *it, const fa_cpu_tiles *t)
 {
     const fa_problem *p = job->p;
-    size_t out_row_bytes = (size_t)p->out_stride.row * fa_cpu_element_bytes(p->dtype);
+    size_t out_row_bytes = (size_t)p->out_stride.row * fa_dtype_bytes(p->dtype);
     int r;
     for (r = 0; r < it->rows; r++) {
         float l = t->l[r];

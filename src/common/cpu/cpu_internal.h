@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "api/problem.h"
+#include "api/tensor_geometry.h"
 
 /* Tile geometry of one forward call. Buffers are padded so the own-loop kernels can run
  * whole register blocks: rows to FA_CPU_ROW_BLOCK, keys and head dim to FA_CPU_COL_BLOCK. */
@@ -90,7 +91,6 @@ void fa_cpu_load_tile(const fa_cpu_shape *shape, float *dst, const void *src, fa
 
 /* ---- work items and workers (cpu_work.c) ---- */
 
-size_t fa_cpu_element_bytes(fa_dtype dtype);
 /* Address of element (b, row, head, 0) of an operand with these strides. */
 const char *fa_cpu_operand_at(const void *base, fa_dtype dtype, const fa_strides *stride,
                               int b, int64_t row, int head);

@@ -61,7 +61,7 @@ static float *rotation_scratch(const fa_kvcache_problem *kp)
 static void rotate(const fa_kvcache_problem *kp, float *x, int64_t pos, float *cs)
 {
     const int half = kp->rotary_dim / 2;
-    const size_t offset = (size_t)pos * (size_t)half * fa_cpu_element_bytes(kp->attn.dtype);
+    const size_t offset = (size_t)pos * (size_t)half * fa_dtype_bytes(kp->attn.dtype);
     float *c = cs, *s = cs + half;
     int t;
     fa_cpu_load_row(c, (const char *)kp->rotary_cos + offset, kp->attn.dtype, half, 1.0f);
@@ -81,7 +81,7 @@ static void copy_row(const fa_kvcache_problem *kp, void *dst, const void *src, i
 {
     const int d = kp->attn.head_dim;
     if (!rotate_it) {
-        memcpy(dst, src, (size_t)d * fa_cpu_element_bytes(kp->attn.dtype));
+        memcpy(dst, src, (size_t)d * fa_dtype_bytes(kp->attn.dtype));
         return;
     }
     fa_cpu_load_row(scratch, src, kp->attn.dtype, d, 1.0f);
@@ -144,7 +144,7 @@ static fa_status alloc_buffers(fa_context *ctx, const fa_kvcache_problem *kp, kv
 {
     const fa_problem *a = &kp->attn;
     size_t q_bytes = (size_t)a->total_q * (size_t)a->heads * (size_t)a->head_dim *
-                     fa_cpu_element_bytes(a->dtype);
+                     fa_dtype_bytes(a->dtype);
     int rotary = kp->rotary_cos != NULL;
     buf->seqused = (int32_t *)malloc((size_t)a->batch * sizeof(int32_t));
     buf->q_rot = rotary && q_bytes > 0 ? (char *)malloc(q_bytes) : NULL;

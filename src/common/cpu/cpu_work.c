@@ -12,18 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-size_t fa_cpu_element_bytes(fa_dtype dtype)
-{
-    return dtype == FA_DTYPE_F32 ? 4 : 2;
-}
-
 const char *fa_cpu_operand_at(const void *base, fa_dtype dtype, const fa_strides *stride,
                               int b, int64_t row, int head)
 {
     int64_t offset = (int64_t)b * stride->batch + row * stride->row + (int64_t)head * stride->head;
     if (base == NULL) /* an operand without elements (no keys, no queries): nothing to address */
         return NULL;
-    return (const char *)base + offset * (int64_t)fa_cpu_element_bytes(dtype);
+    return (const char *)base + offset * (int64_t)fa_dtype_bytes(dtype);
 }
 
 float fa_cpu_query_scale(const fa_problem *p)
