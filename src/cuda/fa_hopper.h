@@ -78,6 +78,11 @@ FA_DEVICE void fa_wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligne
             asm volatile("" : "+f"((regs)[fa_pin_i])::"memory"); \
     } while (0)
 
+/* An int the compiler must treat as changed here (it emits nothing): what it derives from
+ * the value is derived again after this point instead of being hoisted above it, where it
+ * would hold a register through a loop. */
+#define fa_opaque_int(x) asm volatile("" : "+r"(x))
+
 /* The same for A-fragment registers (P), which an RS wgmma reads asynchronously. */
 #define fa_wg_pin_u32(regs, count)                                \
     do {                                                          \

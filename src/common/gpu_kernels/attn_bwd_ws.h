@@ -388,7 +388,9 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
         t.masked = m0 < b.visits.full_lo || m0 > b.visits.full_hi - FA_INST_M;
         /* Opaque: what the masks derive from these is derived again at each step, not
          * hoisted out of the loop into registers the consumers do not have. */
-        asm volatile("" : "+r"(t.row0), "+r"(t.seqlen_q), "+r"(t.seqlen_k));
+        fa_opaque_int(t.row0);
+        fa_opaque_int(t.seqlen_q);
+        fa_opaque_int(t.seqlen_k);
         const float alibi_log2 =
             f->alibi_slopes ? f->alibi_slopes[b.batch * f->alibi_batch + at.head] * FA_LOG2E : 0.f;
         const float *lse = fa_bws_rows(tiles, FA_BWS_LSE_AT, st), *delta = fa_bws_rows(tiles, FA_BWS_DELTA_AT, st);
