@@ -146,9 +146,10 @@ def main():
                         fmt = lambda key: "%.1f" % r[key] if r.get(key) else "n/a"  # noqa: E731
                         rel = lambda key: "%.2f" % (r["flashattn_bwd"] / r[key]) if r.get(key) and r.get("flashattn_bwd") else "n/a"  # noqa: E731
                         det = "%.2f" % (r["flashattn_bwd_det"] / r["fa2_bwd"]) if r.get("flashattn_bwd_det") and r.get("fa2_bwd") else "n/a"
-                        print("%-5s %-4d %6d %-6s bwd: ours %s (deterministic %s)  FA2 %s  cuDNN %s  vs FA2 %s (det %s)  vs cuDNN %s" % (
+                        det_default = "%.2f" % (r["flashattn_bwd_det"] / r["flashattn_bwd"]) if r.get("flashattn_bwd_det") and r.get("flashattn_bwd") else "n/a"
+                        print("%-5s %-4d %6d %-6s bwd: ours %s (deterministic %s)  FA2 %s  cuDNN %s  vs FA2 %s (det %s)  vs cuDNN %s  det/default %s" % (
                             dt, d, s, "yes" if causal else "no", fmt("flashattn_bwd"), fmt("flashattn_bwd_det"), fmt("fa2_bwd"), fmt("cudnn_bwd"),
-                            rel("fa2_bwd"), det, rel("cudnn_bwd")), flush=True)
+                            rel("fa2_bwd"), det, rel("cudnn_bwd"), det_default), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "matrix_ceiling": ceilings,

@@ -60,7 +60,7 @@ if [[ $what == backward ]]; then
   # then the whole backward suite (FA_BWD_SUITE_SECONDS at most). FA_BWD_OTHER_LIB, when set, is another
   # build's library timed on the same rows first (a version before).
   echo "== warpgroup backward (attn_bwd_ws.h): its tests"
-  (cd .carry && timeout 150 ./flashattn_gpu_tests "cuda backward: sm_90 runs*" --durations yes) > "$OUT/bws_tests.log" 2>&1
+  (cd .carry && timeout 150 ./flashattn_gpu_tests "cuda backward: sm_90*" --durations yes) > "$OUT/bws_tests.log" 2>&1
   echo "bws tests rc=$?"; grep -E "test cases|assertions|FAILED|with expansion" "$OUT/bws_tests.log" | head -8
   echo "== backward vs torch SDPA (FA2, cuDNN)"
   if [[ -n ${FA_BWD_OTHER_LIB:-} ]]; then

@@ -56,8 +56,9 @@ set(FA_SMEM_MACRO_qreg FA_QREG_SMEM_BYTES)
 set(FA_REGS_MACRO_ws FA_WS_REGS_PER_THREAD)
 set(FA_VENDORS_ws "^cuda$")
 # The warpgroup backward (attn_bwd_ws.h): a backward pass in the registry, one kernel
-# (dK/dV, whose atomics always sum dQ: the dispatcher keeps deterministic calls on the
-# mma.sync kernels), compiled with the warpgroup forward's units (sm_90a), NVIDIA only.
+# (dK/dV, whose bulk reductions always sum dQ, in key-block order per query tile when the
+# call is deterministic: ordered_dq), compiled with the warpgroup forward's units
+# (sm_90a), NVIDIA only.
 set(FA_REGISTRY_PASS_bws BWD)
 set(FA_REGS_MACRO_bws FA_WS_REGS_PER_THREAD)
 set(FA_VENDORS_bws "^cuda$")
@@ -334,15 +335,17 @@ function(fa_write_registry out)
               set(regs "${FA_REGS_MACRO_${pass}}(${threads})")
             endif()
             set(atomic 0)
+            set(ordered 0)
             if(pass STREQUAL "bwd" AND NOT vendor STREQUAL "cpu")
               set(atomic "FA_BWD_ATOMIC_DQ_FOR(${FA_VENDOR_${vendor}}, ${wave})")
             elseif(pass STREQUAL "bws")
               set(atomic 1)
+              set(ordered 1)
             endif()
             string(APPEND body "    {\"${FA_NAME}\", ${FA_BACKEND_${vendor}}, ${FA_VENDOR_${vendor}}, "
                    "FA_PASS_${PASS}, ${FA_DTYPE_${dtype}}, ${FA_D}, ${FA_M}, ${FA_N}, ${threads}, ${FA_S},\n"
                    "     ${smem}, ${regs}, ${wave}, ${compiled}, ${atomic}, ${FA_PACK_GQA_${pass}}, ${FA_WARPGROUP_${pass}}, "
-                   "{${handles}}},\n")
+                   "${ordered}, {${handles}}},\n")
           endforeach()
         endforeach()
       endforeach()

@@ -549,7 +549,8 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "decode family: 4 packed rows (4 query heads x 1 positions)"));
 }
 
-TEST_CASE("sm_90 backwards run the warpgroup backward unless deterministic, ragged or padded more",
+TEST_CASE("sm_90 backwards run the warpgroup backward unless ragged or padded more, deterministic ones "
+          "only where it orders dQ",
           "[dispatch]")
 {
     std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA, FA_PASS_BWD);
@@ -562,7 +563,12 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless deterministic, ragg
     CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_64x128x2");
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->atomic_dq == 1);
+    CHECK(sel.config->ordered_dq == 1);
     CHECK(sel.persistent_blocks == 0); // a block per key tile, as the mma.sync backward
+    shape.deterministic = 1; // its dQ adds in key-block order
+    REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
+    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_64x128x2");
+    shape.deterministic = 0;
     shape.has_mask = 1;
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
     CHECK(sel.config->warpgroup == 1);
@@ -575,7 +581,6 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless deterministic, ragg
         int head_dim, deterministic, ragged, tma_ok;
         const char *why;
     } const fallbacks[] = {
-        {128, 1, 0, 1, "mma.sync family: deterministic (the warpgroup backward sums dQ by atomics)"},
         {128, 0, 1, 1, "mma.sync family: varlen or seqused_k"},
         {128, 0, 0, 0, "mma.sync family: an operand is not TMA-addressable"},
         {96, 0, 0, 1, "mma.sync family: its d96 pads less than the warpgroup family's d128"},
@@ -596,6 +601,19 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless deterministic, ragg
     // Rows without warpgroup MMA never see it.
     REQUIRE(select(fa_arch_find("sm_80"), reg, shape, &sel) == FA_OK);
     CHECK(sel.config->warpgroup == 0);
+
+    // A warpgroup backward that could not order its dQ adds serves no deterministic call.
+    std::vector<fa_kernel_config> unordered = reg;
+    for (fa_kernel_config &c : unordered)
+        c.ordered_dq = 0;
+    shape.deterministic = 1;
+    REQUIRE(select(sm90, unordered, shape, &sel) == FA_OK);
+    INFO(sel.reason);
+    CHECK(contains(sel.config->name, "_bwd_"));
+    CHECK(contains(sel.reason, "orders its dQ adds (deterministic)"));
+    shape.deterministic = 0;
+    REQUIRE(select(sm90, unordered, shape, &sel) == FA_OK);
+    CHECK(sel.config->warpgroup == 1);
 }
 
 // The ranking is a strict order whatever the candidates' estimates: the choice does not

@@ -208,7 +208,8 @@ TEST_CASE("gpu pre-launch checks refuse what the kernels cannot do, with the rea
 }
 
 TEST_CASE("gpu backward workspace: the dQ accumulator exactly when the config adds dQ with "
-          "atomics and the call is not deterministic", "[gpu_args]")
+          "atomics and the call is not deterministic or the config orders them; the order rows "
+          "exactly for a deterministic call on an ordering config", "[gpu_args]")
 {
     fa_problem p = aligned_problem();
     fa_kernel_config cfg;
@@ -217,18 +218,25 @@ TEST_CASE("gpu backward workspace: the dQ accumulator exactly when the config ad
     const size_t rows = fa_align256(static_cast<size_t>(6) * 600 * sizeof(float)); // heads x total_q
     const size_t accum = fa_align256(static_cast<size_t>(6) * 600 * 64 * sizeof(float));
     for (int atomic : {0, 1})
-        for (int deterministic : {0, 1}) {
-            cfg.atomic_dq = atomic;
-            p.deterministic = deterministic;
-            const bool with_accum = atomic && !deterministic;
-            INFO("atomic_dq " << atomic << ", deterministic " << deterministic);
-            CHECK(fa_bwd_workspace_bytes(&p, &cfg) == 2 * rows + (with_accum ? accum : 0));
-            REQUIRE(fa_bwd_workspace_bytes(&p, &cfg) <= sizeof workspace);
-            fa_bwd_args a = fa_make_bwd_args(&p, &cfg, workspace);
-            CHECK(a.delta == reinterpret_cast<float *>(workspace));
-            CHECK(a.lse_log2 == reinterpret_cast<float *>(workspace + rows));
-            CHECK(a.dq_accum == (with_accum ? reinterpret_cast<float *>(workspace + 2 * rows) : nullptr));
-        }
+        for (int ordered : {0, 1})
+            for (int deterministic : {0, 1}) {
+                cfg.atomic_dq = atomic;
+                cfg.ordered_dq = ordered;
+                p.deterministic = deterministic;
+                const bool with_accum = atomic && (!deterministic || ordered);
+                const bool with_order = atomic && ordered && deterministic;
+                INFO("atomic_dq " << atomic << ", ordered_dq " << ordered << ", deterministic " << deterministic);
+                CHECK(fa_bwd_workspace_bytes(&p, &cfg) ==
+                      2 * rows + (with_accum ? accum : 0) + (with_order ? rows : 0));
+                REQUIRE(fa_bwd_workspace_bytes(&p, &cfg) <= sizeof workspace);
+                fa_bwd_args a = fa_make_bwd_args(&p, &cfg, workspace);
+                CHECK(a.delta == reinterpret_cast<float *>(workspace));
+                CHECK(a.lse_log2 == reinterpret_cast<float *>(workspace + rows));
+                CHECK(a.dq_accum ==
+                      (with_accum ? reinterpret_cast<float *>(workspace + 2 * rows) : nullptr));
+                CHECK(a.dq_order ==
+                      (with_order ? reinterpret_cast<int *>(workspace + 2 * rows + accum) : nullptr));
+            }
 }
 
 TEST_CASE("gpu device description: table row with the reported SM count and smaller limits, "

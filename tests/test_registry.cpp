@@ -137,6 +137,8 @@ void check_config(const fa_kernel_config &c, fa_pass pass, const char *pass_name
     CHECK(c.atomic_dq == (pass == FA_PASS_BWD && r.vendor != "cpu" && !(r.vendor == "hip" && wave_size == 32)));
     CHECK(c.pack_gqa == (std::string(pass_name) == "dec" ? 1 : 0));
     CHECK(c.warpgroup == (warpgroup_pass(pass_name) ? 1 : 0));
+    // The warpgroup backward orders its dQ adds for deterministic calls (attn_bwd_ws.h).
+    CHECK(c.ordered_dq == (std::string(pass_name) == "bws" ? 1 : 0));
     CHECK(c.compiled == (built(c.backend) && pass_built(pass_name) ? 1 : 0));
     const bool launchable = c.compiled && r.vendor != "cpu";
     CHECK((c.kernels[0] != nullptr) == launchable);

@@ -339,6 +339,28 @@ FA_DEVICE void fa_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;\
 FA_DEVICE void fa_bulk_wait_reads(void) { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 FA_DEVICE void fa_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+/* A flag in global memory that orders bulk operations of different blocks (the
+ * deterministic backward's dQ adds). ld.acquire.gpu / st.release.gpu (PTX ISA
+ * #data-movement-and-conversion-instructions-ld, -st; memory consistency model, "release
+ * and acquire patterns") order this thread's generic accesses; fence.proxy.async.global
+ * (#parallel-synchronization-and-communication-instructions-membar) extends that order
+ * to its async-proxy (bulk) accesses of global memory: after the acquire for the bulk
+ * operations that follow, before the release for those that completed (waited for whole,
+ * fa_bulk_wait_all). */
+FA_DEVICE void fa_flag_wait_acquire(const int *flag, int value)
+{
+    int seen;
+    do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(flag) : "memory");
+    } while (seen != value);
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+FA_DEVICE void fa_flag_set_release(int *flag, int value)
+{
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+}
+
 /* st.shared.f32 / .v4.f32: one or four consecutive fp32 values at a shared-memory address
  * (16-byte aligned for four), given as the 32-bit address the descriptors use. */
 FA_DEVICE void fa_store_shared_f32(uint32_t addr, float v)

@@ -4,13 +4,15 @@
 // varlen with empty sequences, fully masked rows, seqused_k (zero dk, dv past it); dQ
 // both by atomics (the default) and by its own pass (deterministic); bitwise
 // reproducibility; the limits that return FA_ERR_UNSUPPORTED. On an sm_90 device the
-// fixed-length, non-deterministic cases at d64 and d128 run the warpgroup dK/dV kernel
-// (bws_instances.txt), which one case checks the plan names. Tolerance: error <= 3 x
+// fixed-length cases at d64 and d128 run the warpgroup dK/dV kernel (bws_instances.txt;
+// deterministic ones with its ordered dQ adds), which two cases check the plan names. Tolerance: error <= 3 x
 // (error of a naive same-precision backward) + 1e-5, for dq, dk and dv. Skipped (exit
 // code 4) without a CUDA device.
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -50,6 +52,24 @@ void run_backward(GpuProblem &p, uint64_t seed, BackwardRun &r, int deterministi
     ddq.copy_back();
     ddk.copy_back();
     ddv.copy_back();
+}
+
+// The largest |a - b| over the elements of two 4-d tensors of one shape, relative to the
+// largest |b|.
+double max_relative_difference(const HostTensor &a, const HostTensor &b)
+{
+    const int64_t *n = b.view.shape;
+    double diff = 0.0, scale = 0.0;
+    int64_t i[4];
+    for (i[0] = 0; i[0] < n[0]; ++i[0])
+        for (i[1] = 0; i[1] < n[1]; ++i[1])
+            for (i[2] = 0; i[2] < n[2]; ++i[2])
+                for (i[3] = 0; i[3] < n[3]; ++i[3]) {
+                    const double x = fa_oracle::element(a.view, i), y = fa_oracle::element(b.view, i);
+                    diff = std::max(diff, std::fabs(x - y));
+                    scale = std::max(scale, std::fabs(y));
+                }
+    return diff / scale;
 }
 
 void check_backward(const Case &c, uint64_t seed, int deterministic = 0)
@@ -115,8 +135,9 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
                 const std::string kernel = backward_kernel(c, 0);
                 INFO(kernel);
                 CHECK(kernel.rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
-                CHECK(backward_kernel(c, 1).rfind("fa_cuda_bwd_", 0) == 0); // deterministic: mma.sync
+                CHECK(backward_kernel(c, 1) == kernel); // deterministic: its adds ordered
                 check_backward(c, seed++);
+                check_backward(c, seed++, 1);
             }
     // Head dims below the instance's (the tensor maps zero the columns past them, dQ is
     // staged in the accumulator's layout for the call's head dim), with a window and ALiBi.
@@ -320,6 +341,89 @@ TEST_CASE("cuda backward: ten runs are bitwise identical", "[cuda][backward]")
     }
 }
 
+// The warpgroup backward's ordered dQ adds: each query tile's from the highest key block
+// down, under every mask shape that changes which tiles a key block visits (none, causal
+// both ways, a window), and over a grid of far more blocks than the device holds at once
+// (blocks wait only on blocks launched before them).
+TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward, against the oracle and bitwise "
+          "repeatable", "[cuda][backward][warpgroup]")
+{
+    if (!warpgroup_device(FA_PASS_BWD)) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+        return;
+    }
+    uint64_t seed = 2700;
+    for (int d : {64, 128})
+        for (int mask = 0; mask < 4; ++mask) {
+            Case c;
+            c.batch = 2;
+            c.heads = 8;
+            c.heads_k = 2;
+            c.head_dim = d;
+            c.dtype = d == 64 ? FA_DTYPE_F16 : FA_DTYPE_BF16;
+            c.seqlen_q = mask == 2 ? 1100 : 1500;
+            c.seqlen_k = mask == 2 ? 1500 : 1100;
+            c.causal = mask == 1 || mask == 2;
+            if (mask == 3) {
+                c.window_left = 300;
+                c.window_right = 40;
+            }
+            INFO(describe(c));
+            CHECK(backward_kernel(c, 1).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
+            check_backward(c, seed, 1);
+            GpuProblem p(c, seed);
+            BackwardRun first, again;
+            run_backward(p, seed, first, 1);
+            run_backward(p, seed, again, 1);
+            REQUIRE(first.status == FA_OK);
+            REQUIRE(again.status == FA_OK);
+            CHECK(again.dq.storage == first.dq.storage);
+            CHECK(again.dk.storage == first.dk.storage);
+            CHECK(again.dv.storage == first.dv.storage);
+            ++seed;
+        }
+}
+
+TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward over far more blocks than the device "
+          "holds at once", "[cuda][backward][warpgroup]")
+{
+    if (!warpgroup_device(FA_PASS_BWD)) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+        return;
+    }
+    uint64_t seed = 2750;
+    // 64 key blocks x 16 heads x 2 sequences: 2048 blocks, ~16 per SM.
+    Case big;
+    big.batch = 2;
+    big.heads = 16;
+    big.heads_k = 16;
+    big.head_dim = 128;
+    big.seqlen_q = 8000;
+    big.seqlen_k = 8190;
+    for (int causal : {0, 1}) {
+        big.causal = causal;
+        INFO(describe(big));
+        CHECK(backward_kernel(big, 1).rfind("fa_cuda_bws_d128_", 0) == 0);
+        GpuProblem p(big, seed);
+        BackwardRun first, again, unordered;
+        run_backward(p, seed, first, 1);
+        run_backward(p, seed, again, 1);
+        run_backward(p, seed, unordered, 0);
+        REQUIRE(first.status == FA_OK);
+        REQUIRE(again.status == FA_OK);
+        REQUIRE(unordered.status == FA_OK);
+        CHECK(again.dq.storage == first.dq.storage);
+        CHECK(again.dk.storage == first.dk.storage);
+        CHECK(again.dv.storage == first.dv.storage);
+        // The same sums in another order: dK and dV are the same kernel's, bit for bit;
+        // dQ differs by rounding only.
+        CHECK(unordered.dk.storage == first.dk.storage);
+        CHECK(unordered.dv.storage == first.dv.storage);
+        CHECK(max_relative_difference(unordered.dq, first.dq) < 0.02);
+        ++seed;
+    }
+}
+
 TEST_CASE("cuda backward: unsupported requests say why and write nothing", "[cuda][backward]")
 {
     // q starting one element past a 16-byte boundary: the tile copies move 16-byte chunks.
@@ -360,14 +464,19 @@ TEST_CASE("cuda plan: backward tiles and the dQ accumulator it needs unless dete
     p.deterministic = 1;
     REQUIRE(fa_plan_bwd(ctx.ctx, &q, &q, &q, &p, &det_plan) == FA_OK);
     INFO(atomic_plan.kernel << ": " << atomic_plan.reason);
-    // sm_90 runs the warpgroup dK/dV kernel unless deterministic (bws_instances.txt).
-    CHECK(std::string(atomic_plan.kernel)
-              .find(warpgroup_device(FA_PASS_BWD) ? "fa_cuda_bws_d128_bf16_" : "fa_cuda_bwd_d128_bf16_") == 0);
-    CHECK(std::string(det_plan.kernel).find("fa_cuda_bwd_d128_bf16_") == 0);
+    // sm_90 runs the warpgroup dK/dV kernel, deterministic calls too, its dQ adds ordered
+    // by int32 [heads][2 s] rows beside the accumulator (bws_instances.txt).
+    const bool warpgroup = warpgroup_device(FA_PASS_BWD);
+    const char *kernel = warpgroup ? "fa_cuda_bws_d128_bf16_" : "fa_cuda_bwd_d128_bf16_";
+    CHECK(std::string(atomic_plan.kernel).find(kernel) == 0);
+    CHECK(std::string(det_plan.kernel).find(kernel) == 0);
     CHECK(atomic_plan.num_splits == 1);
-    // fp32 [heads][2 s][d] for the atomic path on top of the same D and LSE rows.
-    CHECK(atomic_plan.workspace_bytes - det_plan.workspace_bytes ==
-          static_cast<size_t>(heads) * 2 * s * d * sizeof(float));
+    const size_t rows = static_cast<size_t>(heads) * 2 * s * sizeof(float);
+    if (warpgroup) {
+        CHECK(det_plan.workspace_bytes - atomic_plan.workspace_bytes == rows);
+    } else { // fp32 [heads][2 s][d] for the atomic path on top of the same D and LSE rows.
+        CHECK(atomic_plan.workspace_bytes - det_plan.workspace_bytes == rows * d);
+    }
 }
 
 TEST_CASE("cuda backward: forward + backward extra device memory is O(s) at 64k", "[cuda][backward]")

@@ -1034,7 +1034,7 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
 
 /* The "kernel" of a call with nothing to compute: its plan names it, nothing launches. */
 static const fa_kernel_config no_kernel = {"none", FA_BACKEND_AUTO, FA_VENDOR_CPU, FA_PASS_FWD,
-                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL}};
+                                           FA_DTYPE_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {NULL, NULL}};
 
 /* Empty problems are valid calls: a forward without query rows, or a backward without
  * query and key rows, has no output element to write. A backward with rows on one side

@@ -143,10 +143,17 @@ static size_t fa_bwd_rows_bytes(const fa_problem *p)
 }
 
 /* 1 when dQ is summed by the dK/dV kernel's atomics: the config has the phase and the
- * caller did not ask for determinism. */
+ * caller did not ask for determinism, or the config can order its adds. */
 static int fa_bwd_uses_atomics(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    return cfg->atomic_dq && !p->deterministic;
+    return cfg->atomic_dq && (!p->deterministic || cfg->ordered_dq);
+}
+
+/* 1 when the atomics add each query tile's dQ in a fixed order (a deterministic call on
+ * an ordered_dq config), counted in the order rows. */
+static int fa_bwd_orders_dq(const fa_problem *p, const fa_kernel_config *cfg)
+{
+    return cfg->atomic_dq && cfg->ordered_dq && p->deterministic;
 }
 
 /* The fp32 dQ accumulator of the atomic path. */
@@ -157,9 +164,16 @@ static size_t fa_bwd_dq_accum_bytes(const fa_problem *p, const fa_kernel_config 
     return fa_align256((size_t)p->heads * (size_t)p->total_q * (size_t)p->head_dim * sizeof(float));
 }
 
+/* The int32 [heads][total_q] order rows: at a query tile's first row, the last key
+ * block whose dQ tile has been added there (attn_bwd_ws.h). */
+static size_t fa_bwd_order_bytes(const fa_problem *p, const fa_kernel_config *cfg)
+{
+    return fa_bwd_orders_dq(p, cfg) ? fa_bwd_rows_bytes(p) : 0;
+}
+
 size_t fa_bwd_workspace_bytes(const fa_problem *p, const fa_kernel_config *cfg)
 {
-    return 2 * fa_bwd_rows_bytes(p) + fa_bwd_dq_accum_bytes(p, cfg);
+    return 2 * fa_bwd_rows_bytes(p) + fa_bwd_dq_accum_bytes(p, cfg) + fa_bwd_order_bytes(p, cfg);
 }
 
 fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, void *workspace)
@@ -177,6 +191,8 @@ fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, v
     a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
     if (fa_bwd_uses_atomics(p, cfg))
         a.dq_accum = (float *)((char *)workspace + 2 * fa_bwd_rows_bytes(p));
+    if (fa_bwd_orders_dq(p, cfg))
+        a.dq_order = (int *)((char *)workspace + 2 * fa_bwd_rows_bytes(p) + fa_bwd_dq_accum_bytes(p, cfg));
     a.scale = p->softmax_scale;
     a.out_bf16 = p->dtype == FA_DTYPE_BF16;
     a.fwd.seq_ok = fa_seq_ok_at(p, workspace, fa_bwd_workspace_bytes(p, cfg));

@@ -75,13 +75,15 @@ fa_status fa_gpu_combine_args(fa_context *ctx, const fa_combine_problem *p, cons
 int fa_bwd_rows_aligned(const fa_problem *p);
 
 /* Bytes of the backward workspace: D = rowsum(dO * O) and the log2 LSE, fp32
- * [heads][total_q] each, filled by the preprocess kernel, and when the config adds dQ
- * with atomics (cfg->atomic_dq) and the call is not deterministic, the fp32 dQ
- * accumulator [heads][total_q][head_dim] it zeroes. */
+ * [heads][total_q] each, filled by the preprocess kernel; when the config adds dQ with
+ * atomics (cfg->atomic_dq) and the call is not deterministic or the config orders its
+ * adds (cfg->ordered_dq), the fp32 dQ accumulator [heads][total_q][head_dim] it zeroes;
+ * and for a deterministic call on an ordered config, the int32 [heads][total_q] order
+ * rows it zeroes too. */
 size_t fa_bwd_workspace_bytes(const fa_problem *p, const fa_kernel_config *cfg);
 
 /* The backward kernels' arguments; workspace holds fa_bwd_workspace_total(p, cfg) bytes,
- * seq_ok last. dq_accum is set exactly when the buffers include the accumulator. */
+ * seq_ok last. dq_accum and dq_order are set exactly when the buffers include them. */
 fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, void *workspace);
 
 /* The workspaces the GPU launches need, the split-KV partials (forward) or the

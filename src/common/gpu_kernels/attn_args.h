@@ -112,6 +112,9 @@ typedef struct fa_bwd_args {
     float *lse_log2;   /* [heads][total_q]: LSE in log2 units, +inf for empty rows     */
     float *dq_accum;   /* [heads][total_q][head_dim] fp32 (dq_accum.h), zeroed first:  */
                        /* dQ by atomics from the dK/dV pass; NULL: deterministic dQ pass */
+    int *dq_order;     /* [heads][total_q], zeroed first, or NULL: at a query tile's    */
+                       /* first row, 1 + the last key block that added its dQ tile: a  */
+                       /* deterministic call's ordered adds (attn_bwd_ws.h)            */
     float scale;       /* softmax_scale: dS -> dQ, dK                                  */
     int out_bf16;      /* element type, for the dtype-agnostic preprocess kernel      */
 } fa_bwd_args;

@@ -2,7 +2,8 @@
  * attn_bwd_prep.h - the backward's preprocess kernel, written once for every vendor:
  * per query row and head, D = rowsum(dO ∘ O) and the LSE in log2 units (+inf for rows
  * that saw no key, so their recomputed P is exactly 0), both fp32 in [heads][total_q],
- * and the row of the fp32 dQ accumulator zeroed when dQ is summed by atomics; and the
+ * and the row of the fp32 dQ accumulator zeroed when dQ is summed by atomics (and its
+ * order count when those adds are ordered); and the
  * step after the dK/dV pass that turns that accumulator (dq_accum.h's layout) into dQ.
  * The preprocess takes one thread per row; the element type is a run-time flag (one
  * instance serves both). Included once by the vendor's shared-kernels translation unit.
@@ -86,6 +87,8 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_preprocess)(fa_bwd_args a
     const unsigned short *d_o =
         (const unsigned short *)args.dout + fa_row_at(&args.dout_layout, batch, seq.q_row0 + row, head);
     args.delta[rows.slot0 + threadIdx.x] = fa_dot_row(o, d_o, f->head_dim, args.out_bf16);
+    if (args.dq_order)
+        args.dq_order[rows.slot0 + threadIdx.x] = 0;
     float lse = f->lse[fa_lse_at(&f->lse_layout, batch, head, seq.q_row0 + row)];
     args.lse_log2[rows.slot0 + threadIdx.x] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
 }

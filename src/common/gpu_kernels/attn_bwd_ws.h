@@ -11,8 +11,9 @@
  * Roles. Warpgroup 0 is the producer: one thread loads the block's K and V tiles once by
  * TMA, then per step the Q and dO tiles of FA_INST_M query rows into a ring of
  * FA_INST_STAGES stages ("full" mbarriers the copies complete, "empty" ones the consumers
- * release), while its warp copies the step's LSE and D rows beside them; a thread of its
- * second warp adds each step's dQ tile to the accumulator (below). Warpgroups
+ * release), while its warp copies the step's LSE rows beside them and its third warp the
+ * D rows; a thread of its second warp adds each step's dQ tile to the accumulator
+ * (below). Warpgroups
  * 1 .. FA_BWS_CONSUMERS each own 64 of the keys. A step is one query tile of one query
  * head of the GQA group (attn_bwd_parts.h's walk); in it each consumer computes
  *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma, both operands in shared memory);
@@ -36,10 +37,19 @@
  * buffer once every consumer's dQ read it, so one consumer's exponentials can run under
  * another's products.
  *
- * What the dispatcher keeps away from it (select/dispatch.c): deterministic calls (dQ is
- * always summed into args.dq_accum, by bulk reductions in no fixed order), and varlen and
- * seqused_k, whose rows past a sequence's end are another sequence's or unused cache: TMA
- * would load them unzeroed (and fa_bws_find_block assumes fixed lengths).
+ * Deterministic calls (args.dq_order set) sum dQ the same way, in a fixed order: each
+ * query tile's adds go from the highest key block that visits it down to the lowest. The
+ * reducing thread waits, before its add, until the order row of the tile's first row says
+ * the key block above has added its tile there (when that block visits the tile), and
+ * after the add has completed, sets it to its own key block. Blocks take key blocks from
+ * the last one down (fa_bws_key_block), so a block waits only on blocks launched before it
+ * (no deadlock whatever the number resident), and under a causal mask or a window, where
+ * a higher key block's query tiles start later in the sequence, the block above reaches a
+ * shared tile at an earlier step of its walk: the wait is the add's latency, not a step.
+ *
+ * What the dispatcher keeps away from it (select/dispatch.c): varlen and seqused_k, whose
+ * rows past a sequence's end are another sequence's or unused cache: TMA would load them
+ * unzeroed (and fa_bws_find_block assumes fixed lengths).
  */
 #ifdef FA_ATTN_BWD_INCLUDED
 #error "attn_bwd_ws.h instantiates one kernel per translation unit"
@@ -117,7 +127,8 @@
 #define FA_BWS_Q_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_M))
 #define FA_BWS_DS_BYTES (FA_INST_M / 64 * FA_BWS_BLOCK(FA_INST_N))
 /* The block's mbarriers. kv: the K and V tiles (one arrival and their bytes); full: the
- * bytes of Q and dO and the producer warp's 32 arrivals, after its LSE and D stores;
+ * bytes of Q and dO and the 64 arrivals of the producer's two row-copying warps, after
+ * their LSE and D stores;
  * empty: one arrival per consumer warp once its products are done with the stage.
  * ds_full / ds_free, per dSᵀ buffer: every consumer thread arrives once its part of dSᵀ
  * is stored, and once its dQ product (which reads every part) is done. dq_full: every
@@ -161,19 +172,27 @@ typedef struct fa_bws_block {
     long long q_global_row0;
 } fa_bws_block;
 
+/* The key block this block takes: in a deterministic call, from the last down (see the
+ * header). */
+FA_DEVICE int fa_bws_key_block(const fa_bwd_args *args)
+{
+    return args->dq_order ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+}
+
 /* 0 when the block has nothing to do: no key rows, past the last pair of a folded grid,
  * or a sequence the device check found bad. The dispatcher gives this kernel fixed-length
  * calls only (no varlen, no seqused_k): every sequence has the call's lengths and starts
  * at row 0 of its batch entry, so the block's values derive from the parameters and
  * blockIdx alone, which the compiler re-reads rather than keeping them in registers
  * through the loop (the consumers have none to spare: ptxas spilled them otherwise). */
-FA_DEVICE int fa_bws_find_block(const fa_fwd_args *f, fa_bws_block *b)
+FA_DEVICE int fa_bws_find_block(const fa_bwd_args *args, fa_bws_block *b)
 {
+    const fa_fwd_args *f = &args->fwd;
     unsigned kv_head, batch;
     fa_block_pair(f->heads_k, f->batch, &kv_head, &batch);
     b->batch = (int)batch;
     b->kv_head = (int)kv_head;
-    b->n0 = blockIdx.x * FA_INST_N;
+    b->n0 = fa_bws_key_block(args) * FA_INST_N;
     b->seq.batch = b->batch;
     b->seq.q_row0 = 0;
     b->seq.k_row0 = 0;
@@ -210,18 +229,28 @@ FA_DEVICE void fa_bws_load(unsigned char *dst, const void *map, int rows, int he
         fa_tma_load_4d(dst + blk * FA_BWS_BLOCK(rows), map, 64 * blk, head, row, batch, bar);
 }
 
-/* The producer's first warp: K and V, then each step's stage once the consumers released
- * its previous use. LSE and D of rows past the sequence's end are 0 (those elements are
- * masked: fa_bwd_key_block_at). */
+/* A warp's copy of one step's fp32 row values (LSE or D, [heads][total_q]) beside the
+ * stage: rows past the sequence's end are 0 (those elements are masked:
+ * fa_bwd_key_block_at). */
+FA_DEVICE void fa_bws_copy_rows(float *dst, const float *src, long long row, int m0, int seqlen_q)
+{
+    for (int r = fa_lane(); r < FA_INST_M; r += FA_WARP_SIZE)
+        dst[r] = m0 + r < seqlen_q ? src[row + r] : 0.f;
+}
+
+/* The producer's first and third warps: each step's stage once the consumers released its
+ * previous use. The first warp's lane 0 loads K and V once, and each step's Q and dO
+ * tiles; the first warp copies the LSE rows, the third the D rows (one warp's loads of
+ * both need more than the role's 24 registers). */
 FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, fa_bws_ring *ring,
-                              unsigned char *tiles)
+                              unsigned char *tiles, int copies_tiles)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block b;
-    if (!fa_bws_find_block(f, &b) || b.steps == 0)
+    if (!fa_bws_find_block(args, &b) || b.steps == 0)
         return;
-    const int lane = fa_lane();
-    if (lane == 0) {
+    const int issues = copies_tiles && fa_lane() == 0;
+    if (issues) {
         fa_tma_prefetch_map(maps->q);
         fa_tma_prefetch_map(maps->dout);
         fa_mbar_arrive_expect_tx(&ring->kv_full, 2 * FA_BWS_KV_BYTES);
@@ -233,7 +262,7 @@ FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, 
         const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
         if (i >= FA_INST_STAGES)
             fa_mbar_wait(&ring->empty[st], ((i / FA_INST_STAGES) & 1) ^ 1);
-        if (lane == 0) { /* the copies first: the LSE and D loads below wait on memory */
+        if (issues) { /* the copies first: the row loads below wait on memory */
             fa_mbar_expect_tx(&ring->full[st], 2 * FA_BWS_Q_BYTES);
             fa_bws_load(tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch,
                         &ring->full[st]);
@@ -241,34 +270,58 @@ FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, 
                         &ring->full[st]);
         }
         const long long row = at.head_row + b.q_global_row0 + m0;
-        for (int r = lane; r < FA_INST_M; r += FA_WARP_SIZE) {
-            const int valid = m0 + r < b.seq.seqlen_q;
-            fa_bws_rows(tiles, FA_BWS_LSE_AT, st)[r] = valid ? args->lse_log2[row + r] : 0.f;
-            fa_bws_rows(tiles, FA_BWS_DELTA_AT, st)[r] = valid ? args->delta[row + r] : 0.f;
-        }
+        if (copies_tiles)
+            fa_bws_copy_rows(fa_bws_rows(tiles, FA_BWS_LSE_AT, st), args->lse_log2, row, m0, b.seq.seqlen_q);
+        else
+            fa_bws_copy_rows(fa_bws_rows(tiles, FA_BWS_DELTA_AT, st), args->delta, row, m0, b.seq.seqlen_q);
         fa_mbar_arrive(&ring->full[st]);
         fa_bws_next_step(f, &b, &at);
     }
 }
 
+/* In a deterministic call, the first query tile this block shares with the key block
+ * above it, which adds its dQ tiles there first; INT_MAX when it shares none or the call
+ * is not deterministic. The tiles a key block visits are a range whose both ends never
+ * move down from one key block to the next (masks are bands), so the block above visits
+ * every tile of this block's from that one on, and no key block further up visits a tile
+ * it does not. */
+FA_DEVICE int fa_bws_first_tile_after_above(const fa_bwd_args *args, const fa_bws_block *b)
+{
+    const int n0 = b->n0 + FA_INST_N;
+    if (!args->dq_order || n0 >= b->seq.seqlen_k)
+        return INT_MAX;
+    const fa_bwd_key_block above =
+        fa_bwd_key_block_at(&args->fwd, &b->seq, n0, min(FA_INST_N, b->seq.seqlen_k - n0), FA_INST_N, FA_INST_M);
+    return above.m_tiles > 0 ? above.m_first : INT_MAX;
+}
+
 /* The producer's second warp (lane 0): each step's staged dQ tile, its valid rows x the
  * head dim as the accumulator lays them out (fa_bws_stage_dq), added to the accumulator by
- * one bulk reduction once the consumers staged it, the tile freed once read. */
+ * one bulk reduction once the consumers staged it, the tile freed once read; in a
+ * deterministic call, after the key block above added its own (see the header). */
 FA_DEVICE void fa_bws_reduce_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block b;
-    if (!fa_bws_find_block(f, &b))
+    if (!fa_bws_find_block(args, &b))
         return;
+    const int wait_from = fa_bws_first_tile_after_above(args, &b);
     fa_bwd_cursor at = fa_bws_first_step(f, &b);
     for (int i = 0; i < b.steps; ++i) {
         const int m0 = at.tile * FA_INST_M, rows = min(FA_INST_M, b.seq.seqlen_q - m0);
+        const long long row = at.head_row + b.q_global_row0 + m0;
+        if (at.tile >= wait_from)
+            fa_flag_wait_acquire(args->dq_order + row, b.n0 / FA_INST_N + 2);
         fa_mbar_wait(&ring->dq_full, i & 1);
-        fa_bulk_reduce_add_f32(args->dq_accum + (at.head_row + b.q_global_row0 + m0) * f->head_dim,
-                               tiles + FA_BWS_DQ_AT, 4u * (unsigned)(rows * f->head_dim));
+        fa_bulk_reduce_add_f32(args->dq_accum + row * f->head_dim, tiles + FA_BWS_DQ_AT,
+                               4u * (unsigned)(rows * f->head_dim));
         fa_bulk_commit();
         fa_bulk_wait_reads();
         fa_mbar_arrive(&ring->dq_free);
+        if (args->dq_order) {
+            fa_bulk_wait_all();
+            fa_flag_set_release(args->dq_order + row, b.n0 / FA_INST_N + 1);
+        }
         fa_bws_next_step(f, &b, &at);
     }
     fa_bulk_wait_all();
@@ -344,7 +397,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block b;
-    if (!fa_bws_find_block(f, &b))
+    if (!fa_bws_find_block(args, &b))
         return;
     const int warp_in_group = fa_warp() % 4;
     const int key_row0 = 64 * consumer + FA_MMA_M * warp_in_group; /* this warp's 16 keys */
@@ -473,7 +526,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     if (threadIdx.x == 0) {
         fa_mbar_init(&ring.kv_full, 1);
         for (int i = 0; i < FA_INST_STAGES; ++i) {
-            fa_mbar_init(&ring.full[i], FA_WARP_SIZE);
+            fa_mbar_init(&ring.full[i], 2 * FA_WARP_SIZE);
             fa_mbar_init(&ring.empty[i], FA_BWS_CONSUMERS * 4);
         }
         for (int i = 0; i < 2; ++i) {
@@ -487,8 +540,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     __syncthreads();
     if (fa_warpgroup() == 0) {
         fa_regs_shrink(FA_BWS_PRODUCER_REGS);
-        if (fa_warp() == 0)
-            fa_bws_produce(&args, &maps, &ring, fa_bws_tiles(fa_smem));
+        if (fa_warp() == 0 || fa_warp() == 2)
+            fa_bws_produce(&args, &maps, &ring, fa_bws_tiles(fa_smem), fa_warp() == 0);
         else if (fa_warp() == 1 && fa_lane() == 0)
             fa_bws_reduce_dq(&args, &ring, fa_bws_tiles(fa_smem));
         return;

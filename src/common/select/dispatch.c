@@ -6,8 +6,8 @@
  * Selection rule (fa_select_config):
  *  Family: on a row with warpgroup MMA (sm_90), every forward the decode family does not
  *    take goes to the warpgroup family (ws_instances.txt), and every backward that is
- *    neither deterministic nor ragged (varlen, seqused_k) to the warpgroup backward
- *    (bws_instances.txt), when its operands are TMA-addressable and one of its configs
+ *    not ragged (varlen, seqused_k) to the warpgroup backward (bws_instances.txt; a
+ *    deterministic call only to configs that order their dQ adds, ordered_dq), when its operands are TMA-addressable and one of its configs
  *    passes the filters below (the forced tile included) without padding the head dim
  *    more than the mma.sync kernels would; otherwise, and on every other row, to the
  *    mma.sync kernels, the reason saying which family ran and why.
@@ -154,11 +154,18 @@ static int limit_failure(const fa_arch_row *row, const fa_kernel_config *c, char
     return 0;
 }
 
+/* 1 for a warpgroup backward that cannot order its dQ adds, asked for a deterministic
+ * call (the mma.sync kernels' dQ pass serves those). */
+static int unordered_for(const fa_kernel_config *c, const fa_problem_shape *shape)
+{
+    return c->pass == FA_PASS_BWD && shape->deterministic && !c->ordered_dq;
+}
+
 static passed filter_stage(const fa_arch_row *row, const fa_kernel_config *c,
                            const fa_problem_shape *shape)
 {
     if (c->vendor != row->vendor || c->pass != shape->pass || c->pack_gqa != shape->pack_gqa ||
-        c->warpgroup != shape->warpgroup)
+        c->warpgroup != shape->warpgroup || (shape->warpgroup && unordered_for(c, shape)))
         return PASSED_NONE;
     if (c->dtype != shape->dtype) return PASSED_VENDOR;
     if (c->head_dim < shape->head_dim) return PASSED_DTYPE;
@@ -494,8 +501,6 @@ static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg,
     if (!shape->tma_ok)
         snprintf(note, len, "mma.sync family: an operand is not TMA-addressable (data 16-byte aligned, "
                             "strides multiples of 8 elements)");
-    else if (shape->pass == FA_PASS_BWD && shape->deterministic)
-        snprintf(note, len, "mma.sync family: deterministic (the warpgroup backward sums dQ by atomics)");
     else if (shape->pass == FA_PASS_BWD && shape->ragged)
         snprintf(note, len, "mma.sync family: varlen or seqused_k (the warpgroup backward's TMA loads "
                             "would not zero rows past a sequence's end)");
@@ -503,7 +508,10 @@ static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg,
         snprintf(note, len, "mma.sync family: more work tiles than the warpgroup walk counts (2^31)");
     else if (wg_head_dim == INT_MAX)
         snprintf(note, len, "mma.sync family: no warpgroup instance %s", force && force->tile_m > 0
-                 ? "has the forced tile" : "covers this head dim and dtype in this build");
+                 ? "has the forced tile"
+                 : shape->pass == FA_PASS_BWD && shape->deterministic
+                 ? "covers this head dim and dtype and orders its dQ adds (deterministic) in this build"
+                 : "covers this head dim and dtype in this build");
     else if (wg_head_dim > mma_head_dim) /* never pad more than needed, across families too */
         snprintf(note, len, "mma.sync family: its d%d pads less than the warpgroup family's d%d", mma_head_dim,
                  wg_head_dim);

@@ -41,6 +41,9 @@ typedef struct fa_kernel_config {
     int warpgroup;           /* the warpgroup family (ws_instances.txt, forward, and    */
                              /* bws_instances.txt, backward: wgmma, TMA, warp            */
                              /* specialisation; sm_90a)                                 */
+    int ordered_dq;          /* backward: deterministic calls keep this kernel, which   */
+                             /* then adds each query tile's dQ in key-block order       */
+                             /* (bws_instances.txt); 0: they take the dQ pass           */
     /* The compiled GPU kernels' launch handles (each defined in its generated           */
     /* translation unit): the forward kernel, or the backward's dK/dV and dQ kernels     */
     /* (the warpgroup backward has no dQ kernel: its atomics sum dQ); NULL for the CPU   */
