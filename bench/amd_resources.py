@@ -173,6 +173,17 @@ def parse_isa(text, kernel):
     plain path under "plain"), its first matrix mnemonic, and its global atomic mnemonics."""
     insts = read_instructions(text, kernel)
     mma_total = sum(1 for _, mn, _ in insts if classify(mn) == "mma")
+    body = main_loop(insts)
+    mix = count_mix(body)
+    mix["plain"] = count_mix(plain_path(body))
+    mnemonic = next((mn for _, mn, _ in insts if classify(mn) == "mma"), "none")
+    atomics = {mn for _, mn, _ in insts if "atomic" in mn}
+    return mma_total, mix, mnemonic, atomics
+
+
+def main_loop(insts):
+    """The main loop's instructions: the body of the backward branch that holds the most
+    matrix instructions (the shortest such body on a tie); [] when there is none."""
     best = None
     for off, mn, target in insts:
         if target is None or target >= off:
@@ -182,12 +193,7 @@ def parse_isa(text, kernel):
         key = (count, -(off - target))
         if count and (best is None or key > best[0]):
             best = (key, body)
-    body = best[1] if best else []
-    mix = count_mix(body)
-    mix["plain"] = count_mix(plain_path(body))
-    mnemonic = next((mn for _, mn, _ in insts if classify(mn) == "mma"), "none")
-    atomics = {mn for _, mn, _ in insts if "atomic" in mn}
-    return mma_total, mix, mnemonic, atomics
+    return best[1] if best else []
 
 
 def count_mix(body):

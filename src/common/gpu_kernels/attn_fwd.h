@@ -48,6 +48,13 @@
 #endif
 
 #include "fa_device.h"
+/* The decode family streams K/V and little else: where its copies go through registers
+ * on wave64 (CDNA), a thread issues a whole K or V tile's loads (up to 16 chunks, 64
+ * registers) before it stores them (attn_tile.h, FA_COPY_BATCH); wave32 lanes hold twice
+ * the chunks, and RDNA's decode kernels had no registers to spare (dec_instances.txt). */
+#if FA_INST_PACK_GQA && FA_SYNC_COPIES && FA_WARP_SIZE == 64
+#define FA_COPY_BATCH 16
+#endif
 #include "gpu_kernels/attn_args.h"
 #include "gpu_kernels/attn_sequence.h"
 #include "gpu_kernels/attn_tile.h"
@@ -245,6 +252,11 @@ FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_ope
         return;
     int index = 0, in_page = fa_remainder(n0 + fa_kv_row(0), page_size);
     const fa_elem *src = pool;
+#if FA_BATCHED_COPIES
+    /* All of a batch's loads, then its stores (attn_tile.h, FA_COPY_BATCH). */
+    fa_chunk held[FA_COPY_BATCH];
+    unsigned ok = 0;
+#endif
 #pragma unroll
     for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
         int row = fa_kv_row(i);
@@ -257,8 +269,23 @@ FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_ope
                       (long long)in_page * layout->row + chunk * 8;
             else
                 src += FA_KV_ROW_STRIDE * layout->row;
+#if FA_BATCHED_COPIES
+            held[i % FA_COPY_BATCH] = fa_chunk_load(valid ? src : pool);
+            ok |= (unsigned)valid << (i % FA_COPY_BATCH);
+#else
             fa_async_copy16(smem + fa_smem_offset(row, chunk), valid ? src : pool, valid);
+#endif
         }
+#if FA_BATCHED_COPIES
+        if (i % FA_COPY_BATCH == FA_COPY_BATCH - 1 || i == FA_KV_ROW_ITERS - 1) {
+#pragma unroll
+            for (int j = i - i % FA_COPY_BATCH; j <= i; ++j)
+                if (FA_KV_ROW_RUNS || fa_kv_row(j) < FA_INST_N)
+                    fa_chunk_store(smem + fa_smem_offset(fa_kv_row(j), chunk),
+                                   (ok >> (j % FA_COPY_BATCH)) & 1 ? held[j % FA_COPY_BATCH] : fa_chunk_zero());
+            ok = 0;
+        }
+#endif
     }
 }
 #undef FA_STARTS_GROUP

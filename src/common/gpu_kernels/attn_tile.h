@@ -23,6 +23,18 @@ typedef unsigned short fa_elem; /* fp16 / bf16 storage */
 
 FA_DEVICE int fa_smem_offset(int row, int chunk) { return fa_tile_offset(FA_PITCH, row, chunk); }
 
+/* Where copies go through registers (FA_SYNC_COPIES), a thread issues the global loads
+ * of FA_COPY_BATCH of its chunks before it stores any of them to shared memory, so that
+ * many 16-byte loads per lane are in flight at once. Issued one at a time, each load was
+ * waited for before the next (the compiler kept load and store in pairs): one load per
+ * lane in flight, about 1 KiB per wave64 (bench/amd_decode_model.py reads it from the code
+ * object). 1 (the default): load and store in turn. The decode family sets it
+ * (attn_fwd.h); the prefill family holds whole tiles instead (fa_fetch_tile). */
+#ifndef FA_COPY_BATCH
+#define FA_COPY_BATCH 1
+#endif
+#define FA_BATCHED_COPIES (FA_SYNC_COPIES && FA_COPY_BATCH > 1)
+
 /* This thread's copies of fa_load_tile: chunk `chunk` of rows row0, row0 + step, ... from
  * src onwards. When `checked`, rows >= rows_valid and chunks past the head dim
  * (col_valid 0) are zero-filled from the always valid address gmem instead. */
@@ -30,6 +42,28 @@ FA_DEVICE void fa_load_tile_rows(fa_elem *smem, const fa_elem *src, const fa_ele
                                  int row0, int chunk, int step, int tile_rows, int checked, int rows_valid,
                                  int col_valid)
 {
+#if FA_BATCHED_COPIES
+    const int iters = (tile_rows + step - 1) / step;
+#pragma unroll
+    for (int g = 0; g < iters; g += FA_COPY_BATCH) {
+        fa_chunk held[FA_COPY_BATCH];
+        unsigned ok = 0;
+#pragma unroll
+        for (int j = 0; j < FA_COPY_BATCH && g + j < iters; ++j) {
+            const int row = row0 + (g + j) * step;
+            const int in_tile = tile_rows % step == 0 || row < tile_rows;
+            const int valid = in_tile && (!checked || (col_valid && row < rows_valid));
+            held[j] = fa_chunk_load(valid ? src + (long long)(g + j) * step * row_stride : gmem);
+            ok |= (unsigned)valid << j;
+        }
+#pragma unroll
+        for (int j = 0; j < FA_COPY_BATCH && g + j < iters; ++j) {
+            const int row = row0 + (g + j) * step;
+            if (tile_rows % step == 0 || row < tile_rows)
+                fa_chunk_store(smem + fa_smem_offset(row, chunk), (ok >> j) & 1 ? held[j] : fa_chunk_zero());
+        }
+    }
+#else
 #pragma unroll
     for (int i = 0; i < (tile_rows + step - 1) / step; ++i) {
         int row = row0 + i * step;
@@ -40,6 +74,7 @@ FA_DEVICE void fa_load_tile_rows(fa_elem *smem, const fa_elem *src, const fa_ele
         }
         src += step * row_stride;
     }
+#endif
 }
 
 /* Copy tile_rows x FA_INST_D elements to shared memory; rows >= rows_valid and columns
