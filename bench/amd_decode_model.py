@@ -13,18 +13,21 @@ system delivers, and that rate is set by the bytes a CU keeps in flight. Three p
    n and L0 are fitted on our own read probe of the H200 (SOURCES H200-PROBE: seven
    points, 2 KiB to 256 KiB in flight per SM), the only such curve we have measured.
 
-2. A decode block on CDNA: one stage, copies through registers (attn_fwd.h, stages 1: K
-   and V of each tile are waited for separately, so a tile has two load phases that
-   nothing overlaps). What the code object says: the most 16-byte loads one lane has in
-   flight in the main loop (`loads_in_flight`: global loads issued before the s_waitcnt
-   that retires the first of them), so a tile operand of c chunks per lane takes
-   ceil(c / loads_in_flight) dependent round trips; the loop's instruction mix (the
-   plain path of amd_resources.py, every copy path counted, so an upper bound on the
-   issue time of one iteration) priced as bench/amd_model.py prices it, serially (one
-   wave per SIMD: nothing else hides it); workgroups per CU from the code object's LDS
-   and VGPRs. One iteration of a block: T = phases x L(f) + t_issue for 2 x tile_n x d x
-   2 bytes. The CU's rate: resident blocks x bytes / T; the memory system's: f P. The
-   model solves the two for f.
+2. A decode block on CDNA: one stage, copies through registers (attn_fwd.h). What the
+   code object says: the most 16-byte loads one lane has in flight in the main loop
+   (`loads_in_flight`: global loads issued before the s_waitcnt that retires the first
+   of them), and whether matrix instructions issue while loads are outstanding. If they
+   do (held copies, FA_DEC_HELD: tile t+1's K and V load during tile t's work), an
+   iteration takes the longer of its round trips and its issue time; if not (the
+   synchronous loop: K and V waited for apart), their sum. A tile operand of c chunks
+   per lane takes ceil(c / loads in flight) round trips. The issue time: the loop's math
+   path (amd_resources.py's loop without the regions that hold no matrix instruction:
+   copy paths, softcap, masks) plus a load and an LDS store per chunk, priced as
+   bench/amd_model.py prices instructions, serially (one wave per SIMD: nothing else
+   hides it). Workgroups per CU from the code object's LDS and VGPRs. One iteration
+   moves 2 x tile_n x d x 2 bytes per block; the CU's rate is resident blocks x bytes /
+   iteration time, the memory system's f P, with the loaded latency L(f) in the
+   iteration time: the model solves the two for f.
 
 3. The call: the dispatcher's split count (select/dispatch.c decode_splits, the same
    formula), rounds of blocks over 304 CUs, a fixed cost per block (the Q load and the
@@ -183,13 +186,16 @@ def calibration(probe_fit):
 # ---- our code objects ------------------------------------------------------------------
 
 def loads_in_flight(objdump_text, kernel):
-    """The most global/buffer loads one lane has issued and not yet waited for, within
-    the kernel's main loop (amd_resources.main_loop), and their widest width in bytes."""
+    """Within the kernel's main loop (amd_resources.main_loop): the most global/buffer
+    loads one lane has issued and not yet waited for, their widest width in bytes, and
+    whether matrix instructions issue while loads are outstanding (the loads overlap the
+    tile's work: held copies) or only between waits (each round trip is exposed)."""
     body = ar.main_loop(ar.read_instructions(objdump_text, kernel))
     if not body:
-        return 0, 0
+        return 0, 0, False
     lo, hi = body[0][0], body[-1][0]
     outstanding = most = width = 0
+    overlapped = False
     inside = False
     for line in objdump_text.splitlines():
         head = re.match(r"^([0-9a-f]+) <(\S+)>:", line)
@@ -202,6 +208,7 @@ def loads_in_flight(objdump_text, kernel):
         if not inside or not m or not lo <= int(m.group(3), 16) - start <= hi:
             continue
         mn, ops = m.group(1), m.group(2)
+        overlapped = overlapped or (outstanding > 0 and ar.classify(mn) == "mma")
         if mn.startswith(("global_load", "buffer_load")):
             outstanding += 1
             most = max(most, outstanding)
@@ -211,7 +218,7 @@ def loads_in_flight(objdump_text, kernel):
             v = re.search(r"vmcnt\((\d+)\)", ops)
             if v:
                 outstanding = min(outstanding, int(v.group(1)))
-    return most, width
+    return most, width, overlapped
 
 
 def math_path(body):
@@ -228,26 +235,34 @@ def math_path(body):
     return [i for i in body if i[0] not in skip]
 
 
-def block_model(k, meta, mix, in_flight, hw_clock_ghz):
-    """The block of one of our decode instances on CDNA (stages 1: K and V waited for apart).
-    mix: the loop's math path (math_path) and, per 16-byte chunk a lane copies, one load
-    and one LDS store issued (4 cycles each: a wave64 instruction on a 16-wide unit), the
-    instructions of the whole-tile copy path; the address arithmetic of the other copy
-    paths (checked and paged tiles) is not counted."""
+def block_model(k, meta, mix, loads, hw_clock_ghz):
+    """The block of one of our decode instances on CDNA, one stage. mix: the loop's math
+    path (math_path) and, per 16-byte chunk a lane copies, one load and one LDS store
+    issued (4 cycles each: a wave64 instruction on a 16-wide unit), the instructions of
+    the whole-tile copy path; the address arithmetic of the other copy paths (checked and
+    paged tiles) is not counted. loads: loads_in_flight's (most, width, overlapped). A
+    synchronous loop waits for K and V apart, each in ceil(chunks / most) round trips after
+    which the tile's work issues; a held-copy loop (overlapped) issues tile t+1's K and V
+    before tile t's work, so an iteration is the longer of its round trips and its work."""
     waves, n, d = k["waves"], k["n"], k["d"]
+    most, _, overlapped = loads
     chunks = n * d // 8 // (waves * 64)  # 16-byte chunks per lane per K (or V) tile
-    phases = 2 * -(-chunks // max(in_flight, 1))
+    trips = -(-2 * chunks // max(most, 1)) if overlapped else 2 * -(-chunks // max(most, 1))
     parts = amd_model.parts_from_mix({"m": k["m"], "waves": waves, "n": n, "d": d}, mix)
     issue = (sum(parts) + 2 * chunks * 2 * amd_model.VALU_CYCLES) / (hw_clock_ghz * 1e9)
     row = {"unit": "mfma", "smem_per_cu": MI300X["lds_per_cu"]}
     blocks = ar.waves_per_cu(meta, row, k) // waves
-    return {"tile_n": n, "blocks": max(blocks, 1), "bytes": 2 * n * d * ELEM, "phases": phases,
-            "issue": issue, "iter": lambda lat: phases * lat + issue}
+    if overlapped:
+        step = lambda lat: max(trips * lat, issue)
+    else:
+        step = lambda lat: trips * lat + issue
+    return {"tile_n": n, "blocks": max(blocks, 1), "bytes": 2 * n * d * ELEM, "trips": trips,
+            "overlapped": overlapped, "issue": issue, "iter": step}
 
 
 def read_objects(build, names, llvm_bin, sfx):
-    """kernel name -> (manifest entry, metadata, plain-path mix, loads in flight, width)
-    for the gfx942 code of the named decode kernels (all with names None)."""
+    """kernel name -> (manifest entry, metadata, math-path mix, loads_in_flight) for the
+    gfx942 code of the named d128 bf16 decode kernels (all of them with names None)."""
     _, kernels = ar.read_manifest(os.path.join(build, "hip", "manifest.txt"))
     objcopy, bundler = ar.tool("llvm-objcopy", sfx, llvm_bin), ar.tool("clang-offload-bundler", sfx, llvm_bin)
     readelf, objdump = ar.tool("llvm-readelf", sfx, llvm_bin), ar.tool("llvm-objdump", sfx, llvm_bin)
@@ -264,8 +279,7 @@ def read_objects(build, names, llvm_bin, sfx):
             meta = ar.parse_notes(ar.run([readelf, "--notes", base + ".co"]))[k["name"]]
             text = ar.run([objdump, "-d", base + ".co"])
             mix = ar.count_mix(math_path(ar.main_loop(ar.read_instructions(text, k["name"]))))
-            most, width = loads_in_flight(text, k["name"])
-            out[k["name"]] = (k, meta, mix, most, width)
+            out[k["name"]] = (k, meta, mix, loads_in_flight(text, k["name"]))
     return out
 
 
@@ -276,15 +290,16 @@ def predictions(objects):
     err, _, n = fit_probe()
     hw = {"units": MI300X["units"], "plateau": plateau}
     out = ["| kernel | LDS | VGPRs | scratch | blocks (waves) per CU | 16-B loads in flight per lane | "
-           "load phases per tile | issue us per tile | bytes per tile |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "loads overlap the tile's work | round trips per tile | issue us per tile | bytes per tile |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     models = {}
-    for name, (k, meta, mix, most, width) in sorted(objects.items()):
-        km = block_model(k, meta, mix, most, MI300X["clock_ghz"])
+    for name, (k, meta, mix, loads) in sorted(objects.items()):
+        km = block_model(k, meta, mix, loads, MI300X["clock_ghz"])
         models[name] = km
         out.append(f"| {name} | {meta['group_segment_fixed_size']} | {meta['vgpr_count']} | "
                    f"{meta['private_segment_fixed_size']} | {km['blocks']} ({km['blocks'] * k['waves']}) | "
-                   f"{most} (x {width} B) | {km['phases']} | {km['issue'] * 1e6:.2f} | {km['bytes'] // 1024} KiB |")
+                   f"{loads[0]} (x {loads[1]} B) | {'yes' if loads[2] else 'no'} | {km['trips']} | "
+                   f"{km['issue'] * 1e6:.2f} | {km['bytes'] // 1024} KiB |")
     out += ["", f"Predicted MI300X TB/s (plateau {plateau:.2f} = 5.3 x {PLATEAU_FRACTION:.3f}; "
             f"target {TARGET_FRACTION * 5.3:.2f} = 85% of 5.3), at idle latency "
             + " / ".join(f"{l0 * 1e9:.0f}" for l0 in L0_BAND) + " ns:", "",
@@ -312,6 +327,19 @@ def calibration_lines():
     for b, s_k, splits, measured, model in calibration((err, l0, n)):
         out.append(f"| {b} x {s_k} | {splits} | {measured:.2f} | {model:.2f} | {100 * (model / measured - 1):+.1f}% |")
     return out
+
+
+def markdown(build, llvm_bin, sfx):
+    """The decode section of bench/AMD_RESOURCES.md (amd_resources.py --markdown)."""
+    return (["### Predicted MI300X (gfx942) decode at d128", "",
+             "By bench/amd_decode_model.py (run it for its sources): the bytes a CU keeps in flight,",
+             "read from the code objects (16-byte loads one lane issues before its first wait, blocks",
+             "per CU from LDS and VGPRs), against a memory curve fitted on our H200 read probe; the",
+             "MI300X's idle HBM latency is not known here, so each row is given at three. Predictions,",
+             "not measurements: no AMD GPU has run these kernels. The calibration:", ""]
+            + calibration_lines() + ["", "Our d128 bf16 decode instances (issue 19's rows: h 32/8, s_q 1, "
+                                     "contiguous K/V):", ""]
+            + predictions(read_objects(build, None, llvm_bin, sfx)))
 
 
 def main():

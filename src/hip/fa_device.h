@@ -80,15 +80,12 @@
 
 /* The forward kernels' attributes (src/common/gpu_kernels/attn_fwd.h): accumulators in
  * VGPRs on CDNA (fa_amd_isa.h) for the prefill family up to head dim 128, which then
- * still hold two or more waves per SIMD, and for decode tiles of 32 keys (d128 16x32:
- * 254 VGPRs and no AGPRs against 280 + 40, its loop 10% fewer issue cycles; there clang
- * warns that two waves per SIMD are not reached, as LDS holds three one-wave workgroups
- * per CU: the attribute is kept for its register cap). The others need more
- * than the 256 registers it leaves a lane: the d256 decode kernel spilled 244-252 bytes
- * and the d128 16x64 one 44-52, and every decode instance of 16 x 64 keys or more, and
- * the d192 forward, stayed at one wave per SIMD anyway (the code-object check,
- * bench/AMD_RESOURCES.md). */
-#if defined(FA_INST_D) && FA_INST_D <= 128 && (!FA_INST_PACK_GQA || FA_INST_N <= 32)
+ * still hold two or more waves per SIMD. The others need more than the 256 registers it
+ * leaves a lane: the d256 decode kernel spilled 244-252 bytes and the d128 16x64 one
+ * 44-52, the d128 16x32 one with its held K/V tiles 116, and every decode instance of 16
+ * x 64 keys or more, and the d192 forward, stayed at one wave per SIMD anyway (the
+ * code-object check, bench/AMD_RESOURCES.md). */
+#if defined(FA_INST_D) && FA_INST_D <= 128 && !FA_INST_PACK_GQA
 #define FA_FWD_KERNEL_ATTRS FA_AMD_ACC_IN_VGPRS
 #else
 #define FA_FWD_KERNEL_ATTRS

@@ -392,6 +392,46 @@ TEST_CASE("paged_decode_every_head_dim_both_dtypes")
         }
 }
 
+// The d128 decode kernel of CDNA holds the next K/V tile in registers while the current
+// one computes and reads the pages of the tile after that ahead of its loads (attn_fwd.h
+// FA_DEC_HELD): every page layout against its 32-key tile (pages of 16 and 48 keys inside
+// and across tiles, 32 one page per tile, 64 and 128 several tiles per page), sequences
+// of many tiles, of one tile and of one key, both dtypes.
+TEST_CASE("paged_decode_d128_every_page_layout_many_tiles")
+{
+    uint64_t seed = 950;
+    for (int page : {16, 32, 48, 64, 128})
+        for (fa_dtype dt : kDtypes) {
+            if (compiled_tiles(FA_PASS_FWD, dt, 128, 1).empty())
+                continue;
+            fa_paged::PagedCase c;
+            c.dtype = dt;
+            c.dim = 128;
+            c.page = page;
+            c.keys = {300, 1, 129, 32};
+            c.width = 300 / page + 2;
+            c.varlen = true;
+            c.shared = 1;
+            c.causal = seed % 2 == 0;
+            c.seed = seed++;
+            INFO(fa_paged::describe(c));
+            fa_paged::PagedRun r;
+            fa_paged::prepare(c, r);
+            EmuContext cx;
+            fa_plan plan;
+            REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &plan) == FA_OK);
+            if (FA_EMU_WAVE_SIZE == 64)
+                CHECK((contains(plan.kernel, "fa_hip_dec_d128_") && plan.tile_n == 32));
+            const fa_status st = fa_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &r.out.view,
+                                        &r.lse.view, nullptr, 0);
+            INFO(fa_last_error(cx.ctx));
+            REQUIRE(st == FA_OK);
+            CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+            REQUIRE(fa_oracle::all_elements_written(r.out));
+            fa_paged::check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+        }
+}
+
 // ---- the backward ----
 
 // Each compiled backward tile of the head dim in both dtypes: s_q 37 / s_k 71, and

@@ -49,9 +49,10 @@
 
 #include "fa_device.h"
 /* The decode family streams K/V and little else: where its copies go through registers
- * on wave64 (CDNA), a thread issues a whole K or V tile's loads (up to 16 chunks, 64
- * registers) before it stores them (attn_tile.h, FA_COPY_BATCH); wave32 lanes hold twice
- * the chunks, and RDNA's decode kernels had no registers to spare (dec_instances.txt). */
+ * on wave64 (CDNA) and it does not hold the next tile (FA_DEC_HELD, below), a thread
+ * issues a whole K or V tile's loads (up to 16 chunks, 64 registers) before it stores
+ * them (attn_tile.h, FA_COPY_BATCH); wave32 lanes hold twice the chunks, and RDNA's
+ * decode kernels had no registers to spare (dec_instances.txt). */
 #if FA_INST_PACK_GQA && FA_SYNC_COPIES && FA_WARP_SIZE == 64
 #define FA_COPY_BATCH 16
 #endif
@@ -171,6 +172,16 @@ FA_DEVICE void fa_load_q_packed(fa_elem *smem, const fa_fwd_args *args, const fa
 #define FA_STARTS_GROUP(i)                                                                 \
     (FA_KV_ROW_RUNS ? (i) == 0                                                             \
                     : FA_KV_ROW_STEP >= 16 || 16 % FA_KV_ROW_STEP != 0 || ((i) * FA_KV_ROW_STEP) % 16 == 0)
+/* The decode family's held copies (FA_DEC_HELD): where copies go through registers, on
+ * wave64 with one stage, tile t+1's K and V are loaded into registers while tile t
+ * computes and stored after it, so their round trip overlaps the tile's work instead of
+ * following it (the prefill family's FA_HELD_COPIES, with paged reads). A tile's share of
+ * a lane is FA_KV_ROW_ITERS chunks of each operand: at most 8 (64 registers for K and V),
+ * which d128 16x32, d128 64x64 and d32 16x128 hold without spilling; the others keep
+ * the batched synchronous copies (attn_tile.h FA_COPY_BATCH). bench/amd_decode_model.py
+ * predicts the d128 16x32 held loop 4.4-5.0 TB/s on the MI300X's rows of >= 512 MiB
+ * against 3.6-4.7 for the batched one (docs/research/issue19_cdna3.md section 11). */
+#define FA_DEC_HELD (FA_SYNC_COPIES && FA_WARP_SIZE == 64 && FA_INST_STAGES == 1 && FA_KV_ROW_ITERS <= 8)
 FA_DEVICE int fa_kv_row(int i)
 {
     const int thread_row = threadIdx.x / FA_CHUNKS;
@@ -288,7 +299,6 @@ FA_DEVICE void fa_load_kv_paged(fa_elem *smem, const fa_elem *pool, const fa_ope
 #endif
     }
 }
-#undef FA_STARTS_GROUP
 
 /* A K or V tile of the packed kernel: contiguous (`base` at the sequence's first key) or
  * paged (`base` at the pool's KV head, `pages` from fa_fetch_tile_pages). */
@@ -301,6 +311,67 @@ FA_DEVICE void fa_load_kv(fa_elem *smem, const fa_elem *base, const fa_operand_l
         fa_load_tile(smem, base + (long long)n0 * layout->row, layout->row, s->seqlen_k - n0,
                      args->head_dim, FA_INST_N);
 }
+
+#if FA_DEC_HELD
+/* fa_load_kv's global loads alone, into this thread's registers (attn_tile.h's
+ * fa_held_tile), for the held-copy decode loop: issued before the work on the tile they
+ * replace, stored by fa_store_kv after it. Rows by fa_kv_row for every layout (a
+ * contiguous or single-page tile is one base plus rows; a paged one steps through its
+ * pages as fa_load_kv_paged does); a chunk it does not copy loads `base`, which every
+ * tile holds, and is stored as zeros: no load sits behind a branch. */
+FA_DEVICE void fa_fetch_kv(fa_held_tile *held, const fa_elem *base, const fa_operand_layout *layout,
+                           const fa_fwd_args *args, const fa_block_span *s, const fa_tile_pages *pages, int n0)
+{
+    const fa_divisor page_size = args->page_size;
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    const int rows_valid = s->seqlen_k - n0;
+    const int col_valid = chunk * 8 < args->head_dim && threadIdx.x < FA_KV_ROW_STEP * FA_CHUNKS;
+    held->valid = 0;
+    if (!args->block_table || page_size.d % FA_INST_N == 0) {
+        const fa_elem *tile = args->block_table ? base + (long long)pages->page[0] * layout->batch +
+                                                      (long long)fa_remainder(n0, page_size) * layout->row
+                                                : base + (long long)n0 * layout->row;
+#pragma unroll
+        for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
+            const int row = fa_kv_row(i);
+            const int valid = col_valid && row < rows_valid && (FA_KV_ROW_RUNS || row < FA_INST_N);
+            held->chunk[i] = fa_chunk_load(valid ? tile + (long long)row * layout->row + chunk * 8 : base);
+            held->valid |= (unsigned)valid << i;
+        }
+        return;
+    }
+    int index = 0, in_page = fa_remainder(n0 + fa_kv_row(0), page_size);
+    const fa_elem *src = base;
+#pragma unroll
+    for (int i = 0; i < FA_KV_ROW_ITERS; ++i) {
+        const int row = fa_kv_row(i);
+        if (i > 0)
+            fa_page_advance(&index, &in_page, FA_KV_ROW_STRIDE, page_size.d);
+        const int valid = col_valid && row < rows_valid && (FA_KV_ROW_RUNS || row < FA_INST_N);
+        if (FA_STARTS_GROUP(i))
+            src = base + (long long)(valid ? pages->page[i] : 0) * layout->batch + (long long)in_page * layout->row +
+                  chunk * 8;
+        else
+            src += FA_KV_ROW_STRIDE * layout->row;
+        held->chunk[i] = fa_chunk_load(valid ? src : base);
+        held->valid |= (unsigned)valid << i;
+    }
+}
+
+/* The shared-memory half of fa_fetch_kv: row fa_kv_row(i) of the tile gets chunk i. */
+FA_DEVICE void fa_store_kv(fa_elem *smem, const fa_held_tile *held)
+{
+    const int chunk = threadIdx.x % FA_CHUNKS;
+    if (threadIdx.x >= FA_KV_ROW_STEP * FA_CHUNKS)
+        return;
+#pragma unroll
+    for (int i = 0; i < FA_KV_ROW_ITERS; ++i)
+        if (FA_KV_ROW_RUNS || fa_kv_row(i) < FA_INST_N)
+            fa_chunk_store(smem + fa_smem_offset(fa_kv_row(i), chunk),
+                           (held->valid >> i) & 1 ? held->chunk[i] : fa_chunk_zero());
+}
+#endif
+#undef FA_STARTS_GROUP
 
 /* The device check of a fixed-length decode call made by the forward's own blocks
  * (args.checks_itself), the checks seq_check.h makes of such a call: seqused_k[batch] in
@@ -689,6 +760,46 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
 #undef FA_FETCH_KV
 #undef FA_STORE_KV
 #undef FA_STORE_V
+#elif FA_INST_PACK_GQA && FA_DEC_HELD
+    /* As FA_HELD_COPIES above, through fa_fetch_kv / fa_store_kv: tile t+1's loads are
+     * issued before tile t's work and stored after it. The pages of tile t+2 are read
+     * into `ahead` just before tile t+1's loads go out: the wait for a table entry
+     * (memory counters retire in order) then waits for no K/V load, where reading them
+     * after the loads made the wait before the tile's work a wait for every load. */
+    fa_held_tile k_held, v_held;
+#define FA_FETCH_KV(t)                                                                    \
+    do {                                                                                  \
+        fa_tile_pages ahead = pages;                                                      \
+        if ((t) + 1 < n_tiles)                                                            \
+            fa_fetch_pages(&ahead, &args, &s, FA_TILE_N0((t) + 1));                       \
+        fa_fetch_kv(&k_held, k, &args.k_layout, &args, &s, &pages, FA_TILE_N0(t));        \
+        fa_fetch_kv(&v_held, v, &args.v_layout, &args, &s, &pages, FA_TILE_N0(t));        \
+        pages = ahead;                                                                    \
+    } while (0)
+#define FA_STORE_KV()                      \
+    do {                                   \
+        fa_store_kv(smem_k, &k_held);      \
+        fa_store_kv(smem_v, &v_held);      \
+    } while (0)
+    if (n_tiles > 0) {
+        FA_FETCH_PAGES(0);
+        FA_FETCH_KV(0);
+        FA_STORE_KV();
+    }
+    FA_JUDGE();
+    for (int t = 0; t < n_tiles; ++t) {
+        fa_barrier(); /* tile t (and Q) is in shared memory for every thread */
+        if (t + 1 < n_tiles)
+            FA_FETCH_KV(t + 1);
+        FA_SOFTMAX_STEP(t);
+        fa_pv(acc_o, p, smem_v + warp_key0 * FA_PITCH);
+        if (t + 1 < n_tiles) {
+            fa_barrier(); /* every wave is done with tile t */
+            FA_STORE_KV();
+        }
+    }
+#undef FA_FETCH_KV
+#undef FA_STORE_KV
 #elif FA_LOAD_AHEAD
     /* One group per K/V tile, tiles t .. t+S-1 in flight while tile t is waited for: a
      * tile's buffer is refilled (tile t+S) right after every warp is done with it, and

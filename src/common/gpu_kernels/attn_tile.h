@@ -28,8 +28,8 @@ FA_DEVICE int fa_smem_offset(int row, int chunk) { return fa_tile_offset(FA_PITC
  * many 16-byte loads per lane are in flight at once. Issued one at a time, each load was
  * waited for before the next (the compiler kept load and store in pairs): one load per
  * lane in flight, about 1 KiB per wave64 (bench/amd_decode_model.py reads it from the code
- * object). 1 (the default): load and store in turn. The decode family sets it
- * (attn_fwd.h); the prefill family holds whole tiles instead (fa_fetch_tile). */
+ * object). 1 (the default): load and store in turn. The decode family sets it where it
+ * does not hold whole tiles (attn_fwd.h); the prefill family holds them (fa_fetch_tile). */
 #ifndef FA_COPY_BATCH
 #define FA_COPY_BATCH 1
 #endif
