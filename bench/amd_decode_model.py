@@ -83,7 +83,9 @@ TARGET_FRACTION = 0.85  # issue 19: decode >= 85% of 5.3 TB/s
 
 # The issue's decode rows (bf16, h 32 / h_k 8, d 128, s_q 1), as on the H200.
 ROWS = [(1, 8192), (1, 131072), (16, 8192), (16, 32768), (64, 4096), (64, 16384)]
-HEADS_K, HEAD_DIM, ELEM = 8, 128, 2
+HEADS_K, HEAD_DIM, ELEM = 8, 128, 2  # the H200 rows' head dim; ours are predicted at their own
+# Head dims predicted for our instances (the same rows at each): d128, the issue's, and d64.
+HEAD_DIMS = (128, 64)
 
 # select/dispatch.c's decode split constants (the same values).
 MAX_SPLITS, SPLIT_OVERHEAD, COMBINE_COST, COMBINE_ROUND_COST = 128, 2, 3, 2
@@ -155,13 +157,13 @@ def call_time(batch, s_k, kernel, hw, l0, n):
     per_block = -(-tiles // splits) * kernel["iter"](lat) + 2 * l0
     t = rounds * per_block
     if splits > 1:
-        partials = batch * HEADS_K * 4 * splits * (HEAD_DIM + 1) * 4  # 4 packed rows, fp32 O + LSE
+        partials = batch * HEADS_K * 4 * splits * (kernel["d"] + 1) * 4  # 4 packed rows, fp32 O + LSE
         t += 3 * l0 + partials / (plateau * 1e12)
     return t, splits, f
 
 
-def kv_bytes(batch, s_k):
-    return 2.0 * batch * s_k * HEADS_K * HEAD_DIM * ELEM
+def kv_bytes(batch, s_k, d=HEAD_DIM):
+    return 2.0 * batch * s_k * HEADS_K * d * ELEM
 
 
 def h200_kernel(l0, n):
@@ -169,7 +171,7 @@ def h200_kernel(l0, n):
     of its oldest tile over the stages (its issue time is hidden: measured at the plateau)."""
     k = H200_KERNEL
     tile = 2 * k["tile_n"] * HEAD_DIM * ELEM
-    return {"tile_n": k["tile_n"], "blocks": k["blocks_per_sm"], "bytes": tile,
+    return {"tile_n": k["tile_n"], "d": HEAD_DIM, "blocks": k["blocks_per_sm"], "bytes": tile,
             "iter": lambda lat: lat / k["stages"]}
 
 
@@ -256,13 +258,14 @@ def block_model(k, meta, mix, loads, hw_clock_ghz):
         step = lambda lat: max(trips * lat, issue)
     else:
         step = lambda lat: trips * lat + issue
-    return {"tile_n": n, "blocks": max(blocks, 1), "bytes": 2 * n * d * ELEM, "trips": trips,
+    return {"tile_n": n, "d": d, "blocks": max(blocks, 1), "bytes": 2 * n * d * ELEM, "trips": trips,
             "overlapped": overlapped, "issue": issue, "iter": step}
 
 
 def read_objects(build, names, llvm_bin, sfx):
     """kernel name -> (manifest entry, metadata, math-path mix, loads_in_flight) for the
-    gfx942 code of the named d128 bf16 decode kernels (all of them with names None)."""
+    gfx942 code of the named wave64 bf16 decode kernels of HEAD_DIMS (all of them with
+    names None)."""
     _, kernels = ar.read_manifest(os.path.join(build, "hip", "manifest.txt"))
     objcopy, bundler = ar.tool("llvm-objcopy", sfx, llvm_bin), ar.tool("clang-offload-bundler", sfx, llvm_bin)
     readelf, objdump = ar.tool("llvm-readelf", sfx, llvm_bin), ar.tool("llvm-objdump", sfx, llvm_bin)
@@ -270,7 +273,8 @@ def read_objects(build, names, llvm_bin, sfx):
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i, k in enumerate(kernels):
-            if k["pass"] != "dec" or k["d"] != HEAD_DIM or k["dtype"] != "bf16" or (names and k["name"] not in names):
+            if k["pass"] != "dec" or k["d"] not in HEAD_DIMS or k["dtype"] != "bf16" or k["wave32"] or \
+                    (names and k["name"] not in names):
                 continue
             base = os.path.join(tmp, str(i))
             ar.run([objcopy, "--dump-section", ".hip_fatbin=" + base + ".fatbin", k["obj"], base + ".x"])
@@ -308,7 +312,7 @@ def predictions(objects):
     for name, km in models.items():
         cells = []
         for b, s_k in ROWS:
-            vals = [kv_bytes(b, s_k) / call_time(b, s_k, km, hw, l0, n)[0] / 1e12 for l0 in L0_BAND]
+            vals = [kv_bytes(b, s_k, km["d"]) / call_time(b, s_k, km, hw, l0, n)[0] / 1e12 for l0 in L0_BAND]
             cells.append(" / ".join(f"{v:.2f}" for v in vals))
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     return out
@@ -331,21 +335,21 @@ def calibration_lines():
 
 def markdown(build, llvm_bin, sfx):
     """The decode section of bench/AMD_RESOURCES.md (amd_resources.py --markdown)."""
-    return (["### Predicted MI300X (gfx942) decode at d128", "",
+    return (["### Predicted MI300X (gfx942) decode at d128 and d64", "",
              "By bench/amd_decode_model.py (run it for its sources): the bytes a CU keeps in flight,",
              "read from the code objects (16-byte loads one lane issues before its first wait, blocks",
              "per CU from LDS and VGPRs), against a memory curve fitted on our H200 read probe; the",
              "MI300X's idle HBM latency is not known here, so each row is given at three. Predictions,",
              "not measurements: no AMD GPU has run these kernels. The calibration:", ""]
-            + calibration_lines() + ["", "Our d128 bf16 decode instances (issue 19's rows: h 32/8, s_q 1, "
-                                     "contiguous K/V):", ""]
+            + calibration_lines() + ["", "Our d128 and d64 bf16 decode instances (issue 19's rows: h 32/8, "
+                                     "s_q 1, contiguous K/V, at the instance's head dim):", ""]
             + predictions(read_objects(build, None, llvm_bin, sfx)))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", help="HIP build directory (build/hip/manifest.txt): predict its gfx942 "
-                                    "d128 bf16 decode instances")
+                                    "d128 and d64 bf16 decode instances")
     ap.add_argument("--kernels", nargs="*", help="only these kernels of the build")
     ap.add_argument("--llvm-bin", default="/usr/lib/llvm-19/bin")
     ap.add_argument("--tool-suffix", default="-19")
