@@ -177,8 +177,8 @@ FA_DEVICE void fa_load_q_packed(fa_elem *smem, const fa_fwd_args *args, const fa
  * computes and stored after it, so their round trip overlaps the tile's work instead of
  * following it (the prefill family's FA_HELD_COPIES, with paged reads). A tile's share of
  * a lane is FA_KV_ROW_ITERS chunks of each operand: at most 8 (64 registers for K and V),
- * which d128 16x32, d128 64x64 and d32 16x128 hold without spilling; the others keep
- * the batched synchronous copies (attn_tile.h FA_COPY_BATCH). bench/amd_decode_model.py
+ * which d128 16x32 and 64x64, d64 16x64 and d32 16x128 hold without spilling; the others
+ * keep the batched synchronous copies (attn_tile.h FA_COPY_BATCH). bench/amd_decode_model.py
  * predicts the d128 16x32 held loop 4.4-5.0 TB/s on the MI300X's rows of >= 512 MiB
  * against 3.6-4.7 for the batched one (docs/research/issue19_cdna3.md section 11). */
 #define FA_DEC_HELD (FA_SYNC_COPIES && FA_WARP_SIZE == 64 && FA_INST_STAGES == 1 && FA_KV_ROW_ITERS <= 8)
