@@ -58,30 +58,42 @@ if [[ $what == backward ]]; then
   # the Llama training step (bench/llama_step.py), memcheck, racecheck and synccheck with
   # only the warpgroup backward's kernels instrumented (the time is the host's oracle),
   # then the whole backward suite (FA_BWD_SUITE_SECONDS at most). FA_BWD_OTHER_LIB, when set, is another
-  # build's library timed on the same rows first (a version before).
-  echo "== warpgroup backward (attn_bwd_ws.h): its tests"
-  (cd .carry && timeout 150 ./flashattn_gpu_tests "cuda backward: sm_90*" --durations yes) > "$OUT/bws_tests.log" 2>&1
-  echo "bws tests rc=$?"; grep -E "test cases|assertions|FAILED|with expansion" "$OUT/bws_tests.log" | head -8
-  echo "== backward vs torch SDPA (FA2, cuDNN)"
-  if [[ -n ${FA_BWD_OTHER_LIB:-} ]]; then
-    FLASHATTN_LIBRARY=$PWD/$FA_BWD_OTHER_LIB timeout 90 python3 bench/compare_sdpa.py --backward --no-forward \
-      --dims 64,128 --dtypes bf16 --seqlens 2048,8192 > "$OUT/bench_other.txt" 2>&1
-    echo "other library rc=$?"; tail -9 "$OUT/bench_other.txt"
+  # build's library timed on the same rows first (a version before). FA_BWD_PARTS picks
+  # among "tests bench llama sanitize suite" (default: all; one call has 600 s).
+  parts=" ${FA_BWD_PARTS:-tests bench llama sanitize suite} "
+  if [[ $parts == *" tests "* ]]; then
+    echo "== warpgroup backward (attn_bwd_ws.h): its tests"
+    (cd .carry && timeout 150 ./flashattn_gpu_tests "cuda backward: sm_90*" --durations yes) > "$OUT/bws_tests.log" 2>&1
+    echo "bws tests rc=$?"; grep -E "test cases|assertions|FAILED|with expansion|^[0-9.]+ s:" "$OUT/bws_tests.log" | head -12
   fi
-  timeout 200 python3 bench/compare_sdpa.py --backward --no-forward --json "$OUT/bench.json" "$@" > "$OUT/bench.txt" 2>&1
-  echo "bench rc=$?"; cat "$OUT/bench.txt"
-  echo "== Llama training step (bench/llama_step.py)"
-  timeout 150 python3 bench/llama_step.py > "$OUT/llama_step.txt" 2>&1; echo "llama rc=$?"; tail -6 "$OUT/llama_step.txt"
-  for tool in memcheck racecheck synccheck; do
-    (cd .carry && timeout 140 compute-sanitizer --tool $tool --kernel-regex kns=bws --error-exitcode 9 \
-       ./flashattn_gpu_tests "cuda backward: sm_90 runs*" > "$OUT/bws_$tool.log" 2>&1; echo $? > "$OUT/bws_$tool.rc") &
-  done
-  wait
-  for tool in memcheck racecheck synccheck; do
-    echo "$tool rc=$(cat "$OUT/bws_$tool.rc"): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$OUT/bws_$tool.log" | tail -2 | tr '\n' ' ')"
-  done
-  (cd .carry && timeout "${FA_BWD_SUITE_SECONDS:-200}" ./flashattn_gpu_tests "[backward]" --durations yes) > "$OUT/bwd_tests.log" 2>&1
-  echo "[backward] rc=$?"; grep -E "test cases|assertions|FAILED|with expansion" "$OUT/bwd_tests.log" | head -8
+  if [[ $parts == *" bench "* ]]; then
+    echo "== backward vs torch SDPA (FA2, cuDNN)"
+    if [[ -n ${FA_BWD_OTHER_LIB:-} ]]; then
+      FLASHATTN_LIBRARY=$PWD/$FA_BWD_OTHER_LIB timeout 90 python3 bench/compare_sdpa.py --backward --no-forward \
+        --dims 64,128 --dtypes bf16 --seqlens 2048,8192 > "$OUT/bench_other.txt" 2>&1
+      echo "other library rc=$?"; tail -9 "$OUT/bench_other.txt"
+    fi
+    timeout 200 python3 bench/compare_sdpa.py --backward --no-forward --json "$OUT/bench.json" "$@" > "$OUT/bench.txt" 2>&1
+    echo "bench rc=$?"; cat "$OUT/bench.txt"
+  fi
+  if [[ $parts == *" llama "* ]]; then
+    echo "== Llama training step (bench/llama_step.py)"
+    timeout 150 python3 bench/llama_step.py > "$OUT/llama_step.txt" 2>&1; echo "llama rc=$?"; tail -6 "$OUT/llama_step.txt"
+  fi
+  if [[ $parts == *" sanitize "* ]]; then
+    for tool in memcheck racecheck synccheck; do
+      (cd .carry && timeout 140 compute-sanitizer --tool $tool --kernel-regex kns=bws --error-exitcode 9 \
+         ./flashattn_gpu_tests "cuda backward: sm_90 runs*" > "$OUT/bws_$tool.log" 2>&1; echo $? > "$OUT/bws_$tool.rc") &
+    done
+    wait
+    for tool in memcheck racecheck synccheck; do
+      echo "$tool rc=$(cat "$OUT/bws_$tool.rc"): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|test cases' "$OUT/bws_$tool.log" | tail -2 | tr '\n' ' ')"
+    done
+  fi
+  if [[ $parts == *" suite "* ]]; then
+    (cd .carry && timeout "${FA_BWD_SUITE_SECONDS:-200}" ./flashattn_gpu_tests "[backward]" --durations yes) > "$OUT/bwd_tests.log" 2>&1
+    echo "[backward] rc=$?"; grep -E "test cases|assertions|FAILED|with expansion" "$OUT/bwd_tests.log" | head -8
+  fi
 fi
 if [[ $what == ring ]]; then
   # issue 18: ring attention over NCCL, every visible GPU a rank of one process

@@ -427,7 +427,7 @@ TEST_CASE("gpu backend: the backward runs preprocess, dK/dV, then the dQ step it
         CHECK(g_dev.events[1].bytes == fa_bwd_workspace_bytes(&p, &c));
         CHECK(ops().back() == "release");
         CHECK(same_grid(nth_launch(0).grid, fa_bwd_prep_grid(&p)));
-        CHECK(nth_launch(0).threads == FA_PREP_ROWS);
+        CHECK(nth_launch(0).threads == FA_PREP_THREADS);
         CHECK(same_grid(nth_launch(1).grid, fa_bwd_dkdv_grid(&p, &c)));
         CHECK(nth_launch(1).bytes == 80 * 1024);
         CHECK(same_grid(nth_launch(2).grid, fa_bwd_prep_grid(&p)));

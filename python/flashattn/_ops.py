@@ -103,7 +103,10 @@ def _backward_of(saved, options, dout):
     if table is not None:
         raise _core.FlashAttnError("FA_ERR_UNSUPPORTED: no backward through a paged K/V cache (block_table)")
     (max_q, max_k, scale, causal, left, right, softcap, _splits, deterministic) = options
-    return bwd(dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, used, alibi, max_q, max_k, scale, causal,
+    # Strided rows are the library's to read (only the last dim must be contiguous): a
+    # copy here cost a backward 93 us at b*s = 16k tokens, h*d = 2048 (H200).
+    dout = dout if dout.stride(-1) == 1 else dout.contiguous()
+    return bwd(dout, q, k, v, out, lse, cu_q, cu_k, used, alibi, max_q, max_k, scale, causal,
                left, right, softcap, deterministic)
 
 

@@ -316,7 +316,7 @@ static fa_status fa_bwd_limits(fa_context *ctx, const fa_problem *p, const fa_se
                        "the %s backward walks %lld query heads per kv head x %lld query tiles of %d "
                        "rows = %lld steps per key tile, more than its 32-bit step counter holds",
                        backend, group, query_tiles, streamed, steps);
-    st = fa_check_grid(ctx, fa_bwd_prep_grid(p), FA_PREP_ROWS, "backward preprocess", backend);
+    st = fa_check_grid(ctx, fa_bwd_prep_grid(p), FA_PREP_THREADS, "backward preprocess", backend);
     if (st == FA_OK)
         st = fa_check_grid(ctx, fa_bwd_dkdv_grid(p, cfg), cfg->threads, "backward dK/dV", backend);
     if (st == FA_OK && !atomics)

@@ -386,7 +386,7 @@ static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_p
     fa_tma_maps maps;
     void *kernel_args[] = {args};
     void *dkdv_args[] = {args, &maps};
-    fa_status st = launch(ctx, state->rt->bwd_preprocess, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0,
+    fa_status st = launch(ctx, state->rt->bwd_preprocess, fa_bwd_prep_grid(p), FA_PREP_THREADS, kernel_args, 0,
                           "backward preprocess");
     if (st == FA_OK && cfg->warpgroup) {
         int err = state->rt->encode_maps(&args->fwd, args->dout, &args->dout_layout, p->dtype == FA_DTYPE_BF16,
@@ -398,7 +398,7 @@ static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_p
         st = launch(ctx, cfg->kernels[0], fa_bwd_dkdv_grid(p, cfg), (unsigned)cfg->threads,
                     cfg->warpgroup ? dkdv_args : kernel_args, cfg->smem_bytes, "backward dK/dV kernel");
     if (st == FA_OK && args->dq_accum)
-        st = launch(ctx, state->rt->bwd_convert_dq, fa_bwd_prep_grid(p), FA_PREP_ROWS, kernel_args, 0,
+        st = launch(ctx, state->rt->bwd_convert_dq, fa_bwd_prep_grid(p), FA_PREP_THREADS, kernel_args, 0,
                     "backward dQ conversion");
     else if (st == FA_OK)
         st = launch(ctx, cfg->kernels[1], fa_bwd_dq_grid(p, cfg), (unsigned)cfg->threads, kernel_args,

@@ -16,8 +16,10 @@
  * fa_fwd_checks_itself). */
 #define FA_JUDGE_ROUND 4
 
-/* Threads per block of the backward's preprocess (one thread per row). */
+/* Rows per block of the backward's preprocess and dQ conversion, and the threads that
+ * work on them (attn_bwd_prep.h). */
 #define FA_PREP_ROWS 64
+#define FA_PREP_THREADS 256
 
 /* Where the rows of one operand lie: the element strides of its batch, row and head
  * dimensions (batch 0 when varlen, whose rows count over the whole batch). */

@@ -3,10 +3,12 @@
  * per query row and head, D = rowsum(dO ∘ O) and the LSE in log2 units (+inf for rows
  * that saw no key, so their recomputed P is exactly 0), both fp32 in [heads][total_q],
  * and the row of the fp32 dQ accumulator zeroed when dQ is summed by atomics (and its
- * order count when those adds are ordered); and the
- * step after the dK/dV pass that turns that accumulator (dq_accum.h's layout) into dQ.
- * The preprocess takes one thread per row; the element type is a run-time flag (one
- * instance serves both). Included once by the vendor's shared-kernels translation unit.
+ * order count when those adds are ordered); and the step after the dK/dV pass that
+ * turns that accumulator (dq_accum.h's layout) into dQ. Both are memory-bound: a block
+ * takes FA_PREP_ROWS rows with FA_PREP_THREADS threads, consecutive threads on
+ * consecutive 16-byte chunks of a row, so every load and store is coalesced. The
+ * element type is a run-time flag (one instance serves both). Included once by the
+ * vendor's shared-kernels translation unit.
  */
 #ifndef FA_ATTN_BWD_PREP_H
 #define FA_ATTN_BWD_PREP_H
@@ -20,18 +22,26 @@
 #error "a preprocess block must hold whole row blocks of the dQ accumulator"
 #endif
 
-FA_DEVICE float fa_dot_row(const unsigned short *a, const unsigned short *b, int head_dim, int bf16)
+#if FA_PREP_THREADS % FA_PREP_ROWS != 0 || FA_MAX_HEAD_DIM % 8 != 0
+#error "a preprocess block's threads cover its rows evenly; rows are whole 8-element chunks"
+#endif
+/* Shared-memory row pitches, one bank (4 floats for the staged dQ, which float4 reads
+ * need aligned) past the row's length, so that a row's thread summing its chunks and
+ * the scatter of accumulator registers into rows do not hit one bank from every row. */
+#define FA_PREP_CHUNK_PITCH (FA_MAX_HEAD_DIM / 8 + 1)
+#define FA_PREP_STAGE_PITCH(head_dim) ((head_dim) + 4)
+
+/* Σ a[i] · b[i] over one 8-element chunk of two fp16/bf16 rows. */
+FA_DEVICE float fa_dot_chunk(const unsigned short *a, const unsigned short *b, int bf16)
 {
+    const uint4 x = *(const uint4 *)a, y = *(const uint4 *)b;
+    const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
     float sum = 0.f;
-    for (int c = 0; c < head_dim; c += 8) {
-        uint4 x = *(const uint4 *)(a + c), y = *(const uint4 *)(b + c);
-        const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            float2 u = bf16 ? fa_unpack2_bf16(xs[i]) : fa_unpack2_f16(xs[i]);
-            float2 v = bf16 ? fa_unpack2_bf16(ys[i]) : fa_unpack2_f16(ys[i]);
-            sum = fmaf(u.x, v.x, fmaf(u.y, v.y, sum));
-        }
+    for (int i = 0; i < 4; ++i) {
+        float2 u = bf16 ? fa_unpack2_bf16(xs[i]) : fa_unpack2_f16(xs[i]);
+        float2 v = bf16 ? fa_unpack2_bf16(ys[i]) : fa_unpack2_f16(ys[i]);
+        sum = fmaf(u.x, v.x, fmaf(u.y, v.y, sum));
     }
     return sum;
 }
@@ -65,32 +75,45 @@ FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f)
     return r;
 }
 
+/* D of the block's rows: each thread takes chunks (row-major over the block's rows, so a
+ * warp reads whole stretches of rows), the chunks' dot products land in shared memory,
+ * and each row's thread sums its chunks in order (the same D on every run). */
 extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_preprocess)(fa_bwd_args args)
 {
+    __shared__ float partial[FA_PREP_ROWS * FA_PREP_CHUNK_PITCH];
     const fa_fwd_args *f = &args.fwd;
     const fa_prep_rows rows = fa_block_rows(f);
     if (rows.count <= 0)
         return;
-    const int batch = rows.batch, head = rows.head;
+    const int batch = rows.batch, head = rows.head, chunks = f->head_dim / 8;
     const fa_sequence seq = rows.seq;
     /* The block's dQ accumulator rows are contiguous: zero them with coalesced stores. */
     if (args.dq_accum) {
         float4 *acc = (float4 *)(args.dq_accum + rows.slot0 * f->head_dim);
-        for (int i = threadIdx.x; i < rows.count * f->head_dim / 4; i += FA_PREP_ROWS)
+        for (int i = threadIdx.x; i < rows.count * f->head_dim / 4; i += FA_PREP_THREADS)
             acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if ((int)threadIdx.x >= rows.count)
-        return;
-    const int row = rows.row0 + threadIdx.x;
-    const unsigned short *o =
-        (const unsigned short *)f->out + fa_row_at(&f->out_layout, batch, seq.q_row0 + row, head);
+    const unsigned short *o = (const unsigned short *)f->out + fa_row_at(&f->out_layout, batch, seq.q_row0, head);
     const unsigned short *d_o =
-        (const unsigned short *)args.dout + fa_row_at(&args.dout_layout, batch, seq.q_row0 + row, head);
-    args.delta[rows.slot0 + threadIdx.x] = fa_dot_row(o, d_o, f->head_dim, args.out_bf16);
+        (const unsigned short *)args.dout + fa_row_at(&args.dout_layout, batch, seq.q_row0, head);
+    for (int i = threadIdx.x; i < rows.count * chunks; i += FA_PREP_THREADS) {
+        const int r = i / chunks, c = i - r * chunks;
+        const long long row = rows.row0 + r;
+        partial[r * FA_PREP_CHUNK_PITCH + c] =
+            fa_dot_chunk(o + row * f->out_layout.row + 8 * c, d_o + row * args.dout_layout.row + 8 * c, args.out_bf16);
+    }
+    fa_barrier();
+    const int r = threadIdx.x;
+    if (r >= rows.count)
+        return;
+    float sum = 0.f;
+    for (int c = 0; c < chunks; ++c)
+        sum += partial[r * FA_PREP_CHUNK_PITCH + c];
+    args.delta[rows.slot0 + r] = sum;
     if (args.dq_order)
-        args.dq_order[rows.slot0 + threadIdx.x] = 0;
-    float lse = f->lse[fa_lse_at(&f->lse_layout, batch, head, seq.q_row0 + row)];
-    args.lse_log2[rows.slot0 + threadIdx.x] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
+        args.dq_order[rows.slot0 + r] = 0;
+    float lse = f->lse[fa_lse_at(&f->lse_layout, batch, head, seq.q_row0 + rows.row0 + r)];
+    args.lse_log2[rows.slot0 + r] = lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f;
 }
 
 FA_DEVICE uint32_t fa_pack2_dq(float lo, float hi, int bf16)
@@ -98,54 +121,37 @@ FA_DEVICE uint32_t fa_pack2_dq(float lo, float hi, int bf16)
     return bf16 ? fa_pack2_bf16(lo, hi) : fa_pack2_f16(lo, hi);
 }
 
-/* `count` rows of a row-major part of the accumulator (acc_rows: the first one) -> dQ
- * rows (dq_rows: the first one). A thread converts 8 consecutive
- * elements; consecutive threads take consecutive chunks of a row, then the next row, so
- * reads and writes are coalesced. */
-FA_DEVICE void fa_convert_rows(unsigned short *dq_rows, long long dq_row, const float *acc_rows, int count,
-                               int head_dim, float s, int bf16)
+/* One row block of the accumulator (FA_MMA_M rows from the head's `acc`), `rows` of them
+ * valid, row-major into `staged` (FA_MMA_M rows of FA_PREP_STAGE_PITCH): a
+ * fragment-ordered block by one
+ * lane's registers of one MMA tile per thread (contiguous reads), each register to
+ * where fa_acc_row / fa_acc_col put it; a row-major one as it is. */
+FA_DEVICE void fa_stage_dq_block(float *staged, const float *acc, int fragments, int rows, int head_dim)
 {
-    const int chunks = head_dim / 8;
-    for (int i = threadIdx.x; i < count * chunks; i += FA_PREP_ROWS) {
-        const int r = i / chunks, c = i % chunks;
-        const float4 *acc = (const float4 *)(acc_rows + (long long)r * head_dim) + 2 * c;
-        const float4 lo = acc[0], hi = acc[1];
-        uint4 packed;
-        packed.x = fa_pack2_dq(lo.x * s, lo.y * s, bf16);
-        packed.y = fa_pack2_dq(lo.z * s, lo.w * s, bf16);
-        packed.z = fa_pack2_dq(hi.x * s, hi.y * s, bf16);
-        packed.w = fa_pack2_dq(hi.z * s, hi.w * s, bf16);
-        *((uint4 *)(dq_rows + r * dq_row) + c) = packed;
-    }
-}
-
-/* A fragment-ordered row block (dq_accum.h) -> its FA_MMA_M dQ rows: a thread takes one
- * lane's registers of one MMA tile (contiguous, so reads are coalesced) and stores them
- * where fa_acc_row / fa_acc_col put them, register pairs together. */
-FA_DEVICE void fa_convert_fragments(unsigned short *dq_rows, long long dq_row, const float *block, int head_dim,
-                                    float s, int bf16)
-{
-    for (int i = threadIdx.x; i < head_dim / FA_MMA_N * FA_WARP_SIZE; i += FA_PREP_ROWS) {
-        const int tile = i / FA_WARP_SIZE, lane = i % FA_WARP_SIZE;
-        const float *v = block + (long long)tile * FA_MMA_M * FA_MMA_N + lane * FA_ACC_REGS;
-#pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; r += 2) {
-            unsigned short *dst = dq_rows + fa_acc_row(lane, r) * dq_row + tile * FA_MMA_N + fa_acc_col(lane, r);
-            const uint32_t pair = fa_pack2_dq(v[r] * s, v[r + 1] * s, bf16);
-#if FA_ACC_PAIR_STRIDE == 1
-            *(uint32_t *)dst = pair;
-#else
-            dst[0] = (unsigned short)pair;
-            dst[FA_ACC_PAIR_STRIDE] = (unsigned short)(pair >> 16);
-#endif
+    const int pitch = FA_PREP_STAGE_PITCH(head_dim), row_chunks = head_dim / 4;
+    if (!fragments) {
+        for (int i = threadIdx.x; i < rows * row_chunks; i += FA_PREP_THREADS) {
+            const int r = i / row_chunks, c = i - r * row_chunks;
+            ((float4 *)staged)[(r * pitch) / 4 + c] = ((const float4 *)acc)[i];
         }
+        return;
+    }
+    for (int i = threadIdx.x; i < head_dim / FA_MMA_N * FA_WARP_SIZE; i += FA_PREP_THREADS) {
+        const int tile = i / FA_WARP_SIZE, lane = i % FA_WARP_SIZE;
+        const float *v = acc + (long long)tile * FA_MMA_M * FA_MMA_N + lane * FA_ACC_REGS;
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r)
+            staged[fa_acc_row(lane, r) * pitch + tile * FA_MMA_N + fa_acc_col(lane, r)] = v[r];
     }
 }
 
 /* dQ = scale · accumulator, as fp16/bf16 rows (same grid as the preprocess), row block
- * by row block in the accumulator's layout. */
+ * by row block: staged row-major in shared memory (fa_stage_dq_block), then written a
+ * 16-byte chunk of a row per thread, consecutive threads along the row. */
 extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_convert_dq)(fa_bwd_args args)
 {
+    __shared__ float4 staged4[FA_MMA_M * FA_PREP_STAGE_PITCH(FA_MAX_HEAD_DIM) / 4];
+    float *staged = (float *)staged4;
     const fa_fwd_args *f = &args.fwd;
     const fa_prep_rows rows = fa_block_rows(f);
     const fa_sequence seq = rows.seq;
@@ -153,16 +159,27 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_convert_dq)(fa_bwd_args a
     unsigned short *dq =
         (unsigned short *)args.dq + fa_row_at(&args.dq_layout, rows.batch, seq.q_row0, rows.head);
     const long long dq_row = args.dq_layout.row;
+    const int chunks = f->head_dim / 8, pitch4 = FA_PREP_STAGE_PITCH(f->head_dim) / 4;
+    const float s = args.scale;
     /* Counted from the block's first row: rb itself would step past 2^31 - 1 after the
      * last row block of a sequence of nearly 2^31 rows. */
     for (int i = 0; i < rows.count; i += FA_MMA_M) {
-        const int rb = rows.row0 + i;
-        const float *acc = head_acc + (rows.q_global_row0 + rb) * f->head_dim;
-        if (fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim, FA_MMA_M, FA_MMA_N))
-            fa_convert_fragments(dq + rb * dq_row, dq_row, acc, f->head_dim, args.scale, args.out_bf16);
-        else
-            fa_convert_rows(dq + rb * dq_row, dq_row, acc, min(FA_MMA_M, seq.seqlen_q - rb), f->head_dim,
-                            args.scale, args.out_bf16);
+        const int rb = rows.row0 + i, valid = min(FA_MMA_M, rows.count - i);
+        fa_stage_dq_block(staged, head_acc + (rows.q_global_row0 + rb) * f->head_dim,
+                          fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim, FA_MMA_M, FA_MMA_N), valid,
+                          f->head_dim);
+        fa_barrier();
+        for (int j = threadIdx.x; j < valid * chunks; j += FA_PREP_THREADS) {
+            const int r = j / chunks, c = j - r * chunks;
+            const float4 lo = staged4[r * pitch4 + 2 * c], hi = staged4[r * pitch4 + 2 * c + 1];
+            uint4 packed;
+            packed.x = fa_pack2_dq(lo.x * s, lo.y * s, args.out_bf16);
+            packed.y = fa_pack2_dq(lo.z * s, lo.w * s, args.out_bf16);
+            packed.z = fa_pack2_dq(hi.x * s, hi.y * s, args.out_bf16);
+            packed.w = fa_pack2_dq(hi.z * s, hi.w * s, args.out_bf16);
+            *((uint4 *)(dq + (rb + r) * dq_row) + c) = packed;
+        }
+        fa_barrier(); /* the stage is read before the next block overwrites it */
     }
 }
 
