@@ -31,6 +31,14 @@
 #define FA_PREP_CHUNK_PITCH (FA_MAX_HEAD_DIM / 8 + 1)
 #define FA_PREP_STAGE_PITCH(head_dim) ((head_dim) + 4)
 
+/* The preprocess's per-chunk dot products, and the conversion's staged row block. */
+typedef struct fa_prep_partials {
+    float dot[FA_PREP_ROWS * FA_PREP_CHUNK_PITCH];
+} fa_prep_partials;
+typedef struct fa_dq_stage {
+    float4 v[FA_MMA_M * FA_PREP_STAGE_PITCH(FA_MAX_HEAD_DIM) / 4];
+} fa_dq_stage;
+
 /* Σ a[i] · b[i] over one 8-element chunk of two fp16/bf16 rows. */
 FA_DEVICE float fa_dot_chunk(const unsigned short *a, const unsigned short *b, int bf16)
 {
@@ -80,7 +88,7 @@ FA_DEVICE fa_prep_rows fa_block_rows(const fa_fwd_args *f)
  * and each row's thread sums its chunks in order (the same D on every run). */
 extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_preprocess)(fa_bwd_args args)
 {
-    __shared__ float partial[FA_PREP_ROWS * FA_PREP_CHUNK_PITCH];
+    FA_SHARED_OBJECT(fa_prep_partials, partial);
     const fa_fwd_args *f = &args.fwd;
     const fa_prep_rows rows = fa_block_rows(f);
     if (rows.count <= 0)
@@ -99,7 +107,7 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_preprocess)(fa_bwd_args a
     for (int i = threadIdx.x; i < rows.count * chunks; i += FA_PREP_THREADS) {
         const int r = i / chunks, c = i - r * chunks;
         const long long row = rows.row0 + r;
-        partial[r * FA_PREP_CHUNK_PITCH + c] =
+        partial.dot[r * FA_PREP_CHUNK_PITCH + c] =
             fa_dot_chunk(o + row * f->out_layout.row + 8 * c, d_o + row * args.dout_layout.row + 8 * c, args.out_bf16);
     }
     fa_barrier();
@@ -108,7 +116,7 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_preprocess)(fa_bwd_args a
         return;
     float sum = 0.f;
     for (int c = 0; c < chunks; ++c)
-        sum += partial[r * FA_PREP_CHUNK_PITCH + c];
+        sum += partial.dot[r * FA_PREP_CHUNK_PITCH + c];
     args.delta[rows.slot0 + r] = sum;
     if (args.dq_order)
         args.dq_order[rows.slot0 + r] = 0;
@@ -150,8 +158,9 @@ FA_DEVICE void fa_stage_dq_block(float *staged, const float *acc, int fragments,
  * 16-byte chunk of a row per thread, consecutive threads along the row. */
 extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_convert_dq)(fa_bwd_args args)
 {
-    __shared__ float4 staged4[FA_MMA_M * FA_PREP_STAGE_PITCH(FA_MAX_HEAD_DIM) / 4];
-    float *staged = (float *)staged4;
+    FA_SHARED_OBJECT(fa_dq_stage, stage);
+    float4 *staged4 = stage.v;
+    float *staged = (float *)stage.v;
     const fa_fwd_args *f = &args.fwd;
     const fa_prep_rows rows = fa_block_rows(f);
     const fa_sequence seq = rows.seq;
