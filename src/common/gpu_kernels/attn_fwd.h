@@ -719,11 +719,12 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
     fa_load_tile(smem_q, q, args.q_layout.row, s.rows_valid, args.head_dim, FA_INST_M);
 #define FA_Q_OPERAND smem_q
 #endif
+#if FA_HELD_COPIES || (FA_INST_PACK_GQA && FA_DEC_HELD)
+    fa_held_tile k_held, v_held;
 #if FA_HELD_COPIES
     /* One buffer per operand. Tile t+1's loads are issued before tile t's work and stored
      * after it; a barrier publishes each store, another tells that every wave is done
      * with the buffers the store overwrites. */
-    fa_held_tile k_held, v_held;
 #define FA_FETCH_KV(t)                                                                                       \
     do {                                                                                                     \
         fa_fetch_tile(&k_held, k + (long long)FA_TILE_N0(t) * args.k_layout.row, args.k_layout.row,          \
@@ -741,7 +742,31 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
         fa_store_tile(smem_k, 0, &k_held);  \
         FA_STORE_V();                       \
     } while (0)
+#define FA_FIRST_PAGES() ((void)0)
+#else
+    /* As FA_HELD_COPIES above, through fa_fetch_kv / fa_store_kv: tile t+1's loads are
+     * issued before tile t's work and stored after it. The pages of tile t+2 are read
+     * into `ahead` just before tile t+1's loads go out: the wait for a table entry
+     * (memory counters retire in order) then waits for no K/V load, where reading them
+     * after the loads made the wait before the tile's work a wait for every load. */
+#define FA_FETCH_KV(t)                                                                    \
+    do {                                                                                  \
+        fa_tile_pages ahead = pages;                                                      \
+        if ((t) + 1 < n_tiles)                                                            \
+            fa_fetch_pages(&ahead, &args, &s, FA_TILE_N0((t) + 1));                       \
+        fa_fetch_kv(&k_held, k, &args.k_layout, &args, &s, &pages, FA_TILE_N0(t));        \
+        fa_fetch_kv(&v_held, v, &args.v_layout, &args, &s, &pages, FA_TILE_N0(t));        \
+        pages = ahead;                                                                    \
+    } while (0)
+#define FA_STORE_KV()                      \
+    do {                                   \
+        fa_store_kv(smem_k, &k_held);      \
+        fa_store_kv(smem_v, &v_held);      \
+    } while (0)
+#define FA_FIRST_PAGES() FA_FETCH_PAGES(0)
+#endif
     if (n_tiles > 0) {
+        FA_FIRST_PAGES();
         FA_FETCH_KV(0);
         FA_STORE_KV();
     }
@@ -760,46 +785,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
 #undef FA_FETCH_KV
 #undef FA_STORE_KV
 #undef FA_STORE_V
-#elif FA_INST_PACK_GQA && FA_DEC_HELD
-    /* As FA_HELD_COPIES above, through fa_fetch_kv / fa_store_kv: tile t+1's loads are
-     * issued before tile t's work and stored after it. The pages of tile t+2 are read
-     * into `ahead` just before tile t+1's loads go out: the wait for a table entry
-     * (memory counters retire in order) then waits for no K/V load, where reading them
-     * after the loads made the wait before the tile's work a wait for every load. */
-    fa_held_tile k_held, v_held;
-#define FA_FETCH_KV(t)                                                                    \
-    do {                                                                                  \
-        fa_tile_pages ahead = pages;                                                      \
-        if ((t) + 1 < n_tiles)                                                            \
-            fa_fetch_pages(&ahead, &args, &s, FA_TILE_N0((t) + 1));                       \
-        fa_fetch_kv(&k_held, k, &args.k_layout, &args, &s, &pages, FA_TILE_N0(t));        \
-        fa_fetch_kv(&v_held, v, &args.v_layout, &args, &s, &pages, FA_TILE_N0(t));        \
-        pages = ahead;                                                                    \
-    } while (0)
-#define FA_STORE_KV()                      \
-    do {                                   \
-        fa_store_kv(smem_k, &k_held);      \
-        fa_store_kv(smem_v, &v_held);      \
-    } while (0)
-    if (n_tiles > 0) {
-        FA_FETCH_PAGES(0);
-        FA_FETCH_KV(0);
-        FA_STORE_KV();
-    }
-    FA_JUDGE();
-    for (int t = 0; t < n_tiles; ++t) {
-        fa_barrier(); /* tile t (and Q) is in shared memory for every thread */
-        if (t + 1 < n_tiles)
-            FA_FETCH_KV(t + 1);
-        FA_SOFTMAX_STEP(t);
-        fa_pv(acc_o, p, smem_v + warp_key0 * FA_PITCH);
-        if (t + 1 < n_tiles) {
-            fa_barrier(); /* every wave is done with tile t */
-            FA_STORE_KV();
-        }
-    }
-#undef FA_FETCH_KV
-#undef FA_STORE_KV
+#undef FA_FIRST_PAGES
 #elif FA_LOAD_AHEAD
     /* One group per K/V tile, tiles t .. t+S-1 in flight while tile t is waited for: a
      * tile's buffer is refilled (tile t+S) right after every warp is done with it, and
