@@ -96,6 +96,17 @@ def _combine_fake(out_partials, lse_partials):
             torch.empty_like(lse_partials[0], memory_format=torch.contiguous_format))
 
 
+def _rows_addressable(t):
+    """Whether the GPU backward reads t as it is: its last dim contiguous, 16-byte aligned
+    data and the other strides positive multiples of 8 elements (gpu_args.c
+    fa_bwd_rows_aligned; api.c tma_operand_ok). Autograd hands the backward whatever
+    layout the graph made (a slice of a wider gradient, a broadcast), which the caller
+    cannot choose; anything else is copied. The copy cost 93 us per call at
+    b*s = 16k tokens, h*d = 2048 on the H200 (bench/NOTES.md, issue 14 b5)."""
+    return (t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and
+            all(s > 0 and s % 8 == 0 for s in t.stride()[:-1]))
+
+
 def _backward_of(saved, options, dout):
     """dq, dk, dv of fwd from what its forward saved: (q, k, v, out, lse, cu_seqlens_q,
     cu_seqlens_k, seqused_k, block_table, alibi_slopes) and the scalar options."""
@@ -103,9 +114,7 @@ def _backward_of(saved, options, dout):
     if table is not None:
         raise _core.FlashAttnError("FA_ERR_UNSUPPORTED: no backward through a paged K/V cache (block_table)")
     (max_q, max_k, scale, causal, left, right, softcap, _splits, deterministic) = options
-    # Strided rows are the library's to read (only the last dim must be contiguous): a
-    # copy here cost a backward 93 us at b*s = 16k tokens, h*d = 2048 (H200).
-    dout = dout if dout.stride(-1) == 1 else dout.contiguous()
+    dout = dout if _rows_addressable(dout) else dout.contiguous()
     return bwd(dout, q, k, v, out, lse, cu_q, cu_k, used, alibi, max_q, max_k, scale, causal,
                left, right, softcap, deterministic)
 

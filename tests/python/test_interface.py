@@ -290,6 +290,33 @@ def test_inputs_whose_last_dim_is_strided_are_copied(device):
     assert torch.equal(flashattn.flash_attn_func(*strided), flashattn.flash_attn_func(q, k, v))
 
 
+def test_backward_of_any_gradient_layout_autograd_hands_it(device):
+    """The gradient of a slice of a wider tensor (rows not a multiple of 8 elements apart)
+    and of a broadcast (stride 0) reach the backward as autograd made them: it copies
+    what the GPU kernels cannot read and reads the rest in place."""
+    from flashattn import _ops
+    dtype = dtypes_for(device)[-1]
+    q, k, v = _inputs(device, dtype, (1, 9, 12, 2, 2, 16), seed=7)
+    wide = torch.empty(1, 9, 2, 20, device=device, dtype=dtype)
+    assert not _ops._rows_addressable(wide[..., :16])
+    assert not _ops._rows_addressable(torch.zeros(1, 1, 2, 16, device=device, dtype=dtype).expand(1, 9, 2, 16))
+    assert _ops._rows_addressable(torch.zeros(1, 2, 9, 16, device=device, dtype=dtype).transpose(1, 2))
+    grads = []
+    for shape_grad in ("slice", "broadcast", "plain"):
+        leaves = [t.detach().requires_grad_(True) for t in (q, k, v)]
+        out = flashattn.flash_attn_func(*leaves)
+        if shape_grad == "slice":
+            loss = torch.cat([out, torch.zeros_like(out[..., :4])], -1).float().sum()
+        elif shape_grad == "broadcast":
+            loss = out.float().mean(dim=1).sum() * 9
+        else:
+            loss = out.float().sum()
+        grads.append(torch.autograd.grad(loss, leaves))
+    for g in grads[:2]:
+        for a, b in zip(g, grads[2]):
+            torch.testing.assert_close(a, b)
+
+
 def test_library_errors_name_the_status_and_write_nothing(device):
     dtype = dtypes_for(device)[-1]
     q, k, v = _inputs(device, dtype, (1, 8, 8, 3, 2, 16), seed=1)  # 3 heads over 2 kv heads

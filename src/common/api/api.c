@@ -982,8 +982,9 @@ static int tma_operand_ok(const void *data, const fa_strides *s, int varlen)
 }
 
 /* The backward's dout too; a plan or workspace query has none, and answers for a dout
- * that is addressable (the workspace is the same either way: both backward families on a
- * row with warpgroup MMA sum dQ by atomics). */
+ * that is addressable. The workspace it answers is then never too small: both families
+ * on a row with warpgroup MMA sum dQ by atomics, and for a deterministic call the
+ * warpgroup family's (accumulator and order rows) is the larger one. */
 static int tma_addressable(const fa_problem *p, fa_pass pass)
 {
     return tma_operand_ok(p->q, &p->q_stride, p->varlen) && tma_operand_ok(p->k, &p->k_stride, p->varlen) &&

@@ -25,6 +25,9 @@
 #if FA_PREP_THREADS % FA_PREP_ROWS != 0 || FA_MAX_HEAD_DIM % 8 != 0
 #error "a preprocess block's threads cover its rows evenly; rows are whole 8-element chunks"
 #endif
+#if FA_MMA_M * FA_MMA_N != FA_WARP_SIZE * FA_ACC_REGS
+#error "fa_stage_dq_block scatters an MMA tile as its lanes' accumulator registers"
+#endif
 /* Shared-memory row pitches, one bank (4 floats for the staged dQ, which float4 reads
  * need aligned) past the row's length, so that a row's thread summing its chunks and
  * the scatter of accumulator registers into rows do not hit one bank from every row. */
