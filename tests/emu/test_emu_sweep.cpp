@@ -353,6 +353,19 @@ TEST_CASE("every_head_dim_is_the_same_in_every_wave_order")
     }
 }
 
+// One paged forward on the emulated device, every output element written and equal to
+// the reference over the contiguous K/V within the rule.
+void run_paged_against_reference(EmuContext &cx, fa_paged::PagedRun &r)
+{
+    const fa_status st =
+        fa_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &r.out.view, &r.lse.view, nullptr, 0);
+    INFO(fa_last_error(cx.ctx));
+    REQUIRE(st == FA_OK);
+    CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
+    REQUIRE(fa_oracle::all_elements_written(r.out));
+    fa_paged::check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+}
+
 // Paged K/V (seq_check_pages, then the decode family over pages in random order) on
 // every head dim with a decode row, both dtypes: varlen sequences ending inside a page,
 // pages of 16, 48 and 64 keys (48: the page size is a divisor the host prepares,
@@ -382,13 +395,7 @@ TEST_CASE("paged_decode_every_head_dim_both_dtypes")
             fa_paged::PagedRun r;
             fa_paged::prepare(c, r);
             EmuContext cx;
-            const fa_status st = fa_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &r.out.view,
-                                        &r.lse.view, nullptr, 0);
-            INFO(fa_last_error(cx.ctx));
-            REQUIRE(st == FA_OK);
-            CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
-            REQUIRE(fa_oracle::all_elements_written(r.out));
-            fa_paged::check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+            run_paged_against_reference(cx, r);
         }
 }
 
@@ -422,13 +429,7 @@ TEST_CASE("paged_decode_d128_every_page_layout_many_tiles")
             REQUIRE(fa_plan_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &plan) == FA_OK);
             if (FA_EMU_WAVE_SIZE == 64)
                 CHECK((contains(plan.kernel, "fa_hip_dec_d128_") && plan.tile_n == 32));
-            const fa_status st = fa_fwd(cx.ctx, &r.q.view, &r.k_pool.view, &r.v_pool.view, &r.paged, &r.out.view,
-                                        &r.lse.view, nullptr, 0);
-            INFO(fa_last_error(cx.ctx));
-            REQUIRE(st == FA_OK);
-            CHECK(fa_device_error(cx.ctx, 1) == FA_OK);
-            REQUIRE(fa_oracle::all_elements_written(r.out));
-            fa_paged::check_against_reference(r.q.view, r.k.view, r.v.view, r.contiguous, r.out.view, r.lse.view);
+            run_paged_against_reference(cx, r);
         }
 }
 
