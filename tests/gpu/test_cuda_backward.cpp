@@ -72,6 +72,14 @@ double max_relative_difference(const HostTensor &a, const HostTensor &b)
     return diff / scale;
 }
 
+// Two runs' gradients, bit for bit.
+void check_same_gradients(const BackwardRun &a, const BackwardRun &b)
+{
+    CHECK(a.dq.storage == b.dq.storage);
+    CHECK(a.dk.storage == b.dk.storage);
+    CHECK(a.dv.storage == b.dv.storage);
+}
+
 void check_backward(const Case &c, uint64_t seed, int deterministic = 0)
 {
     GpuProblem p(c, seed);
@@ -335,9 +343,7 @@ TEST_CASE("cuda backward: ten runs are bitwise identical", "[cuda][backward]")
         BackwardRun again;
         run_backward(p, 2300, again, 1);
         REQUIRE(again.status == FA_OK);
-        CHECK(again.dq.storage == first.dq.storage);
-        CHECK(again.dk.storage == first.dk.storage);
-        CHECK(again.dv.storage == first.dv.storage);
+        check_same_gradients(again, first);
     }
 }
 
@@ -377,9 +383,7 @@ TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward, against the 
             run_backward(p, seed, again, 1);
             REQUIRE(first.status == FA_OK);
             REQUIRE(again.status == FA_OK);
-            CHECK(again.dq.storage == first.dq.storage);
-            CHECK(again.dk.storage == first.dk.storage);
-            CHECK(again.dv.storage == first.dv.storage);
+            check_same_gradients(again, first);
             ++seed;
         }
 }
@@ -412,9 +416,7 @@ TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward over far more
         REQUIRE(first.status == FA_OK);
         REQUIRE(again.status == FA_OK);
         REQUIRE(unordered.status == FA_OK);
-        CHECK(again.dq.storage == first.dq.storage);
-        CHECK(again.dk.storage == first.dk.storage);
-        CHECK(again.dv.storage == first.dv.storage);
+        check_same_gradients(again, first);
         // The same sums in another order: dK and dV are the same kernel's, bit for bit;
         // dQ differs by rounding only.
         CHECK(unordered.dk.storage == first.dk.storage);
