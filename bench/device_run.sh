@@ -63,7 +63,7 @@ if [[ $what == backward ]]; then
   parts=" ${FA_BWD_PARTS:-tests bench llama sanitize suite} "
   if [[ $parts == *" tests "* ]]; then
     echo "== warpgroup backward (attn_bwd_ws.h): its tests"
-    (cd .carry && timeout 150 ./flashattn_gpu_tests "cuda backward: sm_90*" --durations yes) > "$OUT/bws_tests.log" 2>&1
+    (cd .carry && timeout 240 ./flashattn_gpu_tests "cuda backward: sm_90*" --durations yes) > "$OUT/bws_tests.log" 2>&1
     echo "bws tests rc=$?"; grep -E "test cases|assertions|FAILED|with expansion|^[0-9.]+ s:" "$OUT/bws_tests.log" | head -12
   fi
   if [[ $parts == *" bench "* ]]; then
@@ -82,7 +82,7 @@ if [[ $what == backward ]]; then
   fi
   if [[ $parts == *" sanitize "* ]]; then
     for tool in memcheck racecheck synccheck; do
-      (cd .carry && timeout 140 compute-sanitizer --tool $tool --kernel-regex kns=bws --error-exitcode 9 \
+      (cd .carry && timeout 200 compute-sanitizer --tool $tool --kernel-regex kns=bws --error-exitcode 9 \
          ./flashattn_gpu_tests "cuda backward: sm_90 runs*" > "$OUT/bws_$tool.log" 2>&1; echo $? > "$OUT/bws_$tool.rc") &
     done
     wait

@@ -576,6 +576,18 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless ragged or padded mo
     shape.dtype = FA_DTYPE_F16;
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
     CHECK(std::string(sel.config->name) == "fa_cuda_bws_d64_f16_128x128x2");
+    // d256 (and d224, d200: no mma.sync instance pads less) splits the head dim between
+    // its consumers, deterministic calls included.
+    for (int d : {200, 224, 256})
+        for (int deterministic : {0, 1}) {
+            shape.head_dim = d;
+            shape.deterministic = deterministic;
+            REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
+            INFO(sel.reason);
+            CHECK(std::string(sel.config->name) == "fa_cuda_bws_d256_f16_64x64x2");
+            CHECK(sel.config->ordered_dq == 1);
+        }
+    shape.deterministic = 0;
 
     struct fallback {
         int head_dim, deterministic, ragged, tma_ok;
@@ -584,7 +596,7 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless ragged or padded mo
         {128, 0, 1, 1, "mma.sync family: varlen or seqused_k"},
         {128, 0, 0, 0, "mma.sync family: an operand is not TMA-addressable"},
         {96, 0, 0, 1, "mma.sync family: its d96 pads less than the warpgroup family's d128"},
-        {256, 0, 0, 1, "mma.sync family: no warpgroup instance covers this head dim"},
+        {192, 0, 0, 1, "mma.sync family: its d192 pads less than the warpgroup family's d256"},
     };
     for (const fallback &f : fallbacks) {
         fa_problem_shape s = make_shape(FA_DTYPE_BF16, 4, 16, f.head_dim, 4096, 4096);

@@ -167,6 +167,7 @@ FA_DEVICE uint64_t fa_wg_desc_advance(uint64_t desc, uint32_t bytes) { return de
     }
 #define FA_WG_DEFINE_TYPES(N) FA_WG_DEFINE(N, f16, "f16") FA_WG_DEFINE(N, bf16, "bf16")
 /* Every N of fa_wgmma_shapes.h (gen_wgmma_shapes.py's SHAPES). */
+FA_WG_DEFINE_TYPES(32)
 FA_WG_DEFINE_TYPES(64)
 FA_WG_DEFINE_TYPES(80)
 FA_WG_DEFINE_TYPES(96)
@@ -190,14 +191,18 @@ FA_WG_DEFINE_TYPES(256)
  * blocks N x 128 bytes apart), over head dim D: D / 16 k-steps, 32 bytes each inside a
  * 128-byte row, then the next column block. acc holds N / 2 floats; the first step
  * overwrites them. Issued, not waited for (fa_wg_commit / fa_wg_wait). */
-#define FA_WG_QK(N, D, type, acc, q_addr, q_block_bytes, k_addr)                                      \
+#define FA_WG_QK(N, D, type, acc, q_addr, q_block_bytes, k_addr) \
+    FA_WG_QK_SLICE(N, D, type, acc, q_addr, q_block_bytes, k_addr, (N) * 128u)
+/* The same with the N rows of B a slice of a taller tile, whose 64-column blocks lie
+ * k_block_bytes apart (the d256 backward's half of a step's queries). */
+#define FA_WG_QK_SLICE(N, D, type, acc, q_addr, q_block_bytes, k_addr, k_block_bytes)                 \
     do {                                                                                              \
         _Pragma("unroll") for (int fa_ks = 0; fa_ks < (D) / 16; ++fa_ks)                              \
         {                                                                                             \
             const uint32_t fa_in_row = 32u * (uint32_t)(fa_ks % 4), fa_block = (uint32_t)(fa_ks / 4);  \
             FA_WG_MMA(N, ss_kmaj, type)                                                               \
             ((acc), fa_wg_desc_sw128((q_addr) + fa_block * (q_block_bytes) + fa_in_row, 16, 1024),     \
-             fa_wg_desc_sw128((k_addr) + fa_block * (N) * 128u + fa_in_row, 16, 1024), fa_ks > 0);      \
+             fa_wg_desc_sw128((k_addr) + fa_block * (k_block_bytes) + fa_in_row, 16, 1024), fa_ks > 0); \
         }                                                                                             \
     } while (0)
 
@@ -225,6 +230,21 @@ FA_WG_DEFINE_TYPES(256)
             FA_WG_MMA(N, ss_mnmaj, type)                                                              \
             ((acc), fa_wg_desc_sw128((ds_addr) + 2048u * (uint32_t)fa_ks, (ds_block_bytes), 1024),      \
              fa_wg_desc_sw128((k_addr) + 2048u * (uint32_t)fa_ks, (KEYS) * 128u, 1024), fa_ks > 0);       \
+    } while (0)
+
+/* dV += Pᵀ·dO and dK += dSᵀ·Q with the scores from shared memory (the d256 backward,
+ * where both consumers need every query's scores): the A operand a [key][query] tile of
+ * one 64-column block at t_addr (K-major, QUERIES <= 64: a k-step of 16 queries is 32
+ * bytes inside the 128-byte row), B as stored ([query][d], MN-major) from the column
+ * block at rows_addr, its 64-column blocks of d rows_block_bytes apart (the leading
+ * offset), a k-step 16 rows = 2048 bytes. acc holds N / 2 floats and accumulates. Issued,
+ * not waited for. */
+#define FA_WG_TROWS(N, QUERIES, type, acc, t_addr, rows_addr, rows_block_bytes)                        \
+    do {                                                                                              \
+        _Pragma("unroll") for (int fa_ks = 0; fa_ks < (QUERIES) / 16; ++fa_ks)                        \
+            FA_WG_MMA(N, ss_nmaj, type)                                                               \
+            ((acc), fa_wg_desc_sw128((t_addr) + 32u * (uint32_t)fa_ks, 16, 1024),                      \
+             fa_wg_desc_sw128((rows_addr) + 2048u * (uint32_t)fa_ks, (rows_block_bytes), 1024), 1);     \
     } while (0)
 
 /* ---- mbarriers (PTX ISA #parallel-synchronization-and-communication-instructions-mbarrier) */

@@ -11,8 +11,9 @@ Add an N to SHAPES when an instance needs one (a multiple of 8 from 8 to 256, PT
 """
 import os
 
-# S = Q·Kᵀ uses N = tile_n, O = P·V uses N = head dim.
-SHAPES = [64, 80, 96, 112, 128, 144, 176, 192, 256]
+# S = Q·Kᵀ uses N = tile_n, O = P·V uses N = head dim; the d256 backward's Sᵀ N = 32 (half a
+# 64-query step per consumer).
+SHAPES = [32, 64, 80, 96, 112, 128, 144, 176, 192, 256]
 AFTER = 6  # operands after the accumulators: at most desc/regs of A (4), desc B, scale-d
 
 

@@ -4,8 +4,9 @@
 // varlen with empty sequences, fully masked rows, seqused_k (zero dk, dv past it); dQ
 // both by atomics (the default) and by its own pass (deterministic); bitwise
 // reproducibility; the limits that return FA_ERR_UNSUPPORTED. On an sm_90 device the
-// fixed-length cases at d64 and d128 run the warpgroup dK/dV kernel (bws_instances.txt;
-// deterministic ones with its ordered dQ adds), which two cases check the plan names. Tolerance: error <= 3 x
+// fixed-length cases at d64, d128 and d224-d256 run the warpgroup dK/dV kernel
+// (bws_instances.txt; deterministic ones with its ordered dQ adds), which two cases
+// check the plan names. Tolerance: error <= 3 x
 // (error of a naive same-precision backward) + 1e-5, for dq, dk and dv. Skipped (exit
 // code 4) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -128,7 +129,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         return;
     }
     uint64_t seed = 2400;
-    for (int d : {64, 128})
+    for (int d : {64, 128, 256})
         for (fa_dtype dtype : {FA_DTYPE_BF16, FA_DTYPE_F16})
             for (int shape = 0; shape < 3; ++shape) {
                 Case c;
@@ -149,7 +150,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
             }
     // Head dims below the instance's (the tensor maps zero the columns past them, dQ is
     // staged in the accumulator's layout for the call's head dim), with a window and ALiBi.
-    for (int d : {40, 112}) {
+    for (int d : {40, 112, 224}) {
         Case c;
         c.heads = 4;
         c.heads_k = 1;
@@ -159,7 +160,8 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         c.window_left = 90;
         c.window_right = 7;
         c.alibi = true;
-        CHECK(backward_kernel(c, 0).rfind(d == 40 ? "fa_cuda_bws_d64_" : "fa_cuda_bws_d128_", 0) == 0);
+        const int instance = d <= 64 ? 64 : d <= 128 ? 128 : 256;
+        CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d" + std::to_string(instance) + "_", 0) == 0);
         check_backward(c, seed++);
     }
 }
@@ -359,7 +361,7 @@ TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward, against the 
         return;
     }
     uint64_t seed = 2700;
-    for (int d : {64, 128})
+    for (int d : {64, 128, 256})
         for (int mask = 0; mask < 4; ++mask) {
             Case c;
             c.batch = 2;

@@ -29,6 +29,17 @@
  *   turns the accumulator into dQ.
  * dK and dV stay in registers over every step and are written once.
  *
+ * Head-dim split (d256, FA_BWS_SPLIT_D). A consumer's dK and dV over 64 keys and the whole
+ * head dim would take 2 x 128 registers per thread, so both consumers keep all 64 keys
+ * and split the head dim instead (FlashAttention-3's dKV_swapAB answers the same limit
+ * with the transposed products): each computes Sᵀ and dPᵀ for its half of the step's 64
+ * queries (wgmma N = 32), stores its halves of Pᵀ and dSᵀ to shared tiles (two of each,
+ * used in turn), and once both halves are there, its 128 columns of dV += Pᵀ·dO,
+ * dK += dSᵀ·Q and dQ = dS·K, every operand from shared memory (FA_WG_TROWS, FA_WG_DSK).
+ * K, V, two Q/dO stages and the score tiles fill 226 KiB of the 227, which leaves no room
+ * for a staged dQ tile: each consumer adds its dQ columns from registers with vector
+ * atomics (fa_bwd_dq_add), ordered as above in a deterministic call (fa_bws_add_dq).
+ *
  * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
  * dS is computed (where registers allow, FA_BWS_EARLY_DV, and without softcap, whose dS
  * needs tanh of the score), and dK while the other consumers store their dSᵀ. Between
@@ -64,18 +75,38 @@
 #endif
 #include "gpu_kernels/attn_bwd_parts.h"
 
+/* Head dims above 128 split the head dim between the consumers (see "Head-dim split"
+ * below): a consumer's dK and dV over the whole head dim would not fit its registers. */
+#define FA_BWS_SPLIT_D (FA_INST_D > FA_BWS_UNSPLIT_MAX_D) /* smem_bytes.h */
+#if FA_BWS_SPLIT_D
+/* Literals: fa_hopper.h pastes them into the instructions' names. */
+#define FA_BWS_CONSUMERS 2
+#define FA_BWS_SCORE_QUERIES 32 /* queries of a consumer's Sᵀ: half of a 64-query step */
+#if FA_INST_D == 256
+#define FA_BWS_D_SHARE 128 /* its head-dim columns */
+#else
+#error "the head-dim split is written for d256 (d192 would split 96 columns, not whole 64-column blocks)"
+#endif
+#else
 #define FA_BWS_CONSUMERS (FA_INST_N / 64)
+#define FA_BWS_SCORE_QUERIES FA_INST_M
+#define FA_BWS_D_SHARE FA_INST_D
+#endif
 #define FA_BWS_CONSUMER_THREADS (FA_BWS_CONSUMERS * FA_WARPGROUP_THREADS)
-#define FA_BWS_QF (FA_INST_M / FA_MMA_N) /* n-tiles of a warp's Sᵀ row slice (queries) */
-#define FA_BWS_QK (FA_INST_M / FA_MMA_K) /* k-steps over the step's queries            */
-#define FA_BWS_DF (FA_INST_D / FA_MMA_N) /* n-tiles of a warp's dK/dV row slice        */
+#define FA_BWS_QF (FA_BWS_SCORE_QUERIES / FA_MMA_N) /* n-tiles of a warp's Sᵀ row slice (queries) */
+#define FA_BWS_QK (FA_BWS_SCORE_QUERIES / FA_MMA_K) /* k-steps over those queries                 */
+#define FA_BWS_DF (FA_BWS_D_SHARE / FA_MMA_N)       /* n-tiles of a warp's dK/dV row slice        */
 #if FA_INST_BF16
 #define FA_BWS_TYPE bf16
 #else
 #define FA_BWS_TYPE f16
 #endif
 
-#if FA_INST_N % 64 != 0 || FA_BWS_CONSUMERS < 1 || FA_INST_WARPS != 4 * (FA_BWS_CONSUMERS + 1)
+#if FA_BWS_SPLIT_D
+#if FA_INST_N != 64 || FA_INST_M != 64 || FA_INST_WARPS != 12
+#error "a head-dim-split instance has 64 keys, 64-query steps and two consumers of whole 64-column blocks"
+#endif
+#elif FA_INST_N % 64 != 0 || FA_BWS_CONSUMERS < 1 || FA_INST_WARPS != 4 * (FA_BWS_CONSUMERS + 1)
 #error "a warpgroup backward instance has 64 keys per consumer warpgroup and one producer warpgroup"
 #endif
 #if FA_INST_D % 64 != 0 || FA_INST_M % 64 != 0 || FA_INST_M > 256 || FA_INST_N > 256
@@ -111,6 +142,9 @@
  * rows fit. */
 #define FA_BWS_EARLY_DV (FA_INST_M == 64)
 
+/* The consumers' named barrier (fa_bws_add_dq; ids as in the forward, from 1). */
+#define FA_BWS_DQ_ORDER_BARRIER 1
+
 /* Register budgets of the roles (setmaxnreg), as in the forward with two consumers. */
 #if FA_BWS_CONSUMERS == 2
 #define FA_BWS_PRODUCER_REGS 24
@@ -128,6 +162,8 @@
 #define FA_BWS_KV_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_N))
 #define FA_BWS_Q_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_M))
 #define FA_BWS_DS_BYTES (FA_INST_M / 64 * FA_BWS_BLOCK(FA_INST_N))
+/* Pᵀ tiles beside the dSᵀ ones: only the head-dim split reads P from shared memory. */
+#define FA_BWS_PT_BUFFERS (FA_BWS_SPLIT_D ? 2 : 0)
 /* The block's mbarriers. kv: the K and V tiles (one arrival and their bytes); full: the
  * bytes of Q and dO and the 64 arrivals of the producer's two row-copying warps, after
  * their LSE and D stores;
@@ -150,9 +186,10 @@ typedef struct fa_bws_ring {
 #define FA_BWS_Q_AT (2 * FA_BWS_KV_BYTES)                             /* [stages] */
 #define FA_BWS_DO_AT (FA_BWS_Q_AT + FA_INST_STAGES * FA_BWS_Q_BYTES)  /* [stages] */
 #define FA_BWS_DS_AT (FA_BWS_DO_AT + FA_INST_STAGES * FA_BWS_Q_BYTES) /* [2]      */
-#define FA_BWS_LSE_AT (FA_BWS_DS_AT + 2 * FA_BWS_DS_BYTES)            /* [stages][FA_INST_M] */
+#define FA_BWS_PT_AT (FA_BWS_DS_AT + 2 * FA_BWS_DS_BYTES)             /* [FA_BWS_PT_BUFFERS] */
+#define FA_BWS_LSE_AT (FA_BWS_PT_AT + FA_BWS_PT_BUFFERS * FA_BWS_DS_BYTES) /* [stages][FA_INST_M] */
 #define FA_BWS_DELTA_AT (FA_BWS_LSE_AT + 4 * FA_INST_STAGES * FA_INST_M)
-#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's */
+#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's; not split */
 
 FA_DEVICE unsigned char *fa_bws_tiles(unsigned char *smem)
 {
@@ -297,6 +334,7 @@ FA_DEVICE int fa_bws_first_tile_after_above(const fa_bwd_args *args, const fa_bw
     return above.m_tiles > 0 ? above.m_first : INT_MAX;
 }
 
+#if !FA_BWS_SPLIT_D
 /* The producer's second warp (lane 0): each step's staged dQ tile, its valid rows x the
  * head dim as the accumulator lays them out (fa_bws_stage_dq), added to the accumulator by
  * one bulk reduction once the consumers staged it, the tile freed once read; in a
@@ -368,6 +406,8 @@ FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*ac
     }
 }
 
+#endif /* !FA_BWS_SPLIT_D */
+
 /* A consumer warp is done reading a stage: its lane 0 arrives (the warpgroup's wgmma
  * wait, which every lane passed, covers the reads). */
 FA_DEVICE void fa_bws_release(uint64_t *empty)
@@ -377,24 +417,25 @@ FA_DEVICE void fa_bws_release(uint64_t *empty)
         fa_mbar_arrive(empty);
 }
 
-/* A warp's 16 rows of dSᵀ (its A operands, ds[ks]: queries 16 ks .. 16 ks + 15) into the
- * shared [key][query] tile, rows from key_row0. Register j of an A operand holds two
+/* A warp's 16 rows of dSᵀ or Pᵀ (its A operands, ds[ks]: queries col0 + 16 ks .. + 15)
+ * into the shared [key][query] tile, rows from key_row0. Register j of an A operand holds two
  * adjacent queries of row (j & 1) * 8 + lane / 4, at column 8 * (j / 2) + 2 * (lane % 4)
  * of its k-step (the mma.sync A layout, fa_acc_pair_to_a). */
-FA_DEVICE void fa_bws_store_ds(unsigned char *tile, int key_row0, const uint32_t ds[FA_BWS_QK][FA_A_REGS])
+FA_DEVICE void fa_bws_store_ds(unsigned char *tile, int key_row0, int col0, const uint32_t ds[FA_BWS_QK][FA_A_REGS])
 {
     const int lane = fa_lane();
 #pragma unroll
     for (int ks = 0; ks < FA_BWS_QK; ++ks)
 #pragma unroll
         for (int j = 0; j < FA_A_REGS; ++j) {
-            const int row = key_row0 + (j & 1) * 8 + lane / 4, col = 16 * ks + 8 * (j / 2) + 2 * (lane % 4);
+            const int row = key_row0 + (j & 1) * 8 + lane / 4, col = col0 + 16 * ks + 8 * (j / 2) + 2 * (lane % 4);
             *(uint32_t *)(tile + fa_wg_tile_offset(FA_INST_N, row, col)) = ds[ks][j];
         }
 }
 
-/* One consumer warpgroup's block: every step's five products, dQ's atomics, then dK and
- * dV. */
+#if !FA_BWS_SPLIT_D
+/* One consumer warpgroup's block: every step's five products, its share of dQ staged for
+ * the bulk reduction, then dK and dV. */
 FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles, int consumer)
 {
     const fa_fwd_args *f = &args->fwd;
@@ -480,7 +521,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
          * += dSᵀ·Q, then this consumer's share of dQ = dS·K once every part is stored. */
         if (use > 0)
             fa_mbar_wait(&ring->ds_free[buf], (use & 1) ^ 1);
-        fa_bws_store_ds(tiles + FA_BWS_DS_AT + buf * FA_BWS_DS_BYTES, key_row0, ds);
+        fa_bws_store_ds(tiles + FA_BWS_DS_AT + buf * FA_BWS_DS_BYTES, key_row0, 0, ds);
         fa_fence_async_smem();
         fa_mbar_arrive(&ring->ds_full[buf]);
         float acc_dq[FA_BWS_DQ_N / FA_MMA_N][FA_ACC_REGS];
@@ -518,6 +559,133 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
                       args->scale);
     fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dv, FA_BWS_DF, 0, 1.f);
 }
+#else /* FA_BWS_SPLIT_D */
+/* A step's dQ share added to the accumulator with vector atomics from registers (no
+ * shared memory is left for a staged tile); in a deterministic call after the key block
+ * above added its own, and published once both consumers' atomics are issued (the
+ * release cumulates what the barrier ordered before it, as CUTLASS's generic barrier). */
+FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, const fa_bws_block *b, const fa_bwd_cursor *at,
+                             int wait_from, int d0, const float (*acc)[FA_ACC_REGS])
+{
+    const fa_fwd_args *f = &args->fwd;
+    const int m0 = at->tile * FA_INST_M;
+    const long long row = at->head_row + b->q_global_row0 + m0;
+    const int whole = m0 <= b->seq.seqlen_q - FA_INST_M && f->head_dim == FA_INST_D;
+    if (at->tile >= wait_from)
+        fa_flag_wait_acquire(args->dq_order + row, b->n0 / FA_INST_N + 2);
+    fa_bwd_dq_add(args->dq_accum + at->head_row * f->head_dim, b->q_global_row0, m0, FA_MMA_M * (fa_warp() % 4), d0,
+                  whole, b->seq.seqlen_q, f->head_dim, acc, 1, FA_BWS_D_SHARE / FA_MMA_N);
+    if (!args->dq_order)
+        return;
+    fa_named_sync(FA_BWS_DQ_ORDER_BARRIER, FA_BWS_CONSUMER_THREADS);
+    if (threadIdx.x == FA_WARPGROUP_THREADS)
+        fa_flag_set_release(args->dq_order + row, b->n0 / FA_INST_N + 1);
+}
+
+/* One consumer warpgroup's block under the head-dim split: per step the scores of its
+ * half of the queries (Sᵀ and dPᵀ over all 64 keys), Pᵀ and dSᵀ stored for both
+ * consumers, then its head-dim share of dV += Pᵀ·dO, dK += dSᵀ·Q and dQ = dS·K, all three
+ * from shared memory; dK and dV written once at the end. */
+FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles, int consumer)
+{
+    const fa_fwd_args *f = &args->fwd;
+    fa_bws_block b;
+    if (!fa_bws_find_block(args, &b))
+        return;
+    const int key_row0 = FA_MMA_M * (fa_warp() % 4); /* this warp's 16 keys */
+    const int q0 = FA_BWS_SCORE_QUERIES * consumer, d0 = FA_BWS_D_SHARE * consumer;
+    const uint32_t k_addr = fa_smem_addr(tiles), v_addr = k_addr + FA_BWS_V_AT;
+    const uint32_t q_addr = k_addr + FA_BWS_Q_AT, do_addr = k_addr + FA_BWS_DO_AT;
+    const int wait_from = fa_bws_first_tile_after_above(args, &b);
+
+    float acc_dk[FA_BWS_DF][FA_ACC_REGS], acc_dv[FA_BWS_DF][FA_ACC_REGS];
+    fa_bwd_zero(acc_dk, FA_BWS_DF);
+    fa_bwd_zero(acc_dv, FA_BWS_DF);
+    if (b.steps > 0)
+        fa_mbar_wait(&ring->kv_full, 0);
+    fa_bwd_cursor at = fa_bws_first_step(f, &b);
+    for (int i = 0; i < b.steps; ++i) {
+        const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
+        const uint32_t q_stage = q_addr + st * FA_BWS_Q_BYTES, do_stage = do_addr + st * FA_BWS_Q_BYTES;
+        const int buf = i & 1, use = i >> 1; /* the buffers' use count so far */
+        const uint32_t ds_buf = k_addr + FA_BWS_DS_AT + buf * FA_BWS_DS_BYTES;
+        const uint32_t pt_buf = k_addr + FA_BWS_PT_AT + buf * FA_BWS_DS_BYTES;
+        float acc_s[FA_BWS_QF][FA_ACC_REGS], acc_dp[FA_BWS_QF][FA_ACC_REGS];
+        fa_mbar_wait(&ring->full[st], (i / FA_INST_STAGES) & 1);
+
+        fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
+        fa_wg_fence();
+        FA_WG_QK_SLICE(FA_BWS_SCORE_QUERIES, FA_INST_D, FA_BWS_TYPE, &acc_s[0][0], k_addr, FA_BWS_BLOCK(FA_INST_N),
+                       q_stage + 128u * q0, FA_BWS_BLOCK(FA_INST_M));
+        FA_WG_QK_SLICE(FA_BWS_SCORE_QUERIES, FA_INST_D, FA_BWS_TYPE, &acc_dp[0][0], v_addr, FA_BWS_BLOCK(FA_INST_N),
+                       do_stage + 128u * q0, FA_BWS_BLOCK(FA_INST_M));
+        fa_wg_commit();
+
+        fa_bwd_tile t;
+        t.row0 = b.n0 + key_row0;
+        t.col0 = m0 + q0;
+        t.seqlen_q = b.seq.seqlen_q;
+        t.seqlen_k = b.seq.seqlen_k;
+        t.keys_are_rows = 1;
+        t.masked = m0 < b.visits.full_lo || m0 > b.visits.full_hi - FA_INST_M;
+        fa_opaque_int(t.row0);
+        fa_opaque_int(t.seqlen_q);
+        fa_opaque_int(t.seqlen_k);
+        const float alibi_log2 =
+            f->alibi_slopes ? f->alibi_slopes[b.batch * f->alibi_batch + at.head] * FA_LOG2E : 0.f;
+        const float *lse = fa_bws_rows(tiles, FA_BWS_LSE_AT, st) + q0;
+        const float *delta = fa_bws_rows(tiles, FA_BWS_DELTA_AT, st) + q0;
+        fa_wg_wait(0);
+        fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
+        fa_bwd_grad_scores(acc_s, acc_dp, 1, FA_BWS_QF, &t, f, alibi_log2, NULL, lse, NULL, delta);
+        uint32_t p[FA_BWS_QK][FA_A_REGS], ds[FA_BWS_QK][FA_A_REGS];
+#pragma unroll
+        for (int ks = 0; ks < FA_BWS_QK; ++ks) {
+            fa_acc_to_a(p[ks], acc_s, ks);
+            fa_acc_to_a(ds[ks], acc_dp, ks);
+        }
+
+        /* Both halves of Pᵀ and dSᵀ into this step's buffers (free once both consumers'
+         * products of two steps ago are done), then the three products over all of them. */
+        if (use > 0)
+            fa_mbar_wait(&ring->ds_free[buf], (use & 1) ^ 1);
+        fa_bws_store_ds(tiles + FA_BWS_PT_AT + buf * FA_BWS_DS_BYTES, key_row0, q0, p);
+        fa_bws_store_ds(tiles + FA_BWS_DS_AT + buf * FA_BWS_DS_BYTES, key_row0, q0, ds);
+        fa_fence_async_smem();
+        fa_mbar_arrive(&ring->ds_full[buf]);
+        fa_mbar_wait(&ring->ds_full[buf], use & 1);
+        float acc_dq[FA_BWS_DF][FA_ACC_REGS];
+        fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_fence();
+        FA_WG_TROWS(FA_BWS_D_SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dv[0][0], pt_buf,
+                    do_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));
+        FA_WG_TROWS(FA_BWS_D_SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dk[0][0], ds_buf,
+                    q_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));
+        FA_WG_DSK(FA_BWS_D_SHARE, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0], ds_buf, FA_BWS_BLOCK(FA_INST_N),
+                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (d0 / 64));
+        fa_wg_commit();
+        fa_wg_wait(0);
+        fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_mbar_arrive(&ring->ds_free[buf]);
+        fa_bws_release(&ring->empty[st]);
+
+        fa_bws_add_dq(args, &b, &at, wait_from, d0, acc_dq);
+        fa_bws_next_step(f, &b, &at);
+    }
+
+    fa_elem *dk = (fa_elem *)args->dk + fa_row_at(&args->dk_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
+    fa_elem *dv = (fa_elem *)args->dv + fa_row_at(&args->dv_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
+    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dk, FA_BWS_DF, d0,
+                      args->scale);
+    fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dv, FA_BWS_DF, d0, 1.f);
+}
+#endif /* FA_BWS_SPLIT_D */
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     FA_CAT(FA_INST_NAME, _dkdv)(fa_bwd_args args, const __grid_constant__ fa_tma_maps maps)
@@ -544,8 +712,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
         fa_regs_shrink(FA_BWS_PRODUCER_REGS);
         if (fa_warp() == 0 || fa_warp() == 2)
             fa_bws_produce(&args, &maps, &ring, fa_bws_tiles(fa_smem), fa_warp() == 0);
+#if !FA_BWS_SPLIT_D
         else if (fa_warp() == 1 && fa_lane() == 0)
             fa_bws_reduce_dq(&args, &ring, fa_bws_tiles(fa_smem));
+#endif
         return;
     }
     fa_regs_grow(FA_BWS_CONSUMER_REGS);

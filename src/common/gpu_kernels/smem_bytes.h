@@ -56,10 +56,13 @@
 /* The warpgroup backward's dK/dV kernel (attn_bwd_ws.h), streamed and resident rows as
  * above: K and V resident, `stages` pairs of Q/dO tiles (128-byte-swizzled column blocks
  * as in the forward), two dSᵀ tiles [resident][streamed] (one per step in turn), the
- * stages' LSE and D rows and a step's dQ tile (fp32), and 1024 bytes to align the first
- * tile. */
+ * stages' LSE and D rows (fp32), and 1024 bytes to align the first tile; up to d128 a
+ * step's dQ tile (fp32) for the bulk reduction, above it (the head-dim split, which adds
+ * dQ with atomics) two Pᵀ tiles instead. */
+#define FA_BWS_UNSPLIT_MAX_D 128
 #define FA_BWS_SMEM_BYTES(head_dim, streamed, resident, stages)                                   \
     (2 * (head_dim) * (2 * (resident) + 2 * (stages) * (streamed)) + 2 * 2 * (resident) * (streamed) + \
-     4 * 2 * (stages) * (streamed) + 4 * (streamed) * (head_dim) + 1024)
+     4 * 2 * (stages) * (streamed) +                                                              \
+     ((head_dim) > FA_BWS_UNSPLIT_MAX_D ? 2 * 2 * (resident) * (streamed) : 4 * (streamed) * (head_dim)) + 1024)
 
 #endif /* FA_SMEM_BYTES_H */
