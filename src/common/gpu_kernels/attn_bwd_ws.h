@@ -660,22 +660,24 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
+        /* dQ first, its atomics issued while dV and dK run. */
         fa_wg_fence();
+        FA_WG_DSK(FA_BWS_D_SHARE, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0], ds_buf, FA_BWS_BLOCK(FA_INST_N),
+                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (d0 / 64));
+        fa_wg_commit();
         FA_WG_TROWS(FA_BWS_D_SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dv[0][0], pt_buf,
                     do_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));
         FA_WG_TROWS(FA_BWS_D_SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dk[0][0], ds_buf,
                     q_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));
-        FA_WG_DSK(FA_BWS_D_SHARE, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0], ds_buf, FA_BWS_BLOCK(FA_INST_N),
-                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (d0 / 64));
         fa_wg_commit();
+        fa_wg_wait(1);
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_bws_add_dq(args, &b, &at, wait_from, d0, acc_dq);
         fa_wg_wait(0);
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
-        fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_mbar_arrive(&ring->ds_free[buf]);
         fa_bws_release(&ring->empty[st]);
-
-        fa_bws_add_dq(args, &b, &at, wait_from, d0, acc_dq);
         fa_bws_next_step(f, &b, &at);
     }
 
