@@ -3,10 +3,12 @@
 // the CPU; and at shapes past 2^31 elements, the sizes, offsets (attn_args.h), grid folds
 // (launch_grid.h) and limits the kernels rely on, computed without allocating anything.
 #include <catch2/catch.hpp>
+#include <algorithm>
 
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "aligned_problem.hpp"
 #include "api/problem.h"
@@ -504,6 +506,46 @@ TEST_CASE("gpu launch grids fold (head, batch) pairs past 65535 over y and z, ea
     g = fa_bwd_dkdv_grid(&p, &cfg);
     CHECK(static_cast<long long>(g.y) * g.z >= 8LL << 20);
     CHECK(static_cast<long long>(g.y) * g.z - (8LL << 20) < g.z);
+}
+
+TEST_CASE("gpu launch grids: the warpgroup backward takes every (key block, pair) once, key blocks of a "
+          "pair in order, sections of pairs key block by key block",
+          "[gpu_args]")
+{
+    const unsigned shapes[][2] = {{8, 256}, {16, 128}, {3, 7}, {300, 5}, {256, 2}, {1, 1}, {100, 33}, {7, 65535}};
+    for (const auto &shape : shapes) {
+        const unsigned key_blocks = shape[0], pairs = shape[1];
+        const unsigned per = key_blocks >= FA_BWS_SECTION_BLOCKS ? 1u : FA_BWS_SECTION_BLOCKS / key_blocks;
+        INFO(key_blocks << " key blocks x " << pairs << " pairs");
+        std::vector<long long> at(static_cast<size_t>(key_blocks) * pairs, -1);
+        std::vector<long long> last_k(pairs, -1);
+        long long wrong = 0;
+        for (unsigned long long linear = 0; linear < static_cast<unsigned long long>(key_blocks) * pairs; ++linear) {
+            unsigned k = 0, pair = 0;
+            fa_bws_block_order(linear, key_blocks, pairs, &k, &pair);
+            if (k >= key_blocks || pair >= pairs) {
+                ++wrong;
+                continue;
+            }
+            long long &slot = at[static_cast<size_t>(pair) * key_blocks + k];
+            if (slot >= 0 || static_cast<long long>(k) != last_k[pair] + 1) // once each, in order in a pair
+                ++wrong;
+            if (pair / per != linear / (static_cast<unsigned long long>(per) * key_blocks)) // its section
+                ++wrong;
+            slot = static_cast<long long>(linear);
+            last_k[pair] = k;
+        }
+        CHECK(wrong == 0);
+        CHECK(std::count(at.begin(), at.end(), -1LL) == 0);
+    }
+    // In a full section the first key block of each of its pairs comes before any second one.
+    unsigned k = 0, pair = 0;
+    fa_bws_block_order(31, 8, 256, &k, &pair); // 32 pairs of 8 key blocks a section
+    CHECK((k == 0 && pair == 31));
+    fa_bws_block_order(32, 8, 256, &k, &pair);
+    CHECK((k == 1 && pair == 0));
+    fa_bws_block_order(256 + 3, 8, 256, &k, &pair); // the second section
+    CHECK((k == 0 && pair == 35));
 }
 
 TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused with the reason",

@@ -53,7 +53,7 @@
  * reducing thread waits, before its add, until the order row of the tile's first row says
  * the key block above has added its tile there (when that block visits the tile), and
  * after the add has completed, sets it to its own key block. Blocks take key blocks from
- * the last one down (fa_bws_key_block), so a block waits only on blocks launched before it
+ * the last one down (fa_bws_block_of), so a block waits only on blocks launched before it
  * (no deadlock whatever the number resident, given that the hardware dispatches blocks
  * in order of their linear index, which CUDA does not promise but FlashAttention-3's
  * deterministic backward relies on too), and under a causal mask or a window, where
@@ -211,11 +211,18 @@ typedef struct fa_bws_block {
     long long q_global_row0;
 } fa_bws_block;
 
-/* The key block this block takes: in a deterministic call, from the last down (see the
- * header). */
-FA_DEVICE int fa_bws_key_block(const fa_bwd_args *args)
+/* The key block and pair this block takes (launch_grid.h's fa_bws_block_order: longest
+ * first under a causal mask); in a deterministic call the key blocks of each pair from the
+ * last down instead (see the header). */
+FA_DEVICE void fa_bws_block_of(const fa_bwd_args *args, int *key_block, unsigned *kv_head, unsigned *batch)
 {
-    return args->dq_order ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const unsigned long long linear =
+        blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+    unsigned k, pair;
+    fa_bws_block_order(linear, gridDim.x, gridDim.y * gridDim.z, &k, &pair);
+    *key_block = args->dq_order ? (int)(gridDim.x - 1 - k) : (int)k;
+    fa_grid_pair(pair % gridDim.y, pair / gridDim.y, gridDim.y, (unsigned)args->fwd.heads_k,
+                 (unsigned)args->fwd.batch, kv_head, batch);
 }
 
 /* 0 when the block has nothing to do: no key rows, past the last pair of a folded grid,
@@ -228,10 +235,11 @@ FA_DEVICE int fa_bws_find_block(const fa_bwd_args *args, fa_bws_block *b)
 {
     const fa_fwd_args *f = &args->fwd;
     unsigned kv_head, batch;
-    fa_block_pair(f->heads_k, f->batch, &kv_head, &batch);
+    int key_block;
+    fa_bws_block_of(args, &key_block, &kv_head, &batch);
     b->batch = (int)batch;
     b->kv_head = (int)kv_head;
-    b->n0 = fa_bws_key_block(args) * FA_INST_N;
+    b->n0 = key_block * FA_INST_N;
     b->seq.batch = b->batch;
     b->seq.q_row0 = 0;
     b->seq.k_row0 = 0;
