@@ -509,20 +509,22 @@ TEST_CASE("gpu launch grids fold (head, batch) pairs past 65535 over y and z, ea
 }
 
 TEST_CASE("gpu launch grids: the warpgroup backward takes every (key block, pair) once, key blocks of a "
-          "pair in order, sections of pairs key block by key block",
+          "pair in order, pair by pair or in sections of pairs key block by key block",
           "[gpu_args]")
 {
     const unsigned shapes[][2] = {{8, 256}, {16, 128}, {3, 7}, {300, 5}, {256, 2}, {1, 1}, {100, 33}, {7, 65535}};
     for (const auto &shape : shapes) {
         const unsigned key_blocks = shape[0], pairs = shape[1];
-        const unsigned per = key_blocks >= FA_BWS_SECTION_BLOCKS ? 1u : FA_BWS_SECTION_BLOCKS / key_blocks;
-        INFO(key_blocks << " key blocks x " << pairs << " pairs");
+        for (int sectioned : {0, 1}) {
+        const unsigned per = fa_bws_section_pairs(key_blocks, sectioned);
+        CHECK(per == (sectioned && key_blocks < FA_BWS_SECTION_BLOCKS ? FA_BWS_SECTION_BLOCKS / key_blocks : 1u));
+        INFO(key_blocks << " key blocks x " << pairs << " pairs, " << per << " a section");
         std::vector<long long> at(static_cast<size_t>(key_blocks) * pairs, -1);
         std::vector<long long> last_k(pairs, -1);
         long long wrong = 0;
         for (unsigned long long linear = 0; linear < static_cast<unsigned long long>(key_blocks) * pairs; ++linear) {
             unsigned k = 0, pair = 0;
-            fa_bws_block_order(linear, key_blocks, pairs, &k, &pair);
+            fa_bws_block_order(linear, key_blocks, pairs, per, &k, &pair);
             if (k >= key_blocks || pair >= pairs) {
                 ++wrong;
                 continue;
@@ -537,14 +539,18 @@ TEST_CASE("gpu launch grids: the warpgroup backward takes every (key block, pair
         }
         CHECK(wrong == 0);
         CHECK(std::count(at.begin(), at.end(), -1LL) == 0);
+        }
     }
-    // In a full section the first key block of each of its pairs comes before any second one.
+    // Without sections, pair by pair: a pair's key blocks one after the other.
     unsigned k = 0, pair = 0;
-    fa_bws_block_order(31, 8, 256, &k, &pair); // 32 pairs of 8 key blocks a section
+    fa_bws_block_order(9, 8, 256, 1, &k, &pair);
+    CHECK((k == 1 && pair == 1));
+    // In a full section the first key block of each of its pairs comes before any second one.
+    fa_bws_block_order(31, 8, 256, 32, &k, &pair); // 32 pairs of 8 key blocks a section
     CHECK((k == 0 && pair == 31));
-    fa_bws_block_order(32, 8, 256, &k, &pair);
+    fa_bws_block_order(32, 8, 256, 32, &k, &pair);
     CHECK((k == 1 && pair == 0));
-    fa_bws_block_order(256 + 3, 8, 256, &k, &pair); // the second section
+    fa_bws_block_order(256 + 3, 8, 256, 32, &k, &pair); // the second section
     CHECK((k == 0 && pair == 35));
 }
 

@@ -211,15 +211,17 @@ typedef struct fa_bws_block {
     long long q_global_row0;
 } fa_bws_block;
 
-/* The key block and pair this block takes (launch_grid.h's fa_bws_block_order: longest
- * first under a causal mask); in a deterministic call the key blocks of each pair from the
- * last down instead (see the header). */
+/* The key block and pair this block takes (launch_grid.h's fa_bws_block_order, in
+ * sections of pairs under a mask or in a deterministic call); in a deterministic call the
+ * key blocks of each pair from the last down (see the header). */
 FA_DEVICE void fa_bws_block_of(const fa_bwd_args *args, int *key_block, unsigned *kv_head, unsigned *batch)
 {
     const unsigned long long linear =
         blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+    const int sectioned = args->dq_order || args->fwd.window_left >= 0 || args->fwd.window_right >= 0;
     unsigned k, pair;
-    fa_bws_block_order(linear, gridDim.x, gridDim.y * gridDim.z, &k, &pair);
+    fa_bws_block_order(linear, gridDim.x, gridDim.y * gridDim.z, fa_bws_section_pairs(gridDim.x, sectioned), &k,
+                       &pair);
     *key_block = args->dq_order ? (int)(gridDim.x - 1 - k) : (int)k;
     fa_grid_pair(pair % gridDim.y, pair / gridDim.y, gridDim.y, (unsigned)args->fwd.heads_k,
                  (unsigned)args->fwd.batch, kv_head, batch);

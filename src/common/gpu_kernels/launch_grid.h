@@ -63,19 +63,12 @@ FA_HD void fa_grid_pair(unsigned y, unsigned z, unsigned y_blocks, unsigned inne
 
 /* The warpgroup backward's order of its blocks (attn_bwd_ws.h, a block per key block and
  * pair): block `linear` (x fastest, then y, then z) of a grid of key_blocks x pairs takes
- * key block index *k of pair *pair. The pairs go in sections of
- * FA_BWS_SECTION_BLOCKS / key_blocks (at least one); inside a section, the first key
- * block of every pair, then the second, and so on. Under a causal mask the first key
- * blocks visit the most query tiles, so the blocks left at the end are short ones (a
- * block per key block in pair order ended 7% after the ideal at s 1k-4k in a greedy
- * simulation of 132 SMs, this order 0.5-2%); a section bounds the pairs whose query
- * tiles the running blocks stream at once, about two waves' worth, to keep them in L2.
- * The order decides no result. */
-#define FA_BWS_SECTION_BLOCKS 256u
-FA_HD void fa_bws_block_order(unsigned long long linear, unsigned key_blocks, unsigned pairs, unsigned *k,
-                              unsigned *pair)
+ * key block index *k of pair *pair. The pairs go in sections of `per` pairs
+ * (fa_bws_section_pairs); inside a section, the first key block of every pair, then the
+ * second, and so on. The order decides no result. */
+FA_HD void fa_bws_block_order(unsigned long long linear, unsigned key_blocks, unsigned pairs, unsigned per,
+                              unsigned *k, unsigned *pair)
 {
-    const unsigned per = key_blocks >= FA_BWS_SECTION_BLOCKS ? 1u : FA_BWS_SECTION_BLOCKS / key_blocks;
     const unsigned long long section_blocks = (unsigned long long)per * key_blocks;
     const unsigned section = (unsigned)(linear / section_blocks);
     const unsigned first = section * per;
@@ -83,6 +76,21 @@ FA_HD void fa_bws_block_order(unsigned long long linear, unsigned key_blocks, un
     const unsigned r = (unsigned)(linear - section * section_blocks);
     *k = r / size;
     *pair = first + r % size;
+}
+
+/* Pairs per section. One, pair by pair, when every key block does the same work (no mask)
+ * and the call is not deterministic: a pair's key blocks run together and share its
+ * query tiles in L2 (sections measured 1-4% slower there, bench/NOTES.md b7). Otherwise
+ * about two waves of blocks (FA_BWS_SECTION_BLOCKS), which helps twice: under a causal
+ * mask the first key blocks visit the most query tiles, so the blocks left at the end
+ * are short ones (pair by pair ended 7% after the ideal at s 1k-4k in a greedy simulation
+ * of 132 SMs, sections 0.5-2%; measured +1-3% at d128); and in a deterministic call a key
+ * block's predecessor in the dQ order (the block above) started a section's width
+ * earlier instead of beside it, so it rarely waits (+12-17% at d64 without a mask). */
+#define FA_BWS_SECTION_BLOCKS 256u
+FA_HD unsigned fa_bws_section_pairs(unsigned key_blocks, int sectioned)
+{
+    return !sectioned || key_blocks >= FA_BWS_SECTION_BLOCKS ? 1u : FA_BWS_SECTION_BLOCKS / key_blocks;
 }
 
 #endif /* FA_LAUNCH_GRID_H */
