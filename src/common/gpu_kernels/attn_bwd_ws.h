@@ -443,6 +443,43 @@ FA_DEVICE void fa_bws_store_ds(unsigned char *tile, int key_row0, int col0, cons
         }
 }
 
+/* A warp's score tile of one step (attn_bwd_parts.h): its 16 keys from key_row0 of the
+ * block, the step's queries from col0. Opaque: what the masks derive from the row and the
+ * lengths is derived again at each step, not hoisted out of the loop into registers the
+ * consumers do not have. */
+FA_DEVICE fa_bwd_tile fa_bws_step_tile(const fa_bws_block *b, int key_row0, int m0, int col0)
+{
+    fa_bwd_tile t;
+    t.row0 = b->n0 + key_row0;
+    t.col0 = col0;
+    t.seqlen_q = b->seq.seqlen_q;
+    t.seqlen_k = b->seq.seqlen_k;
+    t.keys_are_rows = 1;
+    t.masked = m0 < b->visits.full_lo || m0 > b->visits.full_hi - FA_INST_M;
+    fa_opaque_int(t.row0);
+    fa_opaque_int(t.seqlen_q);
+    fa_opaque_int(t.seqlen_k);
+    return t;
+}
+
+/* The step's head's ALiBi slope in log2 units, 0 without ALiBi. */
+FA_DEVICE float fa_bws_alibi_log2(const fa_fwd_args *f, const fa_bws_block *b, const fa_bwd_cursor *at)
+{
+    return f->alibi_slopes ? f->alibi_slopes[b->batch * f->alibi_batch + at->head] * FA_LOG2E : 0.f;
+}
+
+/* A warp's 16 rows of dK (times the softmax scale) and dV, head-dim columns from d0. */
+FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_bws_block *b, int key_row0, int d0,
+                                 const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS])
+{
+    const int head_dim = args->fwd.head_dim;
+    fa_elem *dk = (fa_elem *)args->dk + fa_row_at(&args->dk_layout, b->batch, b->seq.k_row0 + b->n0, b->kv_head);
+    fa_elem *dv = (fa_elem *)args->dv + fa_row_at(&args->dv_layout, b->batch, b->seq.k_row0 + b->n0, b->kv_head);
+    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b->keys_valid, head_dim, acc_dk, FA_BWS_DF, d0,
+                      args->scale);
+    fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b->keys_valid, head_dim, acc_dv, FA_BWS_DF, d0, 1.f);
+}
+
 #if !FA_BWS_SPLIT_D
 /* One consumer warpgroup's block: every step's five products, its share of dQ staged for
  * the bulk reduction, then dK and dV. */
@@ -485,20 +522,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
         fa_wg_commit();
 
         /* Pᵀ, then dV += Pᵀ·dO issued, then dSᵀ under it. */
-        fa_bwd_tile t;
-        t.row0 = b.n0 + key_row0;
-        t.col0 = m0;
-        t.seqlen_q = b.seq.seqlen_q;
-        t.seqlen_k = b.seq.seqlen_k;
-        t.keys_are_rows = 1;
-        t.masked = m0 < b.visits.full_lo || m0 > b.visits.full_hi - FA_INST_M;
-        /* Opaque: what the masks derive from these is derived again at each step, not
-         * hoisted out of the loop into registers the consumers do not have. */
-        fa_opaque_int(t.row0);
-        fa_opaque_int(t.seqlen_q);
-        fa_opaque_int(t.seqlen_k);
-        const float alibi_log2 =
-            f->alibi_slopes ? f->alibi_slopes[b.batch * f->alibi_batch + at.head] * FA_LOG2E : 0.f;
+        const fa_bwd_tile t = fa_bws_step_tile(&b, key_row0, m0, m0);
+        const float alibi_log2 = fa_bws_alibi_log2(f, &b, &at);
         const float *lse = fa_bws_rows(tiles, FA_BWS_LSE_AT, st), *delta = fa_bws_rows(tiles, FA_BWS_DELTA_AT, st);
         const int together = !FA_BWS_EARLY_DV || f->softcap_log2 > 0.f; /* P and dS in one pass */
         fa_wg_wait(1);
@@ -563,11 +588,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
         fa_bws_next_step(f, &b, &at);
     }
 
-    fa_elem *dk = (fa_elem *)args->dk + fa_row_at(&args->dk_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
-    fa_elem *dv = (fa_elem *)args->dv + fa_row_at(&args->dv_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
-    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dk, FA_BWS_DF, 0,
-                      args->scale);
-    fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dv, FA_BWS_DF, 0, 1.f);
+    fa_bws_store_dkdv(args, &b, key_row0, 0, acc_dk, acc_dv);
 }
 #else /* FA_BWS_SPLIT_D */
 /* A step's dQ share added to the accumulator with vector atomics from registers (no
@@ -632,18 +653,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
                        do_stage + 128u * q0, FA_BWS_BLOCK(FA_INST_M));
         fa_wg_commit();
 
-        fa_bwd_tile t;
-        t.row0 = b.n0 + key_row0;
-        t.col0 = m0 + q0;
-        t.seqlen_q = b.seq.seqlen_q;
-        t.seqlen_k = b.seq.seqlen_k;
-        t.keys_are_rows = 1;
-        t.masked = m0 < b.visits.full_lo || m0 > b.visits.full_hi - FA_INST_M;
-        fa_opaque_int(t.row0);
-        fa_opaque_int(t.seqlen_q);
-        fa_opaque_int(t.seqlen_k);
-        const float alibi_log2 =
-            f->alibi_slopes ? f->alibi_slopes[b.batch * f->alibi_batch + at.head] * FA_LOG2E : 0.f;
+        const fa_bwd_tile t = fa_bws_step_tile(&b, key_row0, m0, m0 + q0);
+        const float alibi_log2 = fa_bws_alibi_log2(f, &b, &at);
         const float *lse = fa_bws_rows(tiles, FA_BWS_LSE_AT, st) + q0;
         const float *delta = fa_bws_rows(tiles, FA_BWS_DELTA_AT, st) + q0;
         fa_wg_wait(0);
@@ -691,11 +702,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
         fa_bws_next_step(f, &b, &at);
     }
 
-    fa_elem *dk = (fa_elem *)args->dk + fa_row_at(&args->dk_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
-    fa_elem *dv = (fa_elem *)args->dv + fa_row_at(&args->dv_layout, b.batch, b.seq.k_row0 + b.n0, b.kv_head);
-    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dk, FA_BWS_DF, d0,
-                      args->scale);
-    fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b.keys_valid, f->head_dim, acc_dv, FA_BWS_DF, d0, 1.f);
+    fa_bws_store_dkdv(args, &b, key_row0, d0, acc_dk, acc_dv);
 }
 #endif /* FA_BWS_SPLIT_D */
 
