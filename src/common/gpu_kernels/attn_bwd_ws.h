@@ -468,6 +468,16 @@ FA_DEVICE float fa_bws_alibi_log2(const fa_fwd_args *f, const fa_bws_block *b, c
     return f->alibi_slopes ? f->alibi_slopes[b->batch * f->alibi_batch + at->head] * FA_LOG2E : 0.f;
 }
 
+/* A consumer's dK and dV start at zero; it waits for K and V when the block has steps. */
+FA_DEVICE void fa_bws_consumer_start(fa_bws_ring *ring, const fa_bws_block *b, float (*acc_dk)[FA_ACC_REGS],
+                                     float (*acc_dv)[FA_ACC_REGS])
+{
+    fa_bwd_zero(acc_dk, FA_BWS_DF);
+    fa_bwd_zero(acc_dv, FA_BWS_DF);
+    if (b->steps > 0)
+        fa_mbar_wait(&ring->kv_full, 0);
+}
+
 /* A warp's 16 rows of dK (times the softmax scale) and dV, head-dim columns from d0. */
 FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_bws_block *b, int key_row0, int d0,
                                  const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS])
@@ -499,10 +509,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
     const int dq_row0 = 64 * FA_BWS_DQ_ROW_BLOCK(consumer), dq_col0 = FA_BWS_DQ_COL0(consumer);
 
     float acc_dk[FA_BWS_DF][FA_ACC_REGS], acc_dv[FA_BWS_DF][FA_ACC_REGS];
-    fa_bwd_zero(acc_dk, FA_BWS_DF);
-    fa_bwd_zero(acc_dv, FA_BWS_DF);
-    if (b.steps > 0)
-        fa_mbar_wait(&ring->kv_full, 0);
+    fa_bws_consumer_start(ring, &b, acc_dk, acc_dv);
     fa_bwd_cursor at = fa_bws_first_step(f, &b);
     for (int i = 0; i < b.steps; ++i) {
         const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
@@ -630,10 +637,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
     const int wait_from = fa_bws_first_tile_after_above(args, &b);
 
     float acc_dk[FA_BWS_DF][FA_ACC_REGS], acc_dv[FA_BWS_DF][FA_ACC_REGS];
-    fa_bwd_zero(acc_dk, FA_BWS_DF);
-    fa_bwd_zero(acc_dv, FA_BWS_DF);
-    if (b.steps > 0)
-        fa_mbar_wait(&ring->kv_full, 0);
+    fa_bws_consumer_start(ring, &b, acc_dk, acc_dv);
     fa_bwd_cursor at = fa_bws_first_step(f, &b);
     for (int i = 0; i < b.steps; ++i) {
         const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
