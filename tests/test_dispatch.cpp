@@ -588,6 +588,7 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless ragged or padded mo
             CHECK(sel.config->ordered_dq == 1);
         }
     shape.deterministic = 0;
+    shape.head_dim = 64; // the checks below as before: d64 f16
 
     struct fallback {
         int head_dim, deterministic, ragged, tma_ok;

@@ -190,6 +190,12 @@ typedef struct fa_bws_ring {
 #define FA_BWS_LSE_AT (FA_BWS_PT_AT + FA_BWS_PT_BUFFERS * FA_BWS_DS_BYTES) /* [stages][FA_INST_M] */
 #define FA_BWS_DELTA_AT (FA_BWS_LSE_AT + 4 * FA_INST_STAGES * FA_INST_M)
 #define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's; not split */
+/* The layout ends within what the launch gives (smem_bytes.h's rule, which keeps 1024
+ * bytes for the alignment of the first tile): the two are written apart. */
+#if FA_BWS_DQ_AT + (FA_BWS_SPLIT_D ? 0 : 4 * FA_INST_M * FA_INST_D) + 1024 > \
+    FA_BWS_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES)
+#error "the warpgroup backward's shared tiles outgrow FA_BWS_SMEM_BYTES"
+#endif
 
 FA_DEVICE unsigned char *fa_bws_tiles(unsigned char *smem)
 {
