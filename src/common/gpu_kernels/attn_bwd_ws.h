@@ -350,6 +350,18 @@ FA_DEVICE int fa_bws_first_tile_after_above(const fa_bwd_args *args, const fa_bw
     return above.m_tiles > 0 ? above.m_first : INT_MAX;
 }
 
+/* A deterministic call's order flag of the query tile whose first row is `row` holds
+ * k + 1 once key block k has added its dQ tile there: wait for the block above, and say
+ * this one has added (after its adds are complete or ordered before the release). */
+FA_DEVICE void fa_bws_wait_above(const fa_bwd_args *args, const fa_bws_block *b, long long row)
+{
+    fa_flag_wait_acquire(args->dq_order + row, b->n0 / FA_INST_N + 2);
+}
+FA_DEVICE void fa_bws_say_added(const fa_bwd_args *args, const fa_bws_block *b, long long row)
+{
+    fa_flag_set_release(args->dq_order + row, b->n0 / FA_INST_N + 1);
+}
+
 #if !FA_BWS_SPLIT_D
 /* The producer's second warp (lane 0): each step's staged dQ tile, its valid rows x the
  * head dim as the accumulator lays them out (fa_bws_stage_dq), added to the accumulator by
@@ -367,7 +379,7 @@ FA_DEVICE void fa_bws_reduce_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsi
         const int m0 = at.tile * FA_INST_M, rows = min(FA_INST_M, b.seq.seqlen_q - m0);
         const long long row = at.head_row + b.q_global_row0 + m0;
         if (at.tile >= wait_from)
-            fa_flag_wait_acquire(args->dq_order + row, b.n0 / FA_INST_N + 2);
+            fa_bws_wait_above(args, &b, row);
         fa_mbar_wait(&ring->dq_full, i & 1);
         fa_bulk_reduce_add_f32(args->dq_accum + row * f->head_dim, tiles + FA_BWS_DQ_AT,
                                4u * (unsigned)(rows * f->head_dim));
@@ -376,7 +388,7 @@ FA_DEVICE void fa_bws_reduce_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsi
         fa_mbar_arrive(&ring->dq_free);
         if (args->dq_order) {
             fa_bulk_wait_all();
-            fa_flag_set_release(args->dq_order + row, b.n0 / FA_INST_N + 1);
+            fa_bws_say_added(args, &b, row);
         }
         fa_bws_next_step(f, &b, &at);
     }
@@ -616,14 +628,14 @@ FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, const fa_bws_block *b, con
     const long long row = at->head_row + b->q_global_row0 + m0;
     const int whole = m0 <= b->seq.seqlen_q - FA_INST_M && f->head_dim == FA_INST_D;
     if (at->tile >= wait_from)
-        fa_flag_wait_acquire(args->dq_order + row, b->n0 / FA_INST_N + 2);
+        fa_bws_wait_above(args, b, row);
     fa_bwd_dq_add(args->dq_accum + at->head_row * f->head_dim, b->q_global_row0, m0, FA_MMA_M * (fa_warp() % 4), d0,
                   whole, b->seq.seqlen_q, f->head_dim, acc, 1, FA_BWS_D_SHARE / FA_MMA_N);
     if (!args->dq_order)
         return;
     fa_named_sync(FA_BWS_DQ_ORDER_BARRIER, FA_BWS_CONSUMER_THREADS);
     if (threadIdx.x == FA_WARPGROUP_THREADS)
-        fa_flag_set_release(args->dq_order + row, b->n0 / FA_INST_N + 1);
+        fa_bws_say_added(args, b, row);
 }
 
 /* One consumer warpgroup's block under the head-dim split: per step the scores of its
