@@ -84,7 +84,7 @@ FA_HD void fa_bws_block_order(unsigned long long linear, unsigned key_blocks, un
  * about two waves of blocks (FA_BWS_SECTION_BLOCKS), which helps twice: under a causal
  * mask the first key blocks visit the most query tiles, so the blocks left at the end
  * are short ones (pair by pair ended 7% after the ideal at s 1k-4k in a greedy simulation
- * of 132 SMs, sections 0.5-2%; measured +1-3% at d128); and in a deterministic call a key
+ * of 132 SMs, sections 0-2%, bench/bwd_order_sim.py; measured +1-3% at d128); and in a deterministic call a key
  * block's predecessor in the dQ order (the block above) started a section's width
  * earlier instead of beside it, so it rarely waits (+12-17% at d64 without a mask). */
 #define FA_BWS_SECTION_BLOCKS 256u
