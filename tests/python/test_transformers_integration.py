@@ -120,6 +120,33 @@ def test_position_ids_that_restart_are_packed_sequences(device):
     assert_close_rule(plain, full, naive, "one sequence")
 
 
+def test_position_ids_are_read_once_per_tensor(device, monkeypatch):
+    """Reading restarts syncs the device: a model's layers share one position_ids tensor,
+    so it is read once; a new tensor, or the same one changed in place, is read again; a
+    batch of more than one row never reads it (packing is batch 1 only)."""
+    dtype = dtypes_for(device)[-1]
+    q, k, v = _hf_inputs(device, dtype, 1, 4, 2, 30, 30, 32, seed=12)
+    reads = []
+    real = fa_hf._restarts
+    monkeypatch.setattr(fa_hf, "_restarts", lambda pos: reads.append(1) or real(pos))
+    position_ids = torch.cat([torch.arange(12), torch.arange(18)])[None].to(device)
+    first, _ = fa_hf.attention_forward(_module(), q, k, v, None, position_ids=position_ids)
+    again, _ = fa_hf.attention_forward(_module(), q, k, v, None, position_ids=position_ids)
+    assert len(reads) == 1
+    assert torch.equal(first, again)
+    position_ids[0, 12:] = torch.arange(12, 30)  # in place: now one sequence
+    plain, _ = fa_hf.attention_forward(_module(), q, k, v, None, position_ids=position_ids)
+    assert len(reads) == 2
+    ins = [t.transpose(1, 2) for t in (q, k, v)]
+    full, naive = (reference_attention(*ins, causal=True, dtype=t)[0] for t in (torch.float64, dtype))
+    assert_close_rule(plain, full, naive, "one sequence after an in-place change")
+    fa_hf.attention_forward(_module(), q, k, v, None, position_ids=torch.arange(30)[None].to(device))
+    assert len(reads) == 3
+    qb, kb, vb = _hf_inputs(device, dtype, 2, 4, 2, 30, 30, 32, seed=13)
+    fa_hf.attention_forward(_module(), qb, kb, vb, None, position_ids=torch.arange(30)[None].to(device))
+    assert len(reads) == 3
+
+
 def test_refusals(device):
     dtype = dtypes_for(device)[-1]
     q, k, v = _hf_inputs(device, dtype, 1, 2, 2, 8, 8, 16, seed=1)

@@ -18,6 +18,8 @@ refused with FlashAttnError, never approximated). Packed sequences (batch 1) com
 cu_seq_lens_q/_k when transformers passes them, else from position_ids that restart.
 fp32 activations on a GPU run in autocast's or the weights' half dtype. Unsupported: attention dropout > 0,
 attention sinks (s_aux), output_attentions."""
+import weakref
+
 import torch
 
 from .. import interface
@@ -137,18 +139,41 @@ def _compute_dtype(module, query):
                          "torch.autocast)" % query.device)
 
 
+# The last position_ids seen and their sequence starts. Reading where positions restart
+# needs the values on the host (a device sync); a model's layers all receive the same
+# tensor in one forward, so the sync happens once per forward instead of once per layer.
+# A weak reference and the tensor's version counter say when the memo still holds.
+_last_starts = (None, -1, -1, None)
+
+
 def _packed_starts(position_ids, length):
     """cu_seqlens of sequences packed into one row, where position_ids restart; None when
     they never do (one sequence), as transformers' own FlashAttention path detects them."""
+    global _last_starts
     if position_ids is None or position_ids.shape[0] != 1 or length < 2:
         return None
-    pos = position_ids[0, :length]
+    ref, version, seen_length, starts = _last_starts
+    if ref is not None and ref() is position_ids and version == position_ids._version and seen_length == length:
+        return starts
+    starts = _restarts(position_ids[0, :length])
+    if not _compiling():
+        _last_starts = (weakref.ref(position_ids), position_ids._version, length, starts)
+    return starts
+
+
+def _restarts(pos):
+    """int32 offsets of the runs of increasing positions in pos, or None for one run."""
     restarts = (pos[1:] <= pos[:-1]).nonzero().flatten() + 1
     if restarts.numel() == 0:
         return None
     edges = [torch.zeros(1, dtype=restarts.dtype, device=pos.device), restarts,
-             torch.full((1,), length, dtype=restarts.dtype, device=pos.device)]
+             torch.full((1,), len(pos), dtype=restarts.dtype, device=pos.device)]
     return torch.cat(edges).to(torch.int32)
+
+
+def _compiling():
+    compiler = getattr(torch, "compiler", None)
+    return compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling()
 
 
 def _unmasked(q, k, v, kwargs, options):
@@ -156,7 +181,7 @@ def _unmasked(q, k, v, kwargs, options):
     or from position_ids that restart."""
     s_q, s_k = q.shape[1], k.shape[1]
     cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
-    if (cu_q is None or cu_k is None) and s_q == s_k:
+    if (cu_q is None or cu_k is None) and s_q == s_k and q.shape[0] == 1:
         cu_q = cu_k = _packed_starts(kwargs.get("position_ids"), s_q)
     if cu_q is None or cu_k is None or q.shape[0] != 1:
         return interface.flash_attn_func(q, k, v, **options)
