@@ -732,7 +732,7 @@ TEST_CASE("the Q-in-registers family runs CDNA's d128 prefill, not RDNA, decode 
         const std::string name = name_of(arch, prefill);
         CHECK(contains(name.c_str(), "_qreg_d128_"));
         CHECK(sel.config->threads == 512);
-        CHECK(sel.config->smem_bytes == FA_QREG_SMEM_BYTES(128, 256, 32, 1));
+        CHECK(sel.config->smem_bytes == FA_QREG_SMEM_BYTES(128, 256, 32, 2)); // the ping-pong's two stages
     }
     CHECK(!contains(name_of("gfx1100", prefill).c_str(), "_qreg_"));
     fa_problem_shape decode = make_shape(FA_DTYPE_BF16, 4, 32, 128, 1, 8192);

@@ -47,6 +47,10 @@
 
 #define fa_isa_bpermute(addr, v) fa_emu_bpermute((addr), (v))
 
+/* Lane 0's v: the first active lane while every lane runs, which is where the kernels
+ * call it (read through the emulated ds_bpermute, a wave collective). */
+#define fa_isa_readfirstlane(v) fa_emu_bpermute(0, (v))
+
 /* Where the compiler puts accumulators is not modelled: no attribute. */
 #define FA_AMD_ACC_IN_VGPRS
 
@@ -59,6 +63,12 @@
 
 /* v_exp_f32's rounding is not modelled (research note 2.4, 3.8). */
 #define fa_isa_exp2(x) exp2f(x)
+
+/* Priorities and the compiler's scheduling hints change when instructions issue, not
+ * what they compute; the emulator runs a wave's instructions in program order. */
+#define fa_isa_setprio(prio) ((void)0)
+#define fa_isa_sched_barrier(mask) ((void)0)
+#define fa_isa_sched_group(mask, count, sync_id) ((void)0)
 
 /* One host thread runs every lane, so a plain add is atomic here (note 2.4). */
 #define fa_isa_global_atomic_add_f32(dst, x) ((void)(*(dst) += (x)))

@@ -1,9 +1,10 @@
 /*
  * fa_amd_isa.h - the AMD instructions under src/hip/fa_device.h, each behind one thin
  * name: the target selection (FA_AMD_PRIM, FA_AMD_WAVE_SIZE, FA_AMD_DEVICE_PASS), the
- * matrix instructions, ds_bpermute, ballot, v_exp_f32, the fp32 global atomic add and the
- * LDS declaration. Each name is the compiler builtin it stands for, nothing more, so the
- * code objects are those of the builtins written out.
+ * matrix instructions, ds_bpermute, readfirstlane, ballot, v_exp_f32, the issue-order
+ * hints (s_setprio, sched_barrier, sched_group_barrier), the fp32 global atomic add and
+ * the LDS declaration. Each name is the compiler builtin it stands for, nothing more, so
+ * the code objects are those of the builtins written out.
  *
  * Why a layer: fa_device.h and everything above it (lane maps, reductions, LDS layouts,
  * the kernels) is the code that ships and the code to test. The emulated AMD device of
@@ -79,6 +80,10 @@
 /* ds_bpermute_b32: the 32-bit v of the lane whose byte address (lane * 4) this lane gives. */
 #define fa_isa_bpermute(addr, v) __builtin_amdgcn_ds_bpermute((addr), (v))
 
+/* v_readfirstlane_b32: the first active lane's v, in a scalar register: a value every
+ * lane of the wave holds alike, made known as wave-uniform to the compiler. */
+#define fa_isa_readfirstlane(v) __builtin_amdgcn_readfirstlane(v)
+
 /* The wave's lanes whose predicate is true, one bit each (64-bit on wave64). */
 #if FA_AMD_WAVE_SIZE == 64
 #define fa_isa_ballot(pred) __builtin_amdgcn_ballot_w64(pred)
@@ -92,6 +97,18 @@
 #else
 #define fa_isa_exp2(x) exp2f(x)
 #endif
+
+/* Issue order hints (the Q-in-registers forward's ping-pong, attn_fwd.h FA_PING_PONG).
+ * s_setprio: the wave's priority (0-3) when the SIMD's arbiter picks which wave issues
+ * next; a wave in its matrix burst raised above the other group's wave on its SIMD keeps
+ * the matrix unit fed while that wave's exp fills the VALU slots it leaves. sched_barrier
+ * (mask 0: nothing crosses) and sched_group_barrier (mask, count, sync id: the next
+ * `count` instructions of class `mask` in this scheduling region, in the order of the
+ * calls; classes in LLVM's AMDGPUUsage: 0x8 MFMA, 0x20 VMEM read, 0x100 DS read, 0x200 DS
+ * write) steer the compiler's scheduler only; neither changes what the code computes. */
+#define fa_isa_setprio(prio) __builtin_amdgcn_s_setprio(prio)
+#define fa_isa_sched_barrier(mask) __builtin_amdgcn_sched_barrier(mask)
+#define fa_isa_sched_group(mask, count, sync_id) __builtin_amdgcn_sched_group_barrier((mask), (count), (sync_id))
 
 /* *dst += x in global memory, fp32. unsafeAtomicAdd: plain atomicAdd on float compiles
  * to a compare-and-swap loop on gfx90a (global_atomic_cmpswap, checked in the code

@@ -107,6 +107,37 @@ FA_DEVICE int fa_row_leader(int lane) { return lane < FA_MMA_M; }
 /* Wave-uniform "does any lane say yes". */
 FA_DEVICE int fa_warp_any(int predicate) { return fa_isa_ballot(predicate != 0) != 0; }
 
+/* x, which every lane of the wave holds alike, as a wave-uniform (scalar) value: a branch
+ * on it is a branch of the wave, not a masked region. */
+FA_DEVICE int fa_wave_uniform(int x) { return fa_isa_readfirstlane(x); }
+
+/* The phases of the Q-in-registers forward's ping-pong (attn_fwd.h FA_PING_PONG). A
+ * phase ends at a workgroup barrier nothing is scheduled across (s_barrier alone is no
+ * scheduling boundary: the softmax's VALU work could drift into the matrix phase, or
+ * MFMAs into the softmax). A matrix phase runs at a raised priority, so on each SIMD
+ * the wave of the group in its matrix phase issues first and the other group's softmax
+ * fills the cycles its MFMAs leave; its `mfmas` matrix instructions alternate with
+ * fragment reads from LDS two ahead (two reads, then one MFMA and one read), so each read
+ * is in flight under the MFMA before the one that uses it rather than all of them ahead
+ * of the first MFMA, which would hold every fragment in registers at once. */
+FA_DEVICE void fa_phase_barrier(void)
+{
+    fa_isa_sched_barrier(0);
+    __syncthreads();
+    fa_isa_sched_barrier(0);
+}
+#define fa_matrix_phase_begin() fa_isa_setprio(1)
+#define fa_matrix_phase_end(mfmas)                                  \
+    do {                                                            \
+        fa_isa_sched_group(0x100, 2, 0);                            \
+        _Pragma("unroll") for (int m_ = 2; m_ < (mfmas); ++m_) {    \
+            fa_isa_sched_group(0x008, 1, 0);                        \
+            fa_isa_sched_group(0x100, 1, 0);                        \
+        }                                                           \
+        fa_isa_sched_group(0x008, 2, 0);                            \
+        fa_isa_setprio(0);                                          \
+    } while (0)
+
 /* x of lane (this lane ^ mask): ds_bpermute takes a byte address of the source lane. */
 FA_DEVICE float fa_lane_xor(float x, int mask)
 {

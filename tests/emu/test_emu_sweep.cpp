@@ -74,9 +74,10 @@ Case sweep_case(fa_dtype dtype, int dim, int64_t s_q, int64_t s_k, int causal, u
 
 // ---- the forward, every compiled tile of every head dim ----
 
-// Each prefill tile of the head dim at s_q 37 / s_k 71 and, causal, 71 / 37 (its first
-// 34 rows see no key), each decode tile on a decode-sized problem (GQA 4, s_q 2, keys
-// crossing several tiles, causal), in both dtypes; a head dim without rows is refused.
+// Each prefill tile of the head dim at s_q 37 / s_k 71, causal 71 / 37 (its first 34
+// rows see no key) and causal tile_m + 37 / 150, each decode tile on a decode-sized
+// problem (GQA 4, s_q 2, keys crossing several tiles, causal), in both dtypes; a head dim
+// without rows is refused.
 void forward_head_dim(int dim)
 {
     uint64_t seed = (uint64_t)dim * 10;
@@ -94,6 +95,10 @@ void forward_head_dim(int dim)
             CHECK(check_forward(sweep_case(dt, dim, 37, 71, 0, ++seed), 0, &plan) == FA_OK);
             CHECK(std::string(plan.kernel) == tile->name);
             CHECK(check_forward(sweep_case(dt, dim, 71, 37, 1, ++seed)) == FA_OK);
+            // Rows in every wave of a first full tile and a second partial one: at 37 rows
+            // a 256-row tile's later waves (the Q-in-registers forward's second group)
+            // have none.
+            CHECK(check_forward(sweep_case(dt, dim, tile->tile_m + 37, 150, 1, ++seed)) == FA_OK);
         }
         for (const fa_kernel_config *tile : decode) {
             INFO(tile->name);

@@ -32,7 +32,8 @@
  * K/V tile in 64 KiB of LDS, where Q in LDS would take it all. V is stored transposed
  * ([d][key]) as its held copy goes to LDS, so P·V reads four consecutive keys at once
  * instead of gathering them. The vendor runs this family on its widest matrix shape
- * (src/hip: 32 x 32 x 8).
+ * (src/hip: 32 x 32 x 8). Its waves run as two groups in ping-pong (FA_PING_PONG below):
+ * one group's matrix products while the other computes its softmax.
  */
 #ifdef FA_ATTN_FWD_INCLUDED
 #error "attn_fwd.h instantiates one kernel per translation unit"
@@ -95,10 +96,20 @@
  * loads are in flight through the whole tile's work instead of stalling the copy ahead
  * of it (docs/research/issue19_cdna3.md, section 5). Wave64 only: a wave32 lane holds
  * twice the chunks, and gfx1100's d64 and d128 bf16 forward spilled 16-20 bytes. */
-#define FA_HELD_COPIES (FA_SYNC_COPIES && !FA_INST_PACK_GQA && FA_INST_STAGES == 1 && FA_WARP_SIZE == 64)
-/* The Q-in-registers family stores V transposed on the way from the held copy to LDS. */
-#if FA_Q_IN_REGS && !FA_HELD_COPIES
-#error "the Q-in-registers forward needs held copies (one stage, registers as the copy path, wave64)"
+#define FA_HELD_COPIES (FA_SYNC_COPIES && !FA_INST_PACK_GQA && FA_INST_STAGES == 1 && FA_WARP_SIZE == 64 && !FA_Q_IN_REGS)
+/* The Q-in-registers family's schedule: its waves in two groups, the second one barrier
+ * phase behind the first, each tile in two phases ended by workgroup barriers: a matrix
+ * phase (store the held copies, issue the next loads, P·V of the previous tile, Q·Kᵀ of
+ * this one) and a softmax phase. Every barrier then separates one group's matrix phase
+ * from the other's softmax, so on each SIMD (one wave of each group) the matrix unit and
+ * the exp units have work at once: HipKittens' and aiter's 8-wave schedule
+ * (docs/research/issue19_cdna3.md section 12). The stagger keeps two K and two Vᵀ tiles
+ * live (K of tile t+1 is stored while tile t is read, Vᵀ of tile t while P·V reads tile
+ * t-1): two stages. Copies go through registers (held a phase pair ahead, as
+ * FA_HELD_COPIES), and V is stored transposed on the way. */
+#define FA_PING_PONG FA_Q_IN_REGS
+#if FA_PING_PONG && !(FA_SYNC_COPIES && FA_WARP_SIZE == 64 && FA_INST_STAGES == 2 && FA_INST_WARPS % 2 == 0)
+#error "the Q-in-registers forward needs two stages, an even wave count and wave64 copies through registers"
 #endif
 
 /* N-tiles of Kᵀ one B-operand load gives: two (an ldmatrix x4, or two rows of 16-wide
@@ -446,6 +457,14 @@ FA_DEVICE void fa_load_q_regs(uint32_t q_frag[FA_MF][FA_QK_STEPS][FA_A_REGS], co
         }
     }
 }
+
+/* Zeros over `elems` elements of shared memory (a multiple of 8 from a 16-byte boundary),
+ * every thread a share. */
+FA_DEVICE void fa_zero_smem(fa_elem *smem, int elems)
+{
+    for (int i = threadIdx.x * 8; i < elems; i += FA_THREADS * 8)
+        fa_chunk_store(smem + i, fa_chunk_zero());
+}
 #else
 #define FA_Q_SOURCE const fa_elem *q_src
 #endif
@@ -681,17 +700,21 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
     float row_max[FA_MF][FA_ACC_ROWS], row_sum[FA_MF][FA_ACC_ROWS];
 #define FA_K_BUF(t) (smem_k + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH)
 #define FA_V_BUF(t) (smem_v + ((t) % FA_INST_STAGES) * FA_INST_N * FA_PITCH)
-#define FA_SOFTMAX_STEP(t)                                                                 \
-    float acc_s[FA_MF][FA_NF][FA_ACC_REGS];                                                \
-    uint32_t p[FA_MF][FA_KS][FA_A_REGS];                                                   \
-    fa_qk(acc_s, FA_Q_OPERAND, FA_K_BUF(t) + warp_key0 * FA_PITCH, warp_row0);             \
-    {                                                                                      \
+/* Tile t's scores into acc_s, then its softmax: P into p, O and the row state rescaled. */
+#define FA_SCORES(t) fa_qk(acc_s, FA_Q_OPERAND, FA_K_BUF(t) + warp_key0 * FA_PITCH, warp_row0)
+#define FA_SOFTMAX(t)                                                                      \
+    do {                                                                                   \
         const int n0 = FA_TILE_N0(t);                                                      \
         float logit_scale = fa_prepare_logits(acc_s, &s, &args, warp_row0, n0 + warp_key0, \
                                               fa_tile_needs_mask(&s, n0), alibi_log2);     \
         fa_online_softmax(acc_s, acc_o, row_max, row_sum, logit_scale);                    \
         fa_pack_p(p, acc_s);                                                               \
-    }
+    } while (0)
+#define FA_SOFTMAX_STEP(t)                       \
+    float acc_s[FA_MF][FA_NF][FA_ACC_REGS];      \
+    uint32_t p[FA_MF][FA_KS][FA_A_REGS];         \
+    FA_SCORES(t);                                \
+    FA_SOFTMAX(t)
 
     /* The judging blocks read the table while the first tiles' copies are in flight;
      * then the softmax state starts empty. */
@@ -719,7 +742,80 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
     fa_load_tile(smem_q, q, args.q_layout.row, s.rows_valid, args.head_dim, FA_INST_M);
 #define FA_Q_OPERAND smem_q
 #endif
-#if FA_HELD_COPIES || (FA_INST_PACK_GQA && FA_DEC_HELD)
+#if FA_PING_PONG
+    /* FA_PING_PONG's schedule. Barrier phases, counted from the one after the prologue:
+     * the first group runs tile t's matrix phase in phase 2t and its softmax in 2t + 1,
+     * the second group one phase later (an extra barrier at the start; the first group
+     * drains with one at the end, so both pass the same barriers). In its matrix phase of
+     * tile t a wave stores its share of K_{t+1} and Vᵀ_t from the registers it loaded
+     * them into a tile earlier, so every write to a buffer falls in phases 2t, 2t + 1,
+     * after both groups' last read of its previous tile (K_{t-1}: Q·Kᵀ in 2t - 2 and
+     * 2t - 1; Vᵀ_{t-2}: P·V in the matrix phases of tile t - 1, the same two) and before
+     * the first read of its own (K_{t+1} in 2t + 2, Vᵀ_t by P·V in 2t + 2). */
+    fa_held_tile k_held, v_held;
+    float acc_s[FA_MF][FA_NF][FA_ACC_REGS];
+    uint32_t p[FA_MF][FA_KS][FA_A_REGS];
+    const int late_group = fa_wave_uniform(fa_warp() >= FA_INST_WARPS / 2);
+#define FA_QK_MMAS (FA_MF * FA_NF * FA_QK_STEPS) /* matrix instructions of Q·Kᵀ and P·V */
+#define FA_PV_MMAS (FA_MF * FA_DF * FA_KS)
+#define FA_VT_BUF(t) (smem_v + ((t) % FA_INST_STAGES) * FA_INST_D * FA_VT_PITCH(FA_INST_N))
+#define FA_FETCH(held, base, layout, t)                                                               \
+    fa_fetch_tile(held, (base) + (long long)FA_TILE_N0(t) * (layout).row, (layout).row,               \
+                  s.seqlen_k - FA_TILE_N0(t), args.head_dim)
+    /* Vᵀ_t stored, K_{t+1} stored and V_{t+1} loaded, K_{t+2} loaded. */
+#define FA_COPY_PHASE(t)                                                   \
+    do {                                                                   \
+        fa_store_tile(FA_VT_BUF(t), FA_VT_PITCH(FA_INST_N), &v_held);      \
+        if ((t) + 1 < n_tiles) {                                           \
+            fa_store_tile(FA_K_BUF((t) + 1), 0, &k_held);                  \
+            FA_FETCH(&v_held, v, args.v_layout, (t) + 1);                  \
+        }                                                                  \
+        if ((t) + 2 < n_tiles)                                             \
+            FA_FETCH(&k_held, k, args.k_layout, (t) + 2);                  \
+    } while (0)
+    /* The first matrix phase's P·V is of tile -1: P and its Vᵀ buffer start as zeros, so
+     * every matrix phase runs P·V of the previous tile without a branch (one scheduling
+     * region, one loop body) at the cost of one tile's P·V per block. */
+#pragma unroll
+    for (int mf = 0; mf < FA_MF; ++mf)
+#pragma unroll
+        for (int ks = 0; ks < FA_KS; ++ks)
+#pragma unroll
+            for (int i = 0; i < FA_A_REGS; ++i)
+                p[mf][ks][i] = 0u;
+    fa_zero_smem(FA_VT_BUF(1), FA_INST_D * FA_VT_PITCH(FA_INST_N));
+    if (n_tiles > 0) {
+        FA_FETCH(&k_held, k, args.k_layout, 0);
+        fa_store_tile(FA_K_BUF(0), 0, &k_held);
+        FA_FETCH(&v_held, v, args.v_layout, 0);
+    }
+    if (n_tiles > 1)
+        FA_FETCH(&k_held, k, args.k_layout, 1);
+    FA_JUDGE();
+    fa_barrier(); /* K_0 and the zeros are in shared memory for every wave */
+    if (late_group)
+        fa_barrier(); /* the stagger */
+    for (int t = 0; t < n_tiles; ++t) {
+        fa_matrix_phase_begin();
+        FA_COPY_PHASE(t);
+        fa_pv(acc_o, p, FA_VT_BUF(t + 1)); /* tile t - 1's buffer */
+        FA_SCORES(t);
+        fa_matrix_phase_end(FA_QK_MMAS + FA_PV_MMAS);
+        fa_phase_barrier();
+        FA_SOFTMAX(t);
+        fa_phase_barrier();
+    }
+    fa_matrix_phase_begin();
+    fa_pv(acc_o, p, FA_VT_BUF(n_tiles + 1));
+    fa_matrix_phase_end(FA_PV_MMAS);
+    if (!late_group)
+        fa_barrier(); /* the drain: the second group's last softmax phase ends here */
+#undef FA_QK_MMAS
+#undef FA_PV_MMAS
+#undef FA_VT_BUF
+#undef FA_FETCH
+#undef FA_COPY_PHASE
+#elif FA_HELD_COPIES || (FA_INST_PACK_GQA && FA_DEC_HELD)
     fa_held_tile k_held, v_held;
 #if FA_HELD_COPIES
     /* One buffer per operand. Tile t+1's loads are issued before tile t's work and stored
@@ -732,15 +828,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
         fa_fetch_tile(&v_held, v + (long long)FA_TILE_N0(t) * args.v_layout.row, args.v_layout.row,          \
                       s.seqlen_k - FA_TILE_N0(t), args.head_dim);                                            \
     } while (0)
-#if FA_Q_IN_REGS
-#define FA_STORE_V() fa_store_tile(smem_v, FA_VT_PITCH(FA_INST_N), &v_held)
-#else
-#define FA_STORE_V() fa_store_tile(smem_v, 0, &v_held)
-#endif
 #define FA_STORE_KV()                       \
     do {                                    \
         fa_store_tile(smem_k, 0, &k_held);  \
-        FA_STORE_V();                       \
+        fa_store_tile(smem_v, 0, &v_held);  \
     } while (0)
 #define FA_FIRST_PAGES() ((void)0)
 #else
@@ -784,7 +875,6 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
     }
 #undef FA_FETCH_KV
 #undef FA_STORE_KV
-#undef FA_STORE_V
 #undef FA_FIRST_PAGES
 #elif FA_LOAD_AHEAD
     /* One group per K/V tile, tiles t .. t+S-1 in flight while tile t is waited for: a
@@ -877,6 +967,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
 #undef FA_K_BUF
 #undef FA_V_BUF
 #undef FA_SOFTMAX_STEP
+#undef FA_SCORES
+#undef FA_SOFTMAX
 #undef FA_Q_OPERAND
 #undef FA_TILE_N0
 #undef FA_LOAD_K
