@@ -19,6 +19,8 @@
 #include "gpu_kernels/dq_accum.h"
 #include "api/mask.h"
 
+#include <limits.h>
+
 FA_DEVICE void fa_bwd_zero(float (*acc)[FA_ACC_REGS], int tiles)
 {
 #pragma unroll
@@ -84,6 +86,34 @@ typedef struct fa_bwd_tile {
     int keys_are_rows;
 } fa_bwd_tile;
 
+/* A masked tile's visibility in 32-bit arithmetic, for the lean path of tiles without
+ * ALiBi or softcap (the diagonal tiles of a causal call, a window's edges): mask.h's rule
+ * takes 64-bit positions, about twenty instructions an element. Key j is visible to
+ * query i when i < seqlen_q, j < seqlen_k and lo <= j - i <= hi: the window's sides
+ * shifted by the bottom-right alignment, clamped to int (INT_MIN / INT_MAX where a side
+ * is unbounded). fa_bwd_probs (the warpgroup kernel at d128) keeps mask.h's rule: with
+ * this test, in the lean loop or in fa_bwd_logit, its consumers spilled 24-36 bytes. */
+typedef struct fa_bwd_band {
+    int seqlen_q, seqlen_k, lo, hi;
+} fa_bwd_band;
+
+FA_DEVICE fa_bwd_band fa_bwd_band_of(const fa_bwd_tile *t, const fa_fwd_args *args)
+{
+    const long long shift = (long long)t->seqlen_k - t->seqlen_q;
+    fa_bwd_band b;
+    b.seqlen_q = t->seqlen_q;
+    b.seqlen_k = t->seqlen_k;
+    b.lo = args->window_left < 0 ? INT_MIN : (int)max(shift - args->window_left, (long long)INT_MIN);
+    b.hi = args->window_right < 0 ? INT_MAX : (int)min(shift + args->window_right, (long long)INT_MAX);
+    return b;
+}
+
+FA_DEVICE int fa_bwd_visible(const fa_bwd_band *b, int query, int key)
+{
+    const int rel = key - query;
+    return query < b->seqlen_q && key < b->seqlen_k && rel >= b->lo && rel <= b->hi;
+}
+
 /* P and dS of one element, the general case: P = exp2(logit - lse_log2) with the logit
  * score·scale_log2, or softcap_log2·tanh(score·scale / softcap) with softcap, minus the
  * ALiBi term (fa_bwd_logit; masked elements get P = 0). dS = P ∘ (dP - D) ∘ (1 - tanh²)
@@ -114,34 +144,57 @@ FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, floa
     *dp = args->softcap_log2 > 0.f ? ds * (1.f - th * th) : ds;
 }
 
+/* The lean path of fa_bwd_grad_scores below (no ALiBi, no softcap): per-column values
+ * loaded once per tile, and on a masked tile the band's test (`masked`, a constant where
+ * it is called, so each variant compiles without the other's instructions). */
+FA_DEVICE void fa_bwd_grad_scores_lean(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_REGS], int mf_count,
+                                       int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
+                                       const float *lse_rows, const float *lse_cols, const float *delta_rows,
+                                       const float *delta_cols, int masked)
+{
+    const int lane = fa_lane();
+    const fa_bwd_band band = fa_bwd_band_of(t, args);
+#pragma unroll
+    for (int nf = 0; nf < nf_count; ++nf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r) {
+            const int c = nf * FA_MMA_N + fa_acc_col(lane, r);
+            const float lse = t->keys_are_rows ? lse_cols[c] : lse_rows[r / FA_ACC_COLS];
+            const float delta = t->keys_are_rows ? delta_cols[c] : delta_rows[r / FA_ACC_COLS];
+#pragma unroll
+            for (int mf = 0; mf < mf_count; ++mf) {
+                float *pe = &p[mf * nf_count + nf][r], *dpe = &dp[mf * nf_count + nf][r];
+                *pe = fa_exp2(*pe * args->scale_log2 - lse);
+                if (masked) {
+                    const int row = t->row0 + mf * FA_MMA_M + fa_acc_row(lane, r), col = t->col0 + c;
+                    if (!fa_bwd_visible(&band, t->keys_are_rows ? col : row, t->keys_are_rows ? row : col))
+                        *pe = 0.f;
+                }
+                *dpe = *pe * (*dpe - delta);
+            }
+        }
+}
+
 /* Scores S and dP of a warp tile (mf_count 16-row slices of nf_count n-tiles, the first
  * slice at t->row0 / t->col0) -> P and dS in place. LSE (log2 units) and D are per query:
  * per row group (lse_rows, delta_rows) when queries are rows, per column (lse_cols,
- * delta_cols, indexed from t->col0) when keys are. Tiles without mask, ALiBi or softcap,
- * the bulk of any long sequence, take a lean path whose per-column values are loaded once
- * per tile: per-element branches and index arithmetic otherwise cost as many
- * instructions as the MMAs (and spill out of the instruction cache). */
+ * delta_cols, indexed from t->col0) when keys are. Tiles without ALiBi or softcap, the
+ * bulk of any long sequence, take the lean path: per-element branches and index
+ * arithmetic otherwise cost as many instructions as the MMAs (and spill out of the
+ * instruction cache). */
 FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_REGS], int mf_count,
                                   int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
                                   float alibi_log2, const float *lse_rows, const float *lse_cols,
                                   const float *delta_rows, const float *delta_cols)
 {
     const int lane = fa_lane();
-    if (!t->masked && alibi_log2 == 0.f && args->softcap_log2 <= 0.f) {
-#pragma unroll
-        for (int nf = 0; nf < nf_count; ++nf)
-#pragma unroll
-            for (int r = 0; r < FA_ACC_REGS; ++r) {
-                const int c = nf * FA_MMA_N + fa_acc_col(lane, r);
-                const float lse = t->keys_are_rows ? lse_cols[c] : lse_rows[r / FA_ACC_COLS];
-                const float delta = t->keys_are_rows ? delta_cols[c] : delta_rows[r / FA_ACC_COLS];
-#pragma unroll
-                for (int mf = 0; mf < mf_count; ++mf) {
-                    float *pe = &p[mf * nf_count + nf][r], *dpe = &dp[mf * nf_count + nf][r];
-                    *pe = fa_exp2(*pe * args->scale_log2 - lse);
-                    *dpe = *pe * (*dpe - delta);
-                }
-            }
+    if (alibi_log2 == 0.f && args->softcap_log2 <= 0.f) {
+        if (t->masked)
+            fa_bwd_grad_scores_lean(p, dp, mf_count, nf_count, t, args, lse_rows, lse_cols, delta_rows, delta_cols,
+                                    1);
+        else
+            fa_bwd_grad_scores_lean(p, dp, mf_count, nf_count, t, args, lse_rows, lse_cols, delta_rows, delta_cols,
+                                    0);
         return;
     }
 #pragma unroll
