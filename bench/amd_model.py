@@ -39,6 +39,18 @@ kernels are predicted twice: at the fitted overlap (if our schedule hid as much 
 published ones) and at none (every part in turn), bounds rather than one number. Nothing
 here ran on AMD hardware; the published numbers are the sources' own.
 
+The ping-pong (our Q-in-registers forward since issue 19's fourth session: eight waves in
+two groups of four a barrier phase apart, one group's matrix phase beside the other's
+softmax, as aiter's and HipKittens' schedules do) changes what the fitted overlap means
+for that kernel, not how it is computed: before, 0.23 was what our lockstep schedule
+would hide had it hidden as much as aiter's; now the kernel runs the schedule class the
+overlap was fitted on, so the fitted figure is its prediction and the no-overlap figure a
+floor. Nothing fits a larger overlap for it: no measurement of ours exists. What the
+counts add for a ping-pong is the balance of its phases (phase_parts, per wave and tile:
+the matrix phase's MFMA cycles against the softmax phase's vector cycles): a softmax
+phase longer than the other group's matrix burst would leave the matrix unit idle at
+every barrier whatever the overlap, and the model would then be optimistic.
+
 Sources:
   [AMD-MATRIX] ROCm blog, Matrix Core Programming on AMD CDNA3 and CDNA4: MFMA bf16 16x16x16
     16 cycles, 32x32x8 32 cycles; "2*32*32*8 * 1216 * (2100 / 32) / 10^6 = 1307.4 TFLOP/s".
@@ -181,6 +193,15 @@ def predict_ours(k, mix, counted_fit):
     rows, keys, d = k["m"] // k["waves"], k["n"], k["d"]
     parts, flop = parts_from_mix(k, mix), 4.0 * rows * keys * d
     return tflops(parts, overlap, flop), tflops(parts, 0.0, flop)
+
+
+def phase_parts(k, phase_mix, loop_mma):
+    """The three parts of one barrier phase of a counted loop (amd_resources.py
+    loop_phases): its matrix share by its matrix instructions, its vector and LDS parts as
+    parts_from_mix counts them."""
+    matrix, _, _ = parts_from_mix(k, {})
+    _, vector, lds = parts_from_mix(k, phase_mix)
+    return matrix * phase_mix.get("mma", 0) / max(loop_mma, 1), vector, lds
 
 
 def markdown_counted(counted_fit):

@@ -175,25 +175,109 @@ def parse_isa(text, kernel):
     mma_total = sum(1 for _, mn, _ in insts if classify(mn) == "mma")
     body = main_loop(insts)
     mix = count_mix(body)
-    mix["plain"] = count_mix(plain_path(body))
+    plain = plain_path(body)
+    kept = {i[0] for i in plain}
+    mix["plain"] = count_mix(plain)
+    mix["phases"] = [count_mix([i for i in p if i[0] in kept]) for p in loop_phases(insts)]
     mnemonic = next((mn for _, mn, _ in insts if classify(mn) == "mma"), "none")
     atomics = {mn for _, mn, _ in insts if "atomic" in mn}
     return mma_total, mix, mnemonic, atomics
 
 
-def main_loop(insts):
-    """The main loop's instructions: the body of the backward branch that holds the most
-    matrix instructions (the shortest such body on a tie); [] when there is none."""
-    best = None
-    for off, mn, target in insts:
-        if target is None or target >= off:
+def basic_blocks(insts):
+    """The kernel's basic blocks as lists of instructions, in address order, and each
+    block's successors (indices): a block ends at a branch or before a branch target; an
+    s_branch does not fall through, nor does s_endpgm."""
+    leaders = {insts[0][0]} if insts else set()
+    for n, (off, mn, target) in enumerate(insts):
+        if target is not None:
+            leaders.add(target)
+        if ("branch" in mn or mn == "s_endpgm") and n + 1 < len(insts):
+            leaders.add(insts[n + 1][0])
+    blocks = []
+    for inst in insts:
+        if inst[0] in leaders or not blocks:
+            blocks.append([])
+        blocks[-1].append(inst)
+    index = {b[0][0]: n for n, b in enumerate(blocks)}
+    succs = []
+    for n, b in enumerate(blocks):
+        _, mn, target = b[-1]
+        out = set()
+        if target is not None and target in index:
+            out.add(index[target])
+        if mn not in ("s_branch", "s_endpgm") and n + 1 < len(blocks) and blocks[n + 1][0][0] - b[-1][0] <= 12:
+            out.add(n + 1)  # falls through (12: the longest encoding; a list with gaps has none)
+        succs.append(out)
+    return blocks, succs
+
+
+def loops_of(blocks, succs):
+    """The CFG's loops as sets of blocks: its strongly connected components with a cycle
+    (Tarjan's algorithm, iterative). Each is an outermost loop with what it nests; the
+    layout does not matter (a loop whose header the compiler placed mid-body, entered
+    there, is still one component)."""
+    index, low, on_stack, stack, comps, counter = {}, {}, set(), [], [], [0]
+    for root in range(len(blocks)):
+        if root in index:
             continue
-        body = [i for i in insts if target <= i[0] <= off]
-        count = sum(1 for i in body if classify(i[1]) == "mma")
-        key = (count, -(off - target))
-        if count and (best is None or key > best[0]):
-            best = (key, body)
-    return best[1] if best else []
+        work = [(root, iter(sorted(succs[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(succs[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                if len(comp) > 1 or v in succs[v]:
+                    comps.append(comp)
+    return comps
+
+
+def main_loop_blocks(insts):
+    """The main loop as (the blocks, their successors, the loop's blocks, its first block):
+    of the CFG's loops (loops_of) the one holding the most matrix instructions, the
+    smallest on a tie; None when no loop holds one."""
+    blocks, succs = basic_blocks(insts)
+    best = None
+    for comp in loops_of(blocks, succs):
+        mma = sum(1 for n in comp for i in blocks[n] if classify(i[1]) == "mma")
+        key = (mma, -sum(len(blocks[n]) for n in comp))
+        if mma and (best is None or key > best[0]):
+            best = (key, comp)
+    if best is None:
+        return None
+    return blocks, succs, best[1], min(best[1])
+
+
+def main_loop(insts):
+    """The main loop's instructions in address order (main_loop_blocks); [] when none."""
+    found = main_loop_blocks(insts)
+    if found is None:
+        return []
+    blocks, _, body, _ = found
+    return [i for n in sorted(body) for i in blocks[n]]
 
 
 def count_mix(body):
@@ -212,16 +296,53 @@ def plain_path(body):
     instruction, no memory access) jumps over an optional step (softcap, ALiBi, the mask of
     a diagonal tile, the lazy O rescale), which a call without them leaves out on every
     iteration but the few that move a row's maximum. Regions with loads or stores (the
-    next tile's copy) stay: plain attention runs them. An approximation of the executed
-    path, named as such where it is reported."""
+    next tile's copy) stay: plain attention runs them. A branch's region is the blocks
+    before its target that its fall-through reaches, not every instruction laid out in
+    between (the compiler places other steps' blocks there: the ping-pong forward's copies
+    sit inside its softcap's span). An approximation of the executed path, named as such
+    where it is reported."""
+    blocks, succs = basic_blocks(body)
     skip = set()
-    for off, mn, target in body:
-        if target is None or target <= off:
+    for n, b in enumerate(blocks):
+        off, mn, target = b[-1]
+        if target is None or target <= off or mn == "s_branch" or n + 1 not in succs[n]:
             continue
-        region = [i for i in body if off < i[0] < target]
-        if region and all(classify(i[1]) in ("valu", "trans", "salu") for i in region):
-            skip.update(i[0] for i in region)
+        region, stack = set(), [n + 1]
+        while stack:
+            m = stack.pop()
+            if m in region or blocks[m][0][0] >= target or m <= n:
+                continue
+            region.add(m)
+            stack.extend(succs[m])
+        insts = [i for m in region for i in blocks[m]]
+        if insts and all(classify(i[1]) in ("valu", "trans", "salu") for i in insts):
+            skip.update(i[0] for i in insts)
     return [i for i in body if i[0] not in skip]
+
+
+def loop_phases(insts):
+    """The main loop's instructions by barrier phase, counted from its header along its
+    own edges: a block ending a phase (holding an s_barrier) passes the next phase to its
+    successors. The ping-pong forward's matrix and softmax phases (attn_fwd.h
+    FA_PING_PONG), wherever the compiler laid their blocks out; [] when there is no loop."""
+    found = main_loop_blocks(insts)
+    if found is None:
+        return []
+    blocks, succs, body, header = found
+    phase, stack = {header: 0}, [header]
+    while stack:
+        n = stack.pop()
+        nxt = phase[n] + any(i[1] == "s_barrier" for i in blocks[n])
+        for m in succs[n]:
+            if m in body and m != header and (m not in phase or phase[m] > nxt):
+                phase[m] = nxt
+                stack.append(m)
+    out = [[] for _ in range(max(phase.values()) + 1)]
+    for n in sorted(phase):
+        out[phase[n]].extend(blocks[n])
+    if len(out) > 1 and not any(i[1] == "s_barrier" for i in out[-1]):
+        out[0] = out.pop() + out[0]  # after the last barrier: the loop wraps to phase 0
+    return out
 
 
 def vector_registers(meta):
@@ -378,6 +499,7 @@ def count_code_objects(paths, readelf, objdump):
         for name in notes:
             mma, mix, mnemonic, _ = parse_isa(isa, name)
             mix.pop("plain")
+            mix.pop("phases")
             print(f"{os.path.basename(path)} {name}: {mma} {mnemonic} in the kernel; main loop "
                   + " ".join(f"{k} {v}" for k, v in sorted(mix.items())))
 
@@ -411,10 +533,12 @@ def write_markdown(path, archs, table, rows, not_built, model, counted, decode=N
             "behind the largest by the overlap fitted on published kernels, at "
             f"{amd_model.CUS} CUs x 4 SIMDs x {amd_model.CLOCK_GHZ} GHz. The calibration:", ""]
     out += amd_model.markdown(model) + [""] + amd_model.markdown_counted(counted)
-    out += ["", "Our instances, counted the same way, at the overlap fitted on aiter's counted loop (had",
-            "our schedule hidden as much as aiter's does) and at none (each part in turn): bounds of",
-            "this code, not one number. Not modelled: HBM and LDS latency, LDS bank conflicts,",
-            "barriers, the prologue and epilogue.", "",
+    out += ["", "Our instances, counted the same way, at the overlap fitted on aiter's counted loop and at",
+            "none (each part in turn). For the lockstep fwd kernels the fitted figure is a bound (had",
+            "their schedule hidden as much as aiter's does); the qreg kernels run the ping-pong, the",
+            "schedule class the overlap was fitted on, so for them it is the prediction and the",
+            "no-overlap figure a floor (amd_model.py). Not modelled: HBM and LDS latency, LDS bank",
+            "conflicts, barrier waits, the prologue and epilogue.", "",
             "Each kernel twice: the loop body as compiled (every optional step counted), and its",
             "plain path (amd_resources.py plain_path: the forward branches over arithmetic-only",
             "regions taken, as a call without softcap, ALiBi or a mask takes them on almost every",
@@ -431,6 +555,20 @@ def write_markdown(path, archs, table, rows, not_built, model, counted, decode=N
                        f"{m.get('trans', 0)} / {m.get('lds_bytes', 0) / 1024:.0f} | "
                        f"{parts[0]:.0f} / {parts[1]:.0f} / {parts[2]:.0f} | {hidden:.0f} | {serial:.0f} | "
                        f"577-592 (d128, s 8k) |")
+    out += ["", "The ping-pong's phases (qreg, gfx942 d128, plain path; amd_resources.py loop_phases: the",
+            "loop's blocks by barrier phase along its own edges). Per wave and tile, cycles matrix /",
+            "vector / LDS of each phase: on a SIMD one group's matrix phase runs beside the other",
+            "group's softmax phase, so the softmax phase's vector cycles must stay under the matrix",
+            "phase's MFMA cycles for the matrix unit not to wait at the barriers.", "",
+            "| kernel | matrix phase | softmax phase | softmax vector / matrix-phase MFMA |",
+            "|---|---|---|---|"]
+    for arch, k, meta, mma, mix, mnemonic, occ in table:
+        if arch != "gfx942" or k["d"] != 128 or k["pass"] != "qreg" or len(mix["phases"]) != 2:
+            continue
+        by_mma = sorted(mix["phases"], key=lambda p: -p.get("mma", 0))  # the matrix phase first
+        m_phase, s_phase = (amd_model.phase_parts(k, p, mix["plain"].get("mma", 0)) for p in by_mma)
+        out.append(f"| {k['name']} | {' / '.join(f'{x:.0f}' for x in m_phase)} | "
+                   f"{' / '.join(f'{x:.0f}' for x in s_phase)} | {s_phase[1] / m_phase[0]:.2f} |")
     if decode:
         out += [""] + decode
     out += ["", "## Backward", "",
