@@ -8,6 +8,8 @@
 
 #include "api/fa_hd.h"
 
+#include <limits.h>
+
 /* Window bounds after resolving causal: -1 means unbounded on that side. */
 typedef struct fa_window {
     int left;
@@ -41,6 +43,33 @@ FA_HD int fa_key_visible(long long row, long long col, long long seqlen_q, long 
 {
     return col >= fa_first_visible_key(row, seqlen_q, seqlen_k, w) &&
            col < fa_end_visible_key(row, seqlen_q, seqlen_k, w);
+}
+
+/* fa_key_visible in 32-bit arithmetic, for a kernel's per-element test (the rule above
+ * takes 64-bit positions, about twenty GPU instructions an element), with rows past
+ * seqlen_q (padding) seeing nothing: key col is visible to query row when row < seqlen_q,
+ * col < seqlen_k and lo <= col - row <= hi, the window's sides shifted by the
+ * bottom-right alignment and clamped to int (INT_MIN / INT_MAX where a side is
+ * unbounded). Positions and lengths are below 2^31. */
+typedef struct fa_band {
+    int seqlen_q, seqlen_k, lo, hi;
+} fa_band;
+
+FA_HD fa_band fa_band_of(int seqlen_q, int seqlen_k, fa_window w)
+{
+    const long long shift = (long long)seqlen_k - seqlen_q;
+    fa_band b;
+    b.seqlen_q = seqlen_q;
+    b.seqlen_k = seqlen_k;
+    b.lo = w.left < 0 ? INT_MIN : (int)(shift - w.left < INT_MIN ? INT_MIN : shift - w.left);
+    b.hi = w.right < 0 ? INT_MAX : (int)(shift + w.right > INT_MAX ? INT_MAX : shift + w.right);
+    return b;
+}
+
+FA_HD int fa_band_visible(const fa_band *b, int row, int col)
+{
+    const int rel = col - row;
+    return row < b->seqlen_q && col < b->seqlen_k && rel >= b->lo && rel <= b->hi;
 }
 
 /* The same visibility seen from a key: query rows [first, end) see key `col`. */

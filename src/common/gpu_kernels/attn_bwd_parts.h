@@ -19,8 +19,6 @@
 #include "gpu_kernels/dq_accum.h"
 #include "api/mask.h"
 
-#include <limits.h>
-
 FA_DEVICE void fa_bwd_zero(float (*acc)[FA_ACC_REGS], int tiles)
 {
 #pragma unroll
@@ -86,34 +84,6 @@ typedef struct fa_bwd_tile {
     int keys_are_rows;
 } fa_bwd_tile;
 
-/* A masked tile's visibility in 32-bit arithmetic, for the lean path of tiles without
- * ALiBi or softcap (the diagonal tiles of a causal call, a window's edges): mask.h's rule
- * takes 64-bit positions, about twenty instructions an element. Key j is visible to
- * query i when i < seqlen_q, j < seqlen_k and lo <= j - i <= hi: the window's sides
- * shifted by the bottom-right alignment, clamped to int (INT_MIN / INT_MAX where a side
- * is unbounded). fa_bwd_probs (the warpgroup kernel at d128) keeps mask.h's rule: with
- * this test, in the lean loop or in fa_bwd_logit, its consumers spilled 24-36 bytes. */
-typedef struct fa_bwd_band {
-    int seqlen_q, seqlen_k, lo, hi;
-} fa_bwd_band;
-
-FA_DEVICE fa_bwd_band fa_bwd_band_of(const fa_bwd_tile *t, const fa_fwd_args *args)
-{
-    const long long shift = (long long)t->seqlen_k - t->seqlen_q;
-    fa_bwd_band b;
-    b.seqlen_q = t->seqlen_q;
-    b.seqlen_k = t->seqlen_k;
-    b.lo = args->window_left < 0 ? INT_MIN : (int)max(shift - args->window_left, (long long)INT_MIN);
-    b.hi = args->window_right < 0 ? INT_MAX : (int)min(shift + args->window_right, (long long)INT_MAX);
-    return b;
-}
-
-FA_DEVICE int fa_bwd_visible(const fa_bwd_band *b, int query, int key)
-{
-    const int rel = key - query;
-    return query < b->seqlen_q && key < b->seqlen_k && rel >= b->lo && rel <= b->hi;
-}
-
 /* P and dS of one element, the general case: P = exp2(logit - lse_log2) with the logit
  * score·scale_log2, or softcap_log2·tanh(score·scale / softcap) with softcap, minus the
  * ALiBi term (fa_bwd_logit; masked elements get P = 0). dS = P ∘ (dP - D) ∘ (1 - tanh²)
@@ -145,15 +115,19 @@ FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, floa
 }
 
 /* The lean path of fa_bwd_grad_scores below (no ALiBi, no softcap): per-column values
- * loaded once per tile, and on a masked tile the band's test (`masked`, a constant where
- * it is called, so each variant compiles without the other's instructions). */
+ * loaded once per tile, and on a masked tile (the diagonal tiles of a causal call, a
+ * window's edges) mask.h's 32-bit band test (`masked`, a constant where it is called, so
+ * each variant compiles without the other's instructions). fa_bwd_probs (the warpgroup
+ * kernel at d128) keeps the 64-bit rule: with the band test, in any of the forms tried,
+ * its consumers spilled 16-48 bytes (bench/NOTES.md, issue 14 b8). */
 FA_DEVICE void fa_bwd_grad_scores_lean(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_REGS], int mf_count,
                                        int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
                                        const float *lse_rows, const float *lse_cols, const float *delta_rows,
                                        const float *delta_cols, int masked)
 {
     const int lane = fa_lane();
-    const fa_bwd_band band = fa_bwd_band_of(t, args);
+    const fa_window w = {args->window_left, args->window_right};
+    const fa_band band = fa_band_of(t->seqlen_q, t->seqlen_k, w);
 #pragma unroll
     for (int nf = 0; nf < nf_count; ++nf)
 #pragma unroll
@@ -167,7 +141,7 @@ FA_DEVICE void fa_bwd_grad_scores_lean(float (*p)[FA_ACC_REGS], float (*dp)[FA_A
                 *pe = fa_exp2(*pe * args->scale_log2 - lse);
                 if (masked) {
                     const int row = t->row0 + mf * FA_MMA_M + fa_acc_row(lane, r), col = t->col0 + c;
-                    if (!fa_bwd_visible(&band, t->keys_are_rows ? col : row, t->keys_are_rows ? row : col))
+                    if (!fa_band_visible(&band, t->keys_are_rows ? col : row, t->keys_are_rows ? row : col))
                         *pe = 0.f;
                 }
                 *dpe = *pe * (*dpe - delta);
