@@ -210,6 +210,12 @@ TEST_CASE("cuda backward: lengths, GQA 6/2/1, masks, ALiBi", "[cuda][backward]")
     w.window_left = 37;
     w.window_right = 5;
     check_backward(w, seed++);
+    // The same window at d128, without ALiBi: on sm_90 its edge tiles are the warpgroup
+    // kernel's masked tiles on its P-first path (d64 above computes P and dS in one pass;
+    // bench/NOTES.md issue 14 b8, b9).
+    Case w128 = w;
+    w128.head_dim = 128;
+    check_backward(w128, seed++);
     Case a = w;
     a.window_left = a.window_right = -1;
     a.alibi = true;
