@@ -340,6 +340,19 @@ FA_DEVICE void fa_tma_load_4d(void *dst, const void *map, int c0, int c1, int c2
         : "memory");
 }
 
+/* The store direction (PTX ISA #data-movement-and-conversion-instructions-cp-async-bulk-tensor,
+ * .global.shared::cta.bulk_group): the box at `src` (laid out as a load of the same map
+ * writes it, 1024-byte aligned) to the tensor at element coordinates (c0 innermost, ...);
+ * elements outside the tensor are not written. In this thread's current bulk async-group
+ * (fa_bulk_commit, fa_bulk_wait_reads below). Issued by one thread, after the writers'
+ * fa_fence_async_smem and a barrier. */
+FA_DEVICE void fa_tma_store_4d(const void *map, const void *src, int c0, int c1, int c2, int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(map),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(fa_hopper_smem_addr(src))
+                 : "memory");
+}
+
 /* cp.reduce.async.bulk, .add.f32 (PTX ISA
  * #data-movement-and-conversion-instructions-cp-reduce-async-bulk): adds `bytes` (a
  * multiple of 16) of fp32 values at shared `src` to global `dst` element by element, as
@@ -381,8 +394,13 @@ FA_DEVICE void fa_flag_set_release(int *flag, int value)
     asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
 }
 
-/* st.shared.f32 / .v4.f32: one or four consecutive fp32 values at a shared-memory address
- * (16-byte aligned for four), given as the 32-bit address the descriptors use. */
+/* st.shared.b32 / .f32 / .v4.f32: 32 bits (two packed 16-bit values), or one or four
+ * consecutive fp32 values, at a shared-memory address (16-byte aligned for four), given
+ * as the 32-bit address the descriptors use. */
+FA_DEVICE void fa_store_shared_u32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
 FA_DEVICE void fa_store_shared_f32(uint32_t addr, float v)
 {
     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");

@@ -81,6 +81,9 @@ static int fa_rt_encode_maps(const fa_fwd_args *a, const void *dout, const fa_op
         err = fa_rt_operand_map(encode, maps->v, a->v, &a->v_layout, a, bf16, a->heads_k, rows_k, tile_n);
     if (err == cudaSuccess && dout)
         err = fa_rt_operand_map(encode, maps->dout, dout, dout_layout, a, bf16, a->heads, rows_q, tile_m);
+    if (err == cudaSuccess && a->out_by_tma)
+        err = fa_rt_operand_map(encode, maps->out, a->out, &a->out_layout, a, bf16, a->heads, rows_q,
+                                FA_WS_O_BOX_ROWS);
     return err;
 }
 #define FA_RT_ENCODE_MAPS fa_rt_encode_maps

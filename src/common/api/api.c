@@ -969,27 +969,15 @@ static fa_status read_tile_override(fa_context *ctx, fa_pass pass, fa_tile_overr
     return FA_OK;
 }
 
-/* TMA tensor maps (the warpgroup forward) take 16-byte-aligned data and byte strides
- * that are positive multiples of 16 below 2^40 (cuTensorMapEncodeTiled's rules; 16-bit
- * elements, so multiples of 8 elements). A varlen operand's batch stride (0) is not one
- * of its map's strides. */
-static int tma_stride_ok(int64_t elements) { return elements > 0 && elements % 8 == 0 && elements < ((int64_t)1 << 39); }
-
-static int tma_operand_ok(const void *data, const fa_strides *s, int varlen)
-{
-    return data != NULL && (uintptr_t)data % 16 == 0 && tma_stride_ok(s->row) && tma_stride_ok(s->head) &&
-           (varlen || tma_stride_ok(s->batch));
-}
-
 /* The backward's dout too; a plan or workspace query has none, and answers for a dout
  * that is addressable. The workspace it answers is then never too small: both families
  * on a row with warpgroup MMA sum dQ by atomics, and for a deterministic call the
  * warpgroup family's (accumulator and order rows) is the larger one. */
 static int tma_addressable(const fa_problem *p, fa_pass pass)
 {
-    return tma_operand_ok(p->q, &p->q_stride, p->varlen) && tma_operand_ok(p->k, &p->k_stride, p->varlen) &&
-           tma_operand_ok(p->v, &p->v_stride, p->varlen) &&
-           (pass != FA_PASS_BWD || p->dout == NULL || tma_operand_ok(p->dout, &p->dout_stride, p->varlen));
+    return fa_tma_operand_ok(p->q, &p->q_stride, p->varlen) && fa_tma_operand_ok(p->k, &p->k_stride, p->varlen) &&
+           fa_tma_operand_ok(p->v, &p->v_stride, p->varlen) &&
+           (pass != FA_PASS_BWD || p->dout == NULL || fa_tma_operand_ok(p->dout, &p->dout_stride, p->varlen));
 }
 
 static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pass,

@@ -74,6 +74,20 @@ typedef struct fa_problem {
     int deterministic;
 } fa_problem;
 
+/* TMA tensor maps (the warpgroup kernels) take 16-byte-aligned data and byte strides
+ * that are positive multiples of 16 below 2^40 (cuTensorMapEncodeTiled's rules; 16-bit
+ * elements, so multiples of 8 elements). A varlen operand's batch stride (0) is not one
+ * of its map's strides. */
+static inline int fa_tma_stride_ok(int64_t elements)
+{
+    return elements > 0 && elements % 8 == 0 && elements < ((int64_t)1 << 39);
+}
+static inline int fa_tma_operand_ok(const void *data, const fa_strides *s, int varlen)
+{
+    return data != NULL && (uintptr_t)data % 16 == 0 && fa_tma_stride_ok(s->row) && fa_tma_stride_ok(s->head) &&
+           (varlen || fa_tma_stride_ok(s->batch));
+}
+
 /* A validated fa_fwd_kvcache call: the append, and the attention over the cache it
  * feeds. attn is the forward over the cache as fa_fwd would take it: q as given, k/v the
  * cache, seqlen_k the capacity, seqused_k NULL (each backend supplies n_i + s_new from

@@ -357,7 +357,9 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
     void *kernel_args[] = {args, &maps}; /* the maps: the warpgroup kernels' second parameter */
     fa_status st;
     if (cfg->warpgroup) {
-        int err = state->rt->encode_maps(args, NULL, NULL, p->dtype == FA_DTYPE_BF16,
+        int err;
+        args->out_by_tma = sel->num_splits <= 1 && fa_tma_operand_ok(p->out, &p->out_stride, p->varlen);
+        err = state->rt->encode_maps(args, NULL, NULL, p->dtype == FA_DTYPE_BF16,
                                          p->varlen ? p->total_q : p->seqlen_q, p->varlen ? p->total_k : p->seqlen_k,
                                          cfg->tile_m, cfg->tile_n, &maps);
         if (err != 0)

@@ -85,10 +85,14 @@ typedef struct fa_fwd_args {
     /* to `status` as the `check_call` entry point, and writes seq_ok for the combine.   */
     int checks_itself, check_call;
     fa_device_status *status;
+    /* 1: the warpgroup forward stores O by TMA through its map (fa_tma_maps.out): one  */
+    /* split, and O's pointer and strides as TMA takes them (the host checks).           */
+    int out_by_tma;
 } fa_fwd_args;
 
-/* The warpgroup kernels' second parameter: the TMA tensor maps of q, k, v and (the
- * backward's only) dout (CUtensorMap, 128 bytes each), encoded by the host per call from
+/* The warpgroup kernels' second parameter: the TMA tensor maps of q, k, v, the
+ * backward's dout and the forward's out (CUtensorMap, 128 bytes each; out in boxes of
+ * FA_WS_O_BOX_ROWS rows, one consumer's share), encoded by the host per call from
  * the same pointers and layouts as the arguments (the runtime table's encode_maps) and
  * passed by value. The
  * kernel hands their parameter-space addresses to TMA, which wants them 64-byte aligned;
@@ -101,7 +105,9 @@ typedef struct fa_fwd_args {
 #define FA_TMA_MAP_BYTES 128
 typedef struct FA_TMA_MAPS_ALIGN fa_tma_maps {
     unsigned char q[FA_TMA_MAP_BYTES], k[FA_TMA_MAP_BYTES], v[FA_TMA_MAP_BYTES], dout[FA_TMA_MAP_BYTES];
+    unsigned char out[FA_TMA_MAP_BYTES];
 } fa_tma_maps;
+#define FA_WS_O_BOX_ROWS 64
 
 /* The backward kernels' arguments: the forward's (q, k, v, out, lse, masks, scale) plus
  * the gradients and the fp32 workspace the preprocess kernel fills (or zeroes). */

@@ -997,8 +997,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS) FA_FWD_KERNEL_ATTRS FA_I
 #if FA_KEY_WARPS > 1
     float merged_o[FA_MF][FA_DF_OUT][FA_ACC_REGS];
     fa_merge_key_warps((float *)smem_k, acc_o, row_max, row_sum, merged_o);
-    fa_write_output(&args, &s, warp_row0, (warp_key0 / FA_WARP_KEYS) * FA_DF_OUT, merged_o, row_max, row_sum);
+    fa_write_output(&args, &s, warp_row0, (warp_key0 / FA_WARP_KEYS) * FA_DF_OUT, merged_o, row_max, row_sum, 0);
 #else
-    fa_write_output(&args, &s, warp_row0, 0, acc_o, row_max, row_sum);
+    fa_write_output(&args, &s, warp_row0, 0, acc_o, row_max, row_sum, 0);
 #endif
 }

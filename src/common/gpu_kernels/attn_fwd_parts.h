@@ -318,13 +318,15 @@ FA_DEVICE void fa_forget_rows(float row_sum[FA_MF][FA_ACC_ROWS])
 
 /* Normalise and write O and LSE once (or the split's fp32 partials). acc_o holds
  * FA_DF_OUT of the row's n-tiles of O from n-tile df0 on (the decode family's key warps
- * each write a share: attn_fwd.h); the warp with the first share writes the LSE. */
+ * each write a share: attn_fwd.h); the warp with the first share writes the LSE. With
+ * o_stored, O went out another way (the warpgroup kernel's TMA store) and only the LSE
+ * is written here. */
 #ifndef FA_DF_OUT
 #define FA_DF_OUT FA_DF
 #endif
 FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, int warp_row0, int df0,
                                float acc_o[FA_MF][FA_DF_OUT][FA_ACC_REGS],
-                               float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS])
+                               float row_max[FA_MF][FA_ACC_ROWS], float row_sum[FA_MF][FA_ACC_ROWS], int o_stored)
 {
     const int lane = fa_lane();
     const long long seq_base = fa_global_q_row0(args, s->batch, s->q_row0);
@@ -352,7 +354,7 @@ FA_DEVICE void fa_write_output(const fa_fwd_args *args, const fa_block_span *s, 
                 fa_elem *out = (fa_elem *)args->out +
                                fa_row_at(&args->out_layout, s->batch, s->q_row0 + row, head);
 #pragma unroll
-                for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2) {
+                for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS && !o_stored; r += 2) {
                     int col0 = fa_acc_col(lane, r);
 #pragma unroll
                     for (int df = 0; df < FA_DF_OUT; ++df) {

@@ -90,10 +90,12 @@
 #define FA_WS_BLOCK(rows) ((rows) * 128)
 #define FA_WS_Q_BYTES (FA_INST_D / 64 * FA_WS_BLOCK(FA_INST_M))
 #define FA_WS_KV_BYTES (FA_INST_D / 64 * FA_WS_BLOCK(FA_INST_N))
-/* Named barriers (ids from 1: 0 is __syncthreads'): the consumers together, and each
- * consumer's turn to issue its products (FA_WS_BAR_TURN + consumer). */
+/* Named barriers (ids from 1: 0 is __syncthreads'): the consumers together, each
+ * consumer's turn to issue its products (FA_WS_BAR_TURN + consumer), and each consumer's
+ * own warps around its O staging tile (FA_WS_BAR_O + consumer). */
 #define FA_WS_BAR_TAIL 1
 #define FA_WS_BAR_TURN 2
+#define FA_WS_BAR_O (FA_WS_BAR_TURN + FA_WS_CONSUMERS)
 
 /* The ring's barriers (and the Q tile's). Full: one arrival (the producer's expect_tx)
  * plus the bytes; empty: one arrival per consumer warp, once its products are done with
@@ -244,12 +246,59 @@ FA_DEVICE int fa_ws_block_idle(const fa_fwd_args *args, const fa_block_span *s)
     return s->rows_valid <= 0 || s->batch == args->batch || fa_sequence_bad(args, s->batch);
 }
 
+/* The consumer's 64 rows of O by TMA (args->out_by_tma), unless a varlen tile ends
+ * inside them (the map runs on into the next sequence's rows; a fixed-length map ends
+ * with the sequence, and TMA drops the rows past it). The warps write normalised O into
+ * the consumer's rows of the staging tile `o_tile` (Q's layout, which a TMA load of the
+ * same box writes: 4-byte stores, the 8 rows of an instruction in 8 different 16-byte
+ * chunks, so no bank conflicts), then one thread stores a box per 64 columns and goes
+ * on: the copy engine finishes them while the consumer starts its next work tile. The
+ * direct stores (4 bytes per lane over 8 rows per instruction) cost up to 20-30% at
+ * s 512 (bench/NOTES.md, issue 13 ws5). Before writing, the thread that issued the
+ * previous store waits until it has read the tile. Returns whether O was stored. */
+FA_DEVICE int fa_ws_store_o(const fa_fwd_args *args, const fa_tma_maps *maps, const fa_block_span *s,
+                            int consumer, unsigned char *o_tile, float acc_o[FA_MF][FA_DF][FA_ACC_REGS],
+                            float row_sum[FA_MF][FA_ACC_ROWS])
+{
+    if (!args->out_by_tma || (args->cu_seqlens_q && s->rows_valid < FA_WS_O_BOX_ROWS * (consumer + 1)))
+        return 0;
+    const int lane = fa_lane(), row0 = FA_WS_O_BOX_ROWS * consumer + FA_MMA_M * (fa_warp() % 4);
+    const int issuer = fa_warpgroup_thread() == 0;
+    if (issuer)
+        fa_bulk_wait_reads();
+    fa_named_sync(FA_WS_BAR_O + consumer, FA_WARPGROUP_THREADS);
+    const uint32_t tile = fa_smem_addr(o_tile);
+#pragma unroll
+    for (int g = 0; g < FA_ACC_ROWS; ++g) {
+        const float sum = fa_row_sum(row_sum[0][g]), inv = sum > 0.f ? 1.f / sum : 0.f;
+#pragma unroll
+        for (int df = 0; df < FA_DF; ++df)
+#pragma unroll
+            for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2)
+                fa_store_shared_u32(tile + fa_wg_tile_offset(FA_INST_M, row0 + fa_acc_row(lane, r),
+                                                             df * FA_MMA_N + fa_acc_col(lane, r)),
+                                    fa_pack2(acc_o[0][df][r] * inv, acc_o[0][df][r + 1] * inv));
+    }
+    fa_fence_async_smem();
+    fa_named_sync(FA_WS_BAR_O + consumer, FA_WARPGROUP_THREADS);
+    if (issuer) {
+        const int batch = args->cu_seqlens_q ? 0 : s->batch; /* varlen maps have one batch entry */
+        const int row = (int)(s->q_row0 + s->m0) + FA_WS_O_BOX_ROWS * consumer;
+#pragma unroll
+        for (int b = 0; b < FA_INST_D / 64; ++b)
+            fa_tma_store_4d(maps->out, o_tile + b * FA_WS_BLOCK(FA_INST_M) + FA_WS_BLOCK(FA_WS_O_BOX_ROWS) * consumer,
+                            64 * b, s->head, row, batch);
+        fa_bulk_commit();
+    }
+    return 1;
+}
+
 /* One consumer warpgroup's work tile: S(t) issued before P·V(t-1), the softmax of t under
- * that product, O rescaled once it is done; then O and LSE (or the split's partials)
- * written. kv and q_loads as for fa_ws_produce. */
-FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa_ws_ring *ring,
-                             unsigned char *smem_q, unsigned char *smem_k, unsigned char *smem_v, int consumer,
-                             unsigned kv, unsigned q_loads)
+ * that product, O rescaled once it is done; then O (fa_ws_store_o, or directly) and LSE
+ * (or the split's partials) written. kv and q_loads as for fa_ws_produce. */
+FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_tma_maps *maps, const fa_block_span *s,
+                             fa_ws_ring *ring, unsigned char *smem_q, unsigned char *smem_k, unsigned char *smem_v,
+                             unsigned char *smem_o, int consumer, unsigned kv, unsigned q_loads)
 {
     const int warp_row0 = 64 * consumer + FA_MMA_M * (fa_warp() % 4);
     const int n_tiles = s->tile_hi - s->tile_lo;
@@ -357,7 +406,8 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_block_span *s, fa
 #undef FA_WS_ISSUE_S
 #undef FA_WS_ISSUE_PV
 #undef FA_TILE_N0
-    fa_write_output(args, s, warp_row0, 0, acc_o, row_max, row_sum);
+    const int o_stored = fa_ws_store_o(args, maps, s, consumer, smem_o, acc_o, row_sum);
+    fa_write_output(args, s, warp_row0, 0, acc_o, row_max, row_sum, o_stored);
 }
 
 /* The work tiles of this block, each as its span `s`: every gridDim.x-th one of the walk
@@ -381,6 +431,10 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     unsigned char *smem_q = fa_smem + ((1024u - (fa_smem_addr(fa_smem) & 1023u)) & 1023u);
     unsigned char *smem_k = smem_q + FA_WS_Q_BYTES;
     unsigned char *smem_v = smem_k + FA_INST_STAGES * FA_WS_KV_BYTES;
+    /* O's staging tile (smem_bytes.h): its own after the ring where the block walks work
+     * tiles (the producer loads the next Q meanwhile), else the Q tile, whose rows each
+     * consumer alone reads and is done with once its last S is. */
+    unsigned char *smem_o = FA_WS_PERSISTENT(FA_INST_D) ? smem_v + FA_INST_STAGES * FA_WS_KV_BYTES : smem_q;
 
     /* The barriers, then the roles. Each role walks the work after taking its registers:
      * nothing computed before setmaxnreg may stay live across it (the producer's few
@@ -425,7 +479,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     FA_WS_FOR_EACH_WORK_TILE(s) {
         if (fa_ws_block_idle(&args, &s))
             continue;
-        fa_ws_consume(&args, &s, &ring, smem_q, smem_k, smem_v, consumer, kv, q_loads);
+        fa_ws_consume(&args, &maps, &s, &ring, smem_q, smem_k, smem_v, smem_o, consumer, kv, q_loads);
         if (s.tile_hi > s.tile_lo) {
             kv += s.tile_hi - s.tile_lo;
             ++q_loads;
@@ -434,4 +488,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     /* The last consumer's last pass (or, with no products at all, the first one). */
     if (consumer == 0)
         fa_ws_turn_wait(0);
+    /* The staging tile stays the block's until its last store has read it. */
+    if (fa_warpgroup_thread() == 0)
+        fa_bulk_wait_reads();
 }

@@ -7,6 +7,8 @@
 #ifndef FA_SMEM_BYTES_H
 #define FA_SMEM_BYTES_H
 
+#include "gpu_kernels/launch_grid.h"
+
 /* Row pitch in elements of a shared tile: rows of a multiple of 64 elements are XOR-
  * swizzled, others padded by 8 elements (tile_layout.h). */
 #define FA_FWD_SMEM_PITCH(head_dim) ((head_dim) % 64 == 0 ? (head_dim) : (head_dim) + 8)
@@ -27,10 +29,13 @@
     (2 * (stages) * ((tile_n) * FA_FWD_SMEM_PITCH(head_dim) + (head_dim) * FA_VT_PITCH(tile_n)))
 
 /* The warpgroup forward (attn_fwd_ws.h): the Q tile and `stages` K and V tiles, each
- * head_dim / 64 column blocks of rows x 128 bytes (TMA's 128-byte-swizzled boxes), plus
- * 1024 bytes to start the first tile on a 1024-byte boundary (the swizzle's period). The
- * ring's mbarriers are static shared memory (under 1 KiB). */
-#define FA_WS_SMEM_BYTES(head_dim, tile_m, tile_n, stages) (2 * (head_dim) * ((tile_m) + 2 * (stages) * (tile_n)) + 1024)
+ * head_dim / 64 column blocks of rows x 128 bytes (TMA's 128-byte-swizzled boxes), for
+ * the persistent instances (launch_grid.h's FA_WS_PERSISTENT) an O tile of Q's size in
+ * which O waits for its TMA store while the next work tile runs (the others stage O in
+ * their Q tile), plus 1024 bytes to start the first tile on a 1024-byte boundary (the
+ * swizzle's period). The ring's mbarriers are static shared memory (under 1 KiB). */
+#define FA_WS_SMEM_BYTES(head_dim, tile_m, tile_n, stages)                                              \
+    (2 * (head_dim) * ((FA_WS_PERSISTENT(head_dim) ? 2 : 1) * (tile_m) + 2 * (stages) * (tile_n)) + 1024)
 /* Its registers per thread at launch: one block per SM (__launch_bounds__(threads, 1))
  * takes the whole 64K register file, as many per thread as fit in steps of 8 (ptxas),
  * which setmaxnreg then moves between the roles. The registry records it, so the
