@@ -66,8 +66,8 @@ static cudaError_t fa_rt_operand_map(fa_nv_encode_tiled_fn encode, unsigned char
 }
 
 /* The runtime table's encode_maps; the driver function is looked up once. */
-static int fa_rt_encode_maps(const fa_fwd_args *a, const void *dout, const fa_operand_layout *dout_layout, int bf16,
-                             long long rows_q, long long rows_k, int tile_m, int tile_n, fa_tma_maps *maps)
+static int fa_rt_encode_maps(const fa_fwd_args *a, const fa_bwd_args *bwd, int bf16, long long rows_q,
+                             long long rows_k, int tile_m, int tile_n, fa_tma_maps *maps)
 {
     static const fa_nv_encode_tiled_fn encode = fa_nv_find_encode_tiled();
     typedef char fa_map_size_matches[sizeof(CUtensorMap) == FA_TMA_MAP_BYTES ? 1 : -1];
@@ -79,8 +79,12 @@ static int fa_rt_encode_maps(const fa_fwd_args *a, const void *dout, const fa_op
         err = fa_rt_operand_map(encode, maps->k, a->k, &a->k_layout, a, bf16, a->heads_k, rows_k, tile_n);
     if (err == cudaSuccess)
         err = fa_rt_operand_map(encode, maps->v, a->v, &a->v_layout, a, bf16, a->heads_k, rows_k, tile_n);
-    if (err == cudaSuccess && dout)
-        err = fa_rt_operand_map(encode, maps->dout, dout, dout_layout, a, bf16, a->heads, rows_q, tile_m);
+    if (err == cudaSuccess && bwd)
+        err = fa_rt_operand_map(encode, maps->dout, bwd->dout, &bwd->dout_layout, a, bf16, a->heads, rows_q, tile_m);
+    if (err == cudaSuccess && bwd)
+        err = fa_rt_operand_map(encode, maps->dk, bwd->dk, &bwd->dk_layout, a, bf16, a->heads_k, rows_k, tile_n);
+    if (err == cudaSuccess && bwd)
+        err = fa_rt_operand_map(encode, maps->dv, bwd->dv, &bwd->dv_layout, a, bf16, a->heads_k, rows_k, tile_n);
     if (err == cudaSuccess && a->out_by_tma)
         err = fa_rt_operand_map(encode, maps->out, a->out, &a->out_layout, a, bf16, a->heads, rows_q,
                                 FA_WS_O_BOX_ROWS);

@@ -969,15 +969,18 @@ static fa_status read_tile_override(fa_context *ctx, fa_pass pass, fa_tile_overr
     return FA_OK;
 }
 
-/* The backward's dout too; a plan or workspace query has none, and answers for a dout
- * that is addressable. The workspace it answers is then never too small: both families
+/* The backward's dout, dk and dv too (its warpgroup kernel stores dK and dV by TMA); a
+ * plan or workspace query has none, and answers for ones that are addressable. The
+ * workspace it answers is then never too small: both families
  * on a row with warpgroup MMA sum dQ by atomics, and for a deterministic call the
  * warpgroup family's (accumulator and order rows) is the larger one. */
 static int tma_addressable(const fa_problem *p, fa_pass pass)
 {
     return fa_tma_operand_ok(p->q, &p->q_stride, p->varlen) && fa_tma_operand_ok(p->k, &p->k_stride, p->varlen) &&
            fa_tma_operand_ok(p->v, &p->v_stride, p->varlen) &&
-           (pass != FA_PASS_BWD || p->dout == NULL || fa_tma_operand_ok(p->dout, &p->dout_stride, p->varlen));
+           (pass != FA_PASS_BWD || p->dout == NULL || fa_tma_operand_ok(p->dout, &p->dout_stride, p->varlen)) &&
+           (pass != FA_PASS_BWD || p->dk == NULL || fa_tma_operand_ok(p->dk, &p->dk_stride, p->varlen)) &&
+           (pass != FA_PASS_BWD || p->dv == NULL || fa_tma_operand_ok(p->dv, &p->dv_stride, p->varlen));
 }
 
 static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pass,

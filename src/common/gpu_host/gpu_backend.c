@@ -359,7 +359,7 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
     if (cfg->warpgroup) {
         int err;
         args->out_by_tma = sel->num_splits <= 1 && fa_tma_operand_ok(p->out, &p->out_stride, p->varlen);
-        err = state->rt->encode_maps(args, NULL, NULL, p->dtype == FA_DTYPE_BF16,
+        err = state->rt->encode_maps(args, NULL, p->dtype == FA_DTYPE_BF16,
                                          p->varlen ? p->total_q : p->seqlen_q, p->varlen ? p->total_k : p->seqlen_k,
                                          cfg->tile_m, cfg->tile_n, &maps);
         if (err != 0)
@@ -391,7 +391,7 @@ static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_p
     fa_status st = launch(ctx, state->rt->bwd_preprocess, fa_bwd_prep_grid(p), FA_PREP_THREADS, kernel_args, 0,
                           "backward preprocess");
     if (st == FA_OK && cfg->warpgroup) {
-        int err = state->rt->encode_maps(&args->fwd, args->dout, &args->dout_layout, p->dtype == FA_DTYPE_BF16,
+        int err = state->rt->encode_maps(&args->fwd, args, p->dtype == FA_DTYPE_BF16,
                                          p->seqlen_q, p->seqlen_k, cfg->tile_m, cfg->tile_n, &maps);
         if (err != 0)
             return runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, "encoding the backward's TMA tensor maps");

@@ -82,13 +82,14 @@ typedef struct fa_gpu_runtime {
     const void *const *seq_check;
     const void *const *seq_check_pages;
     /* The warpgroup kernels' tensor maps (attn_args.h, fa_tma_maps) of q, k and v for the
-     * call `args` describes, and of dout (laid out as dout_layout, with q's rows) when
-     * dout is not NULL (the backward), and of out when args->out_by_tma (the forward):
-     * rows_q / rows_k rows per batch entry (varlen: the operand's total, as one batch
-     * entry), boxes of 64 columns by tile_m (q, dout), tile_n (k, v) or FA_WS_O_BOX_ROWS
-     * (out) rows. Host work only. NULL: the runtime has no such kernels. */
-    int (*encode_maps)(const fa_fwd_args *args, const void *dout, const fa_operand_layout *dout_layout, int bf16,
-                       long long rows_q, long long rows_k, int tile_m, int tile_n, fa_tma_maps *maps);
+     * call `args` describes; of out when args->out_by_tma (the forward); with `bwd` (the
+     * backward's arguments, whose fwd is args) of dout, dk and dv: rows_q / rows_k rows
+     * per batch entry (varlen: the operand's
+     * total, as one batch entry), boxes of 64 columns by tile_m (q, dout), tile_n (k, v,
+     * dk, dv) or FA_WS_O_BOX_ROWS (out) rows. Host work only. NULL: the runtime has no
+     * such kernels. */
+    int (*encode_maps)(const fa_fwd_args *args, const fa_bwd_args *bwd, int bf16, long long rows_q,
+                       long long rows_k, int tile_m, int tile_n, fa_tma_maps *maps);
 } fa_gpu_runtime;
 
 /* Binds ctx (backend and device set) to a runtime: finds the device, fills ctx->row and

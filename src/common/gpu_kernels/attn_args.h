@@ -91,8 +91,8 @@ typedef struct fa_fwd_args {
 } fa_fwd_args;
 
 /* The warpgroup kernels' second parameter: the TMA tensor maps of q, k, v, the
- * backward's dout and the forward's out (CUtensorMap, 128 bytes each; out in boxes of
- * FA_WS_O_BOX_ROWS rows, one consumer's share), encoded by the host per call from
+ * backward's dout, dk and dv and the forward's out (CUtensorMap, 128 bytes each; out in
+ * boxes of FA_WS_O_BOX_ROWS rows, one consumer's share), encoded by the host per call from
  * the same pointers and layouts as the arguments (the runtime table's encode_maps) and
  * passed by value. The
  * kernel hands their parameter-space addresses to TMA, which wants them 64-byte aligned;
@@ -105,7 +105,7 @@ typedef struct fa_fwd_args {
 #define FA_TMA_MAP_BYTES 128
 typedef struct FA_TMA_MAPS_ALIGN fa_tma_maps {
     unsigned char q[FA_TMA_MAP_BYTES], k[FA_TMA_MAP_BYTES], v[FA_TMA_MAP_BYTES], dout[FA_TMA_MAP_BYTES];
-    unsigned char out[FA_TMA_MAP_BYTES];
+    unsigned char out[FA_TMA_MAP_BYTES], dk[FA_TMA_MAP_BYTES], dv[FA_TMA_MAP_BYTES];
 } fa_tma_maps;
 #define FA_WS_O_BOX_ROWS 64
 

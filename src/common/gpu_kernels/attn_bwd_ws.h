@@ -142,8 +142,10 @@
  * rows fit. */
 #define FA_BWS_EARLY_DV (FA_INST_M == 64)
 
-/* The consumers' named barrier (fa_bws_add_dq; ids as in the forward, from 1). */
+/* The consumers' named barriers (ids as in the forward, from 1): fa_bws_add_dq's, and
+ * the one around dK and dV in the K and V tiles (fa_bws_store_dkdv_tma). */
 #define FA_BWS_DQ_ORDER_BARRIER 1
+#define FA_BWS_END_BARRIER 2
 
 /* Register budgets of the roles (setmaxnreg), as in the forward with two consumers. */
 #if FA_BWS_CONSUMERS == 2
@@ -496,22 +498,50 @@ FA_DEVICE void fa_bws_consumer_start(fa_bws_ring *ring, const fa_bws_block *b, f
         fa_mbar_wait(&ring->kv_full, 0);
 }
 
-/* A warp's 16 rows of dK (times the softmax scale) and dV, head-dim columns from d0. */
-FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_bws_block *b, int key_row0, int d0,
-                                 const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS])
+/* dK (times the softmax scale) and dV out by TMA (the dispatcher runs this family only
+ * where their maps can be made). K and V are dead once every consumer's last products
+ * are done (a barrier: a consumer reads the others' rows or columns of them), so each
+ * warp writes its 16 rows of dK and dV, head-dim columns from d0, into the K and V
+ * tiles in the layout their maps load (as the forward's O: no bank conflicts), and after
+ * a second barrier one thread stores both (a box per 64 columns; TMA drops the rows past
+ * the sequence's end and the columns past the head dim) and keeps the block until the
+ * copy engine has read them. The direct stores, 4 bytes per lane over 8 rows per
+ * instruction, sat at every block's end (bench/NOTES.md, issue 14 b10). */
+FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *b,
+                                 unsigned char *tiles, int key_row0, int d0,
+                                     const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS])
 {
-    const int head_dim = args->fwd.head_dim;
-    fa_elem *dk = (fa_elem *)args->dk + fa_row_at(&args->dk_layout, b->batch, b->seq.k_row0 + b->n0, b->kv_head);
-    fa_elem *dv = (fa_elem *)args->dv + fa_row_at(&args->dv_layout, b->batch, b->seq.k_row0 + b->n0, b->kv_head);
-    fa_bwd_store_rows(dk, args->dk_layout.row, key_row0, b->keys_valid, head_dim, acc_dk, FA_BWS_DF, d0,
-                      args->scale);
-    fa_bwd_store_rows(dv, args->dv_layout.row, key_row0, b->keys_valid, head_dim, acc_dv, FA_BWS_DF, d0, 1.f);
+    const int lane = fa_lane();
+    const uint32_t k_tile = fa_smem_addr(tiles), v_tile = k_tile + FA_BWS_V_AT;
+    fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
+#pragma unroll
+    for (int df = 0; df < FA_BWS_DF; ++df)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; r += 2) {
+            const unsigned at =
+                fa_wg_tile_offset(FA_INST_N, key_row0 + fa_acc_row(lane, r), d0 + df * FA_MMA_N + fa_acc_col(lane, r));
+            fa_store_shared_u32(k_tile + at, fa_pack2(acc_dk[df][r] * args->scale, acc_dk[df][r + 1] * args->scale));
+            fa_store_shared_u32(v_tile + at, fa_pack2(acc_dv[df][r], acc_dv[df][r + 1]));
+        }
+    fa_fence_async_smem();
+    fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
+    if (threadIdx.x != FA_WARPGROUP_THREADS)
+        return;
+#pragma unroll
+    for (int blk = 0; blk < FA_INST_D / 64; ++blk) {
+        fa_tma_store_4d(maps->dk, tiles + blk * FA_BWS_BLOCK(FA_INST_N), 64 * blk, b->kv_head, b->n0, b->batch);
+        fa_tma_store_4d(maps->dv, tiles + FA_BWS_V_AT + blk * FA_BWS_BLOCK(FA_INST_N), 64 * blk, b->kv_head, b->n0,
+                        b->batch);
+    }
+    fa_bulk_commit();
+    fa_bulk_wait_reads();
 }
 
 #if !FA_BWS_SPLIT_D
 /* One consumer warpgroup's block: every step's five products, its share of dQ staged for
  * the bulk reduction, then dK and dV. */
-FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles, int consumer)
+FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, fa_bws_ring *ring,
+                              unsigned char *tiles, int consumer)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block b;
@@ -613,7 +643,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
         fa_bws_next_step(f, &b, &at);
     }
 
-    fa_bws_store_dkdv(args, &b, key_row0, 0, acc_dk, acc_dv);
+    fa_bws_store_dkdv(args, maps, &b, tiles, key_row0, 0, acc_dk, acc_dv);
 }
 #else /* FA_BWS_SPLIT_D */
 /* A step's dQ share added to the accumulator with vector atomics from registers (no
@@ -642,7 +672,8 @@ FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, const fa_bws_block *b, con
  * half of the queries (Sᵀ and dPᵀ over all 64 keys), Pᵀ and dSᵀ stored for both
  * consumers, then its head-dim share of dV += Pᵀ·dO, dK += dSᵀ·Q and dQ = dS·K, all three
  * from shared memory; dK and dV written once at the end. */
-FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles, int consumer)
+FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, fa_bws_ring *ring,
+                              unsigned char *tiles, int consumer)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block b;
@@ -724,7 +755,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, fa_bws_ring *ring, unsign
         fa_bws_next_step(f, &b, &at);
     }
 
-    fa_bws_store_dkdv(args, &b, key_row0, d0, acc_dk, acc_dv);
+    fa_bws_store_dkdv(args, maps, &b, tiles, key_row0, d0, acc_dk, acc_dv);
 }
 #endif /* FA_BWS_SPLIT_D */
 
@@ -760,5 +791,5 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
         return;
     }
     fa_regs_grow(FA_BWS_CONSUMER_REGS);
-    fa_bws_consume(&args, &ring, fa_bws_tiles(fa_smem), fa_warpgroup() - 1);
+    fa_bws_consume(&args, &maps, &ring, fa_bws_tiles(fa_smem), fa_warpgroup() - 1);
 }
