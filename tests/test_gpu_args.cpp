@@ -617,3 +617,37 @@ TEST_CASE("gpu pre-launch checks: launch, step-count and size limits refused wit
     CHECK(fa_gpu_fwd_workspace(cx.ctx, &split, &sel, "CUDA", &bytes) == FA_ERR_UNSUPPORTED);
     CHECK(says(cx.ctx, "split-KV partials"));
 }
+
+// What the warpgroup kernels' tensor maps take (problem.h, fa_tma_operand_ok): the api's
+// family choice for q, k, v, dout, dk and dv, and the forward's O-by-TMA choice
+// (gpu_backend.c) rest on it.
+TEST_CASE("gpu args: a TMA-addressable operand is 16-byte aligned with strides of whole 16 bytes",
+          "[gpu_args][tma]")
+{
+    alignas(16) static unsigned char data[32];
+    const fa_strides bshd = {8 * 1024 * 128, 8 * 128, 128}; // [b, s, h, d] of 8 heads, d128
+    CHECK(fa_tma_operand_ok(data, &bshd, 0));
+    CHECK_FALSE(fa_tma_operand_ok(nullptr, &bshd, 0));
+    CHECK_FALSE(fa_tma_operand_ok(data + 8, &bshd, 0)); // 8-byte aligned only
+    fa_strides odd_row = bshd;
+    odd_row.row = 8 * 128 + 4; // rows 8 bytes off a 16-byte step
+    CHECK_FALSE(fa_tma_operand_ok(data, &odd_row, 0));
+    fa_strides odd_head = bshd;
+    odd_head.head = 132;
+    CHECK_FALSE(fa_tma_operand_ok(data, &odd_head, 0));
+    // A batch stride of 0 (one K/V for every sequence, or an aliasing output) is no
+    // map stride; a varlen operand has one batch entry, so its batch stride is not one.
+    fa_strides shared = bshd;
+    shared.batch = 0;
+    CHECK_FALSE(fa_tma_operand_ok(data, &shared, 0));
+    CHECK(fa_tma_operand_ok(data, &shared, 1));
+    // Byte strides below 2^40 (elements below 2^39).
+    fa_strides huge = bshd;
+    huge.batch = (int64_t)1 << 39;
+    CHECK_FALSE(fa_tma_operand_ok(data, &huge, 0));
+    huge.batch = ((int64_t)1 << 39) - 8;
+    CHECK(fa_tma_operand_ok(data, &huge, 0));
+    fa_strides negative = bshd;
+    negative.row = -8 * 128;
+    CHECK_FALSE(fa_tma_operand_ok(data, &negative, 0));
+}
