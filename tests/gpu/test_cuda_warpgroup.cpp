@@ -1,9 +1,10 @@
 // test_cuda_warpgroup.cpp - the warpgroup forward family (ws_instances.txt, attn_fwd_ws.h:
 // wgmma, TMA, warp specialisation; sm_90a) on an sm_90 device: which family the plan
 // names and why (covered head dims, head dims it would pad more than mma.sync, a batch
-// stride of 0, which TMA cannot address), and every compiled forward tile of both families, forced with
-// FLASHATTN_FORCE_TILE, against the fp64 oracle on odd lengths, GQA 6/2, causal both
-// ways and varlen with seqused_k (the V tail the kernel zeroes). The rest of the GPU
+// stride of 0, which TMA cannot address), head dims below their instance's, and every
+// compiled forward tile of both families, forced with FLASHATTN_FORCE_TILE, against the
+// fp64 oracle on odd lengths, GQA 6/2, causal both ways and varlen with seqused_k (the V
+// tail the kernel zeroes). The rest of the GPU
 // sweep (test_cuda_forward.cpp) runs on this family already wherever the dispatcher
 // picks it. On a device other than sm_90, or a build without sm_90a code, each case
 // WARNs and passes (Catch2 2 has no skip). Exits with code 4 without a CUDA device.
@@ -46,6 +47,15 @@ TEST_CASE("cuda warpgroup: the plan names the family and why", "[cuda][warpgroup
         INFO("d" << d << ": " << plan.kernel << ": " << plan.reason);
         CHECK(starts(plan.kernel, "fa_cuda_ws_"));
         CHECK(plan.reason.find("warpgroup family (wgmma + TMA, sm_90a)") != std::string::npos);
+    }
+    // Head dims below their instance's, on the persistent instances: O's map ends at the
+    // head dim, so its TMA store drops the columns past it.
+    uint64_t seed = 5050;
+    for (int d : {56, 120}) {
+        Case c = prefill_case(d, FA_DTYPE_BF16);
+        check_case(c, seed++);
+        c.causal = true;
+        check_case(c, seed++);
     }
     // d32 and d96 have mma.sync instances of their own: the warpgroup d64 / d128 would pad more.
     for (int d : {32, 96}) {

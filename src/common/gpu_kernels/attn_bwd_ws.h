@@ -27,7 +27,8 @@
  *   it out), which one thread of the producer's second warp adds to it with one bulk
  *   reduction (cp.reduce.async.bulk) while the consumers go on. The dQ conversion kernel
  *   turns the accumulator into dQ.
- * dK and dV stay in registers over every step and are written once.
+ * dK and dV stay in registers over every step and are written once, by TMA through the
+ * K and V tiles (fa_bws_store_dkdv).
  *
  * Head-dim split (d256, FA_BWS_SPLIT_D). A consumer's dK and dV over 64 keys and the whole
  * head dim would take 2 x 128 registers per thread, so both consumers keep all 64 keys
@@ -143,7 +144,7 @@
 #define FA_BWS_EARLY_DV (FA_INST_M == 64)
 
 /* The consumers' named barriers (ids as in the forward, from 1): fa_bws_add_dq's, and
- * the one around dK and dV in the K and V tiles (fa_bws_store_dkdv_tma). */
+ * the one around dK and dV in the K and V tiles (fa_bws_store_dkdv). */
 #define FA_BWS_DQ_ORDER_BARRIER 1
 #define FA_BWS_END_BARRIER 2
 
@@ -508,8 +509,8 @@ FA_DEVICE void fa_bws_consumer_start(fa_bws_ring *ring, const fa_bws_block *b, f
  * copy engine has read them. The direct stores, 4 bytes per lane over 8 rows per
  * instruction, sat at every block's end (bench/NOTES.md, issue 14 b10). */
 FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *b,
-                                 unsigned char *tiles, int key_row0, int d0,
-                                     const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS])
+                                 unsigned char *tiles, int key_row0, int d0, const float (*acc_dk)[FA_ACC_REGS],
+                                 const float (*acc_dv)[FA_ACC_REGS])
 {
     const int lane = fa_lane();
     const uint32_t k_tile = fa_smem_addr(tiles), v_tile = k_tile + FA_BWS_V_AT;

@@ -22,9 +22,10 @@
  * done. V therefore trails K by one tile, in the producer's order as in the consumers'.
  *
  * Everything that does not depend on how the products are issued (the block's rows and
- * key tiles, masks, softcap, ALiBi, the online softmax, the write of O, LSE and split
- * partials) is attn_fwd_parts.h, shared with the mma.sync kernel: a wgmma m64nN
- * accumulator is, per warp, N / 8 mma.sync accumulator tiles side by side.
+ * key tiles, masks, softcap, ALiBi, the online softmax, the write of LSE and split
+ * partials, and of O where TMA does not store it: fa_ws_store_o) is attn_fwd_parts.h,
+ * shared with the mma.sync kernel: a wgmma m64nN accumulator is, per warp, N / 8
+ * mma.sync accumulator tiles side by side.
  *
  * Keys past a sequence's end: a fixed-length K/V map ends with the sequence, so TMA
  * zero-fills those rows. With varlen or seqused_k the rows after the end are another
