@@ -974,13 +974,19 @@ static fa_status read_tile_override(fa_context *ctx, fa_pass pass, fa_tile_overr
  * workspace it answers is then never too small: both families
  * on a row with warpgroup MMA sum dQ by atomics, and for a deterministic call the
  * warpgroup family's (accumulator and order rows) is the larger one. */
+static int tma_absent_or_ok(const void *data, const fa_strides *s, int varlen)
+{
+    return data == NULL || fa_tma_operand_ok(data, s, varlen);
+}
+
 static int tma_addressable(const fa_problem *p, fa_pass pass)
 {
-    return fa_tma_operand_ok(p->q, &p->q_stride, p->varlen) && fa_tma_operand_ok(p->k, &p->k_stride, p->varlen) &&
-           fa_tma_operand_ok(p->v, &p->v_stride, p->varlen) &&
-           (pass != FA_PASS_BWD || p->dout == NULL || fa_tma_operand_ok(p->dout, &p->dout_stride, p->varlen)) &&
-           (pass != FA_PASS_BWD || p->dk == NULL || fa_tma_operand_ok(p->dk, &p->dk_stride, p->varlen)) &&
-           (pass != FA_PASS_BWD || p->dv == NULL || fa_tma_operand_ok(p->dv, &p->dv_stride, p->varlen));
+    if (!fa_tma_operand_ok(p->q, &p->q_stride, p->varlen) || !fa_tma_operand_ok(p->k, &p->k_stride, p->varlen) ||
+        !fa_tma_operand_ok(p->v, &p->v_stride, p->varlen))
+        return 0;
+    return pass != FA_PASS_BWD || (tma_absent_or_ok(p->dout, &p->dout_stride, p->varlen) &&
+                                   tma_absent_or_ok(p->dk, &p->dk_stride, p->varlen) &&
+                                   tma_absent_or_ok(p->dv, &p->dv_stride, p->varlen));
 }
 
 static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pass,

@@ -84,10 +84,9 @@ typedef struct fa_gpu_runtime {
     /* The warpgroup kernels' tensor maps (attn_args.h, fa_tma_maps) of q, k and v for the
      * call `args` describes; of out when args->out_by_tma (the forward); with `bwd` (the
      * backward's arguments, whose fwd is args) of dout, dk and dv: rows_q / rows_k rows
-     * per batch entry (varlen: the operand's
-     * total, as one batch entry), boxes of 64 columns by tile_m (q, dout), tile_n (k, v,
-     * dk, dv) or FA_WS_O_BOX_ROWS (out) rows. Host work only. NULL: the runtime has no
-     * such kernels. */
+     * per batch entry (varlen: the operand's total, as one batch entry), boxes of 64
+     * columns by tile_m (q, dout), tile_n (k, v, dk, dv) or FA_WS_O_BOX_ROWS (out) rows.
+     * Host work only. NULL: the runtime has no such kernels. */
     int (*encode_maps)(const fa_fwd_args *args, const fa_bwd_args *bwd, int bf16, long long rows_q,
                        long long rows_k, int tile_m, int tile_n, fa_tma_maps *maps);
 } fa_gpu_runtime;

@@ -75,6 +75,7 @@
 #error "attn_bwd_ws.h needs the warpgroup vocabulary (FA_INST_WARPGROUP units, sm_90a)"
 #endif
 #include "gpu_kernels/attn_bwd_parts.h"
+#include "gpu_kernels/wg_stage.h"
 
 /* Head dims above 128 split the head dim between the consumers (see "Head-dim split"
  * below): a consumer's dK and dV over the whole head dim would not fit its registers. */
@@ -503,7 +504,7 @@ FA_DEVICE void fa_bws_consumer_start(fa_bws_ring *ring, const fa_bws_block *b, f
  * where their maps can be made). K and V are dead once every consumer's last products
  * are done (a barrier: a consumer reads the others' rows or columns of them), so each
  * warp writes its 16 rows of dK and dV, head-dim columns from d0, into the K and V
- * tiles in the layout their maps load (as the forward's O: no bank conflicts), and after
+ * tiles in the layout their maps load (fa_wg_stage_acc), and after
  * a second barrier one thread stores both (a box per 64 columns; TMA drops the rows past
  * the sequence's end and the columns past the head dim) and keeps the block until the
  * copy engine has read them. The direct stores, 4 bytes per lane over 8 rows per
@@ -512,18 +513,16 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
                                  unsigned char *tiles, int key_row0, int d0, const float (*acc_dk)[FA_ACC_REGS],
                                  const float (*acc_dv)[FA_ACC_REGS])
 {
-    const int lane = fa_lane();
     const uint32_t k_tile = fa_smem_addr(tiles), v_tile = k_tile + FA_BWS_V_AT;
+    float dk_scale[FA_ACC_ROWS], dv_scale[FA_ACC_ROWS];
+#pragma unroll
+    for (int g = 0; g < FA_ACC_ROWS; ++g) {
+        dk_scale[g] = args->scale;
+        dv_scale[g] = 1.f;
+    }
     fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
-#pragma unroll
-    for (int df = 0; df < FA_BWS_DF; ++df)
-#pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; r += 2) {
-            const unsigned at =
-                fa_wg_tile_offset(FA_INST_N, key_row0 + fa_acc_row(lane, r), d0 + df * FA_MMA_N + fa_acc_col(lane, r));
-            fa_store_shared_u32(k_tile + at, fa_pack2(acc_dk[df][r] * args->scale, acc_dk[df][r + 1] * args->scale));
-            fa_store_shared_u32(v_tile + at, fa_pack2(acc_dv[df][r], acc_dv[df][r + 1]));
-        }
+    fa_wg_stage_acc(k_tile, FA_INST_N, key_row0, d0, acc_dk, FA_BWS_DF, dk_scale);
+    fa_wg_stage_acc(v_tile, FA_INST_N, key_row0, d0, acc_dv, FA_BWS_DF, dv_scale);
     fa_fence_async_smem();
     fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
     if (threadIdx.x != FA_WARPGROUP_THREADS)

@@ -58,6 +58,7 @@
 #endif
 
 #include "gpu_kernels/attn_fwd_parts.h"
+#include "gpu_kernels/wg_stage.h"
 
 #if FA_INST_M % 64 != 0 || FA_WS_CONSUMERS < 1 || FA_INST_WARPS != 4 * (FA_WS_CONSUMERS + 1)
 #error "a warpgroup instance has 64 query rows per consumer warpgroup and one producer warpgroup"
@@ -250,9 +251,8 @@ FA_DEVICE int fa_ws_block_idle(const fa_fwd_args *args, const fa_block_span *s)
 /* The consumer's 64 rows of O by TMA (args->out_by_tma), unless a varlen tile ends
  * inside them (the map runs on into the next sequence's rows; a fixed-length map ends
  * with the sequence, and TMA drops the rows past it). The warps write normalised O into
- * the consumer's rows of the staging tile `o_tile` (Q's layout, which a TMA load of the
- * same box writes: 4-byte stores, the 8 rows of an instruction in 8 different 16-byte
- * chunks, so no bank conflicts), then one thread stores a box per 64 columns and goes
+ * the consumer's rows of the staging tile `o_tile` (Q's layout: fa_wg_stage_acc), then
+ * one thread stores a box per 64 columns and goes
  * on: the copy engine finishes them while the consumer starts its next work tile. The
  * direct stores (4 bytes per lane over 8 rows per instruction) cost up to 20-30% at
  * s 512 (bench/NOTES.md, issue 13 ws5). Before writing, the thread that issued the
@@ -263,23 +263,18 @@ FA_DEVICE int fa_ws_store_o(const fa_fwd_args *args, const fa_tma_maps *maps, co
 {
     if (!args->out_by_tma || (args->cu_seqlens_q && s->rows_valid < FA_WS_O_BOX_ROWS * (consumer + 1)))
         return 0;
-    const int lane = fa_lane(), row0 = FA_WS_O_BOX_ROWS * consumer + FA_MMA_M * (fa_warp() % 4);
+    const int row0 = FA_WS_O_BOX_ROWS * consumer + FA_MMA_M * (fa_warp() % 4);
     const int issuer = fa_warpgroup_thread() == 0;
+    float inv[FA_ACC_ROWS];
+#pragma unroll
+    for (int g = 0; g < FA_ACC_ROWS; ++g) {
+        const float sum = fa_row_sum(row_sum[0][g]);
+        inv[g] = sum > 0.f ? 1.f / sum : 0.f;
+    }
     if (issuer)
         fa_bulk_wait_reads();
     fa_named_sync(FA_WS_BAR_O + consumer, FA_WARPGROUP_THREADS);
-    const uint32_t tile = fa_smem_addr(o_tile);
-#pragma unroll
-    for (int g = 0; g < FA_ACC_ROWS; ++g) {
-        const float sum = fa_row_sum(row_sum[0][g]), inv = sum > 0.f ? 1.f / sum : 0.f;
-#pragma unroll
-        for (int df = 0; df < FA_DF; ++df)
-#pragma unroll
-            for (int r = g * FA_ACC_COLS; r < (g + 1) * FA_ACC_COLS; r += 2)
-                fa_store_shared_u32(tile + fa_wg_tile_offset(FA_INST_M, row0 + fa_acc_row(lane, r),
-                                                             df * FA_MMA_N + fa_acc_col(lane, r)),
-                                    fa_pack2(acc_o[0][df][r] * inv, acc_o[0][df][r + 1] * inv));
-    }
+    fa_wg_stage_acc(fa_smem_addr(o_tile), FA_INST_M, row0, 0, acc_o[0], FA_DF, inv);
     fa_fence_async_smem();
     fa_named_sync(FA_WS_BAR_O + consumer, FA_WARPGROUP_THREADS);
     if (issuer) {
