@@ -39,7 +39,9 @@
  * dK += dSᵀ·Q and dQ = dS·K, every operand from shared memory (FA_WG_TROWS, FA_WG_DSK).
  * K, V, two Q/dO stages and the score tiles fill 226 KiB of the 227, which leaves no room
  * for a staged dQ tile: each consumer adds its dQ columns from registers with vector
- * atomics (fa_bwd_dq_add), ordered as above in a deterministic call (fa_bws_add_dq).
+ * atomics (fa_bwd_dq_add); in a deterministic call a thread of the producer's second warp
+ * keeps the order as above (fa_bws_order_dq), and the consumers wait for its go-ahead in
+ * shared memory.
  *
  * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
  * dS is computed (where registers allow, FA_BWS_EARLY_DV, and without softcap, whose dS
@@ -144,10 +146,9 @@
  * rows fit. */
 #define FA_BWS_EARLY_DV (FA_INST_M == 64)
 
-/* The consumers' named barriers (ids as in the forward, from 1): fa_bws_add_dq's, and
- * the one around dK and dV in the K and V tiles (fa_bws_store_dkdv). */
-#define FA_BWS_DQ_ORDER_BARRIER 1
-#define FA_BWS_END_BARRIER 2
+/* The consumers' named barrier (ids as in the forward, from 1) around dK and dV in the
+ * K and V tiles (fa_bws_store_dkdv). */
+#define FA_BWS_END_BARRIER 1
 
 /* Register budgets of the roles (setmaxnreg), as in the forward with two consumers. */
 #if FA_BWS_CONSUMERS == 2
@@ -175,7 +176,9 @@
  * ds_full / ds_free, per dSᵀ buffer: every consumer thread arrives once its part of dSᵀ
  * is stored, and once its dQ product (which reads every part) is done. dq_full: every
  * consumer thread, its part of the dQ tile staged; dq_free: the reducing thread, once the
- * bulk reduction has read the tile. */
+ * bulk reduction has read the tile. Under the head-dim split nothing is staged; in a
+ * deterministic call dq_full then counts the consumers' atomics issued, and dq_free is the
+ * order keeper's go-ahead (fa_bws_order_dq). */
 typedef struct fa_bws_ring {
     uint64_t kv_full;
     uint64_t full[FA_INST_STAGES], empty[FA_INST_STAGES];
@@ -646,26 +649,46 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
     fa_bws_store_dkdv(args, maps, &b, tiles, key_row0, 0, acc_dk, acc_dv);
 }
 #else /* FA_BWS_SPLIT_D */
+/* A deterministic call's order keeper under the head-dim split, the producer's second
+ * warp (lane 0): per step it waits for the key block above (the polling of global memory
+ * kept off the consumers, which then wait on shared memory only), opens the step's adds
+ * (dq_free), waits until every consumer thread has issued its atomics (dq_full) and
+ * publishes them (the release cumulates what the mbarrier ordered before it, as CUTLASS's
+ * generic barrier does after a block barrier), while the consumers go on. */
+FA_DEVICE void fa_bws_order_dq(const fa_bwd_args *args, fa_bws_ring *ring)
+{
+    const fa_fwd_args *f = &args->fwd;
+    fa_bws_block b;
+    if (!fa_bws_find_block(args, &b))
+        return;
+    const int wait_from = fa_bws_first_tile_after_above(args, &b);
+    fa_bwd_cursor at = fa_bws_first_step(f, &b);
+    for (int i = 0; i < b.steps; ++i) {
+        const long long row = at.head_row + b.q_global_row0 + at.tile * FA_INST_M;
+        if (at.tile >= wait_from)
+            fa_bws_wait_above(args, &b, row);
+        fa_mbar_arrive(&ring->dq_free);
+        fa_mbar_wait(&ring->dq_full, i & 1);
+        fa_bws_say_added(args, &b, row);
+        fa_bws_next_step(f, &b, &at);
+    }
+}
+
 /* A step's dQ share added to the accumulator with vector atomics from registers (no
- * shared memory is left for a staged tile); in a deterministic call after the key block
- * above added its own, and published once both consumers' atomics are issued (the
- * release cumulates what the barrier ordered before it, as CUTLASS's generic barrier). */
-FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, const fa_bws_block *b, const fa_bwd_cursor *at,
-                             int wait_from, int d0, const float (*acc)[FA_ACC_REGS])
+ * shared memory is left for a staged tile); in a deterministic call once the order keeper
+ * (fa_bws_order_dq) says the key block above has added its own, and reported to it. */
+FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, fa_bws_ring *ring, const fa_bws_block *b,
+                             const fa_bwd_cursor *at, int step, int d0, const float (*acc)[FA_ACC_REGS])
 {
     const fa_fwd_args *f = &args->fwd;
     const int m0 = at->tile * FA_INST_M;
-    const long long row = at->head_row + b->q_global_row0 + m0;
     const int whole = m0 <= b->seq.seqlen_q - FA_INST_M && f->head_dim == FA_INST_D;
-    if (at->tile >= wait_from)
-        fa_bws_wait_above(args, b, row);
+    if (args->dq_order)
+        fa_mbar_wait(&ring->dq_free, step & 1);
     fa_bwd_dq_add(args->dq_accum + at->head_row * f->head_dim, b->q_global_row0, m0, FA_MMA_M * (fa_warp() % 4), d0,
                   whole, b->seq.seqlen_q, f->head_dim, acc, 1, FA_BWS_D_SHARE / FA_MMA_N);
-    if (!args->dq_order)
-        return;
-    fa_named_sync(FA_BWS_DQ_ORDER_BARRIER, FA_BWS_CONSUMER_THREADS);
-    if (threadIdx.x == FA_WARPGROUP_THREADS)
-        fa_bws_say_added(args, b, row);
+    if (args->dq_order)
+        fa_mbar_arrive(&ring->dq_full);
 }
 
 /* One consumer warpgroup's block under the head-dim split: per step the scores of its
@@ -683,7 +706,6 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
     const int q0 = FA_BWS_SCORE_QUERIES * consumer, d0 = FA_BWS_D_SHARE * consumer;
     const uint32_t k_addr = fa_smem_addr(tiles), v_addr = k_addr + FA_BWS_V_AT;
     const uint32_t q_addr = k_addr + FA_BWS_Q_AT, do_addr = k_addr + FA_BWS_DO_AT;
-    const int wait_from = fa_bws_first_tile_after_above(args, &b);
 
     float acc_dk[FA_BWS_DF][FA_ACC_REGS], acc_dv[FA_BWS_DF][FA_ACC_REGS];
     fa_bws_consumer_start(ring, &b, acc_dk, acc_dv);
@@ -746,7 +768,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_commit();
         fa_wg_wait(1);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
-        fa_bws_add_dq(args, &b, &at, wait_from, d0, acc_dq);
+        fa_bws_add_dq(args, ring, &b, &at, i, d0, acc_dq);
         fa_wg_wait(0);
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
@@ -787,6 +809,9 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
 #if !FA_BWS_SPLIT_D
         else if (fa_warp() == 1 && fa_lane() == 0)
             fa_bws_reduce_dq(&args, &ring, fa_bws_tiles(fa_smem));
+#else
+        else if (fa_warp() == 1 && fa_lane() == 0 && args.dq_order)
+            fa_bws_order_dq(&args, &ring);
 #endif
         return;
     }
