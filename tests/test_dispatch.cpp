@@ -471,12 +471,13 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->warpgroup == 1);
     CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm); // one per slot
-    // Causal: persistent over at most 2048 keys, a block per work tile beyond (walk_pays).
+    // Causal: persistent over at most 1024 keys, a block per work tile beyond (walk_pays).
     fa_problem_shape causal = shape;
     causal.has_mask = 1;
+    causal.seqlen_q = causal.seqlen_k = 1024;
     REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
     CHECK(sel.persistent_blocks > 0);
-    causal.seqlen_q = causal.seqlen_k = 4096;
+    causal.seqlen_q = causal.seqlen_k = 1025;
     REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
     CHECK(sel.config->warpgroup == 1);
     CHECK(sel.persistent_blocks == 0);

@@ -468,8 +468,9 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
  * finish. Measured on the H200 (bench/NOTES.md, ws3): persistent is 1.09-1.20x faster
  * at 512 - 1k keys, masked or not, and within 3% without a mask at 2k - 16k, but its
  * static round robin balances causal tiles worse than the hardware does: 5-15% slower at
- * 4k - 16k causal keys. */
-#define WALK_MASKED_KEYS_MAX 2048
+ * 4k - 16k causal keys, and 3.5-4.4% at 2k since O goes out by TMA (H100, issue 13
+ * session 6). */
+#define WALK_MASKED_KEYS_MAX 1024
 static int walk_pays(const fa_problem_shape *shape)
 {
     return !shape->has_mask || shape->seqlen_k <= WALK_MASKED_KEYS_MAX;
