@@ -123,9 +123,10 @@ grep -q "FA_ERR_NO_DEVICE" <<<"$hip_cli" || { echo "flashattn_bench --backend hi
 
 section "Emulated AMD device: instructions, scheduler, and the HIP kernels' sweep (clang-19, ASan + UBSan)"
 # src/emu (issue 15): the thin ISA names of src/hip run on the CPU on an emulated wave64
-# (gfx942) and wave32 (gfx1100, gfx1201) device, checked against AMD's Matrix Instruction
-# Calculator tables (tests/emu/calc) and for the scheduler's named errors; then every hip
-# kernel instance (FA_EMU_INSTANCES=all) through the public API against the fp64 oracle
+# (gfx942, whose MFMA forms gfx90a shares) and wave32 (gfx1100, gfx1201) device, checked
+# against AMD's Matrix Instruction Calculator tables (tests/emu/calc) and for the
+# scheduler's named errors; then every hip kernel instance (FA_EMU_INSTANCES=all) through
+# the public API against the fp64 oracle on gfx90a, gfx942, gfx1100 and gfx1201
 # (tests/emu/test_emu_sweep.cpp). Test-only.
 cmake -S "$ROOT" -B "$WORK/build-emu" -G Ninja -DFA_BUILD_TESTS=OFF -DFA_BUILD_AMD_EMU=ON \
   -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF -DFA_BUILD_RING=OFF -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19

@@ -2,8 +2,9 @@
 # installed): the emulator core of src/emu (fibers, collectives, LDS arena, the ISA
 # semantics) as one library, and per emulated target (gfx942 wave64 MFMA, gfx1100 and
 # gfx1201 wave32 WMMA) a Catch2 executable of its instruction and scheduler tests,
-# registered as the ctest entries amd_emu_isa_gfx<target>_*. Then, per target of
-# FA_EMU_API_TARGETS, flashattn itself with the emulator as its HIP runtime
+# registered as the ctest entries amd_emu_isa_gfx<target>_* (gfx942's also check gfx90a's
+# forms of its instructions). Then, per target of FA_EMU_API_TARGETS (gfx90a, gfx942,
+# gfx1100, gfx1201), flashattn itself with the emulator as its HIP runtime
 # (flashattn_amd_emu_gfx<target>) and its tests through the public API (ctest
 # amd_emu_gfx<target>_*). Built with clang (the device headers need ext_vector_type and
 # _Float16) at -O1 under ASan and UBSan (docs/research/issue15_emulator.md 3.1): an
@@ -67,12 +68,22 @@ endforeach()
 # part's. A shorter list (names of cmake/FlashattnInstances.cmake, e.g.
 # fa_hip_fwd_d64_f16_128x64x1) builds faster, as tests/emu/mutation_check.py does; the
 # rows left out stay planned in the registry, so the API refuses them as not compiled.
-set(FA_EMU_API_TARGETS 942 1100 1201 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
+set(FA_EMU_API_TARGETS 90a 942 1100 1201 CACHE STRING "Emulated AMD targets built as flashattn libraries with API tests")
 set(FA_EMU_INSTANCES all CACHE STRING "HIP kernel instances compiled into the emulated libraries: all, or a list of names")
-set(FA_EMU_WAVE64_TARGETS 942)
+set(FA_EMU_WAVE64_TARGETS 90a 942)
+set(FA_EMU_ARCH_90a gfx90a)
 set(FA_EMU_ARCH_942 gfx942)
 set(FA_EMU_ARCH_1100 gfx1100)
 set(FA_EMU_ARCH_1201 gfx1201)
+# The instruction set a target's kernels are compiled for (src/emu/fa_amd_isa.h's
+# FA_EMU_TARGET). gfx90a's device pass selects gfx942's MFMA forms (src/hip/fa_amd_isa.h),
+# whose lane mappings equal gfx942's in the Matrix Instruction Calculator (tests/emu/calc,
+# checked by the ISA tests): both link one build of the kernel units, and differ in their
+# arch row (110 CUs against 304), so in what the dispatcher plans.
+set(FA_EMU_ISA_90a 942)
+set(FA_EMU_ISA_942 942)
+set(FA_EMU_ISA_1100 1100)
+set(FA_EMU_ISA_1201 1201)
 
 set(FA_EMU_DIR ${PROJECT_BINARY_DIR}/amd_emu)
 include(FlashattnInstances)
@@ -136,42 +147,56 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
   set(arch ${FA_EMU_ARCH_${target}})
   set(lib flashattn_amd_emu_gfx${target})
   fa_emu_registry(${target} ${FA_EMU_DIR}/gfx${target}/registry.c)
-  # The HIP kernel units for the host: src/hip/fa_device.h over the emulated thin names
-  # (forced in, as the fa_device_h_compiles test above checks).
-  fa_emu_target_instances(${target} names)
-  set(units ${FA_EMU_DIR}/units/fa_hip_shared_kernels.cpp)
-  foreach(name IN LISTS names)
-    list(APPEND units ${FA_EMU_DIR}/units/${name}.cpp)
-  endforeach()
-  add_library(${lib}_kernels OBJECT ${units})
-  target_include_directories(${lib}_kernels PRIVATE ${PROJECT_SOURCE_DIR}/src/emu
-                             ${PROJECT_SOURCE_DIR}/src/emu/include ${PROJECT_SOURCE_DIR}/src/hip
-                             ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/include)
-  target_compile_definitions(${lib}_kernels PRIVATE FA_EMU_TARGET=${target})
-  # -Wno-pass-failed: clang's host passes cannot unroll every loop the kernels mark.
-  target_compile_options(${lib}_kernels PRIVATE -include fa_amd_isa.h -Wno-pass-failed)
-  target_link_libraries(${lib}_kernels PRIVATE fa_amd_emu)
-  set_target_properties(${lib}_kernels PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  # The HIP kernel units for the host, once per instruction set: src/hip/fa_device.h over
+  # the emulated thin names (forced in, as the fa_device_h_compiles test above checks).
+  set(isa ${FA_EMU_ISA_${target}})
+  set(kernels flashattn_amd_emu_isa${isa}_kernels)
+  if(NOT TARGET ${kernels})
+    fa_emu_target_instances(${target} names)
+    set(units ${FA_EMU_DIR}/units/fa_hip_shared_kernels.cpp)
+    foreach(name IN LISTS names)
+      list(APPEND units ${FA_EMU_DIR}/units/${name}.cpp)
+    endforeach()
+    add_library(${kernels} OBJECT ${units})
+    target_include_directories(${kernels} PRIVATE ${PROJECT_SOURCE_DIR}/src/emu
+                               ${PROJECT_SOURCE_DIR}/src/emu/include ${PROJECT_SOURCE_DIR}/src/hip
+                               ${PROJECT_SOURCE_DIR}/src/common ${PROJECT_SOURCE_DIR}/include)
+    target_compile_definitions(${kernels} PRIVATE FA_EMU_TARGET=${isa})
+    # -Wno-pass-failed: clang's host passes cannot unroll every loop the kernels mark.
+    target_compile_options(${kernels} PRIVATE -include fa_amd_isa.h -Wno-pass-failed)
+    target_link_libraries(${kernels} PRIVATE fa_amd_emu)
+    set_target_properties(${kernels} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  endif()
   # flashattn's host side, the target's registry and the emulator as its runtime table.
   add_library(${lib} STATIC $<TARGET_OBJECTS:flashattn_amd_emu_host> ${FA_EMU_DIR}/gfx${target}/registry.c
-              ${PROJECT_SOURCE_DIR}/src/emu/fa_emu_runtime.cpp $<TARGET_OBJECTS:${lib}_kernels>)
+              ${PROJECT_SOURCE_DIR}/src/emu/fa_emu_runtime.cpp $<TARGET_OBJECTS:${kernels}>)
   target_include_directories(${lib} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src/common)
-  target_compile_definitions(${lib} PRIVATE FA_HAVE_HIP=1 FA_EMU_TARGET=${target})
+  target_compile_definitions(${lib} PRIVATE FA_HAVE_HIP=1 FA_EMU_TARGET=${isa} FA_EMU_ARCH="${arch}")
   target_link_libraries(${lib} PUBLIC fa_amd_emu Threads::Threads m)
   set_target_properties(${lib} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 
-  set(exe ${lib}_tests)
-  add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_sweep.cpp
-                 ${PROJECT_SOURCE_DIR}/tests/emu/emu_api_checks.cpp $<TARGET_OBJECTS:fa_amd_emu_test_support>
-                 $<TARGET_OBJECTS:fa_amd_emu_catch_main>)
-  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/reference
-                             ${PROJECT_SOURCE_DIR}/src/common)
-  # FA_HAVE_HIP: gpu_runtime.h declares fa_hip_runtime, which one test calls directly.
+  # The API tests, compiled once per wave size (FA_HAVE_HIP: gpu_runtime.h declares
+  # fa_hip_runtime, which one test calls directly); a target adds only its part's name.
   set(wave 32)
   if(target IN_LIST FA_EMU_WAVE64_TARGETS)
     set(wave 64)
   endif()
-  target_compile_definitions(${exe} PRIVATE FA_EMU_ARCH="${arch}" FA_EMU_WAVE_SIZE=${wave} FA_HAVE_HIP=1)
+  set(api_tests fa_amd_emu_api_tests_wave${wave})
+  if(NOT TARGET ${api_tests})
+    add_library(${api_tests} OBJECT ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp
+                ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_sweep.cpp ${PROJECT_SOURCE_DIR}/tests/emu/emu_api_checks.cpp)
+    target_include_directories(${api_tests} PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/tests
+                               ${PROJECT_SOURCE_DIR}/tests/reference ${PROJECT_SOURCE_DIR}/src/common)
+    target_compile_definitions(${api_tests} PRIVATE FA_EMU_WAVE_SIZE=${wave} FA_HAVE_HIP=1)
+    target_link_libraries(${api_tests} PRIVATE fa_amd_emu Catch2::Catch2)
+    set_target_properties(${api_tests} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
+  endif()
+  set(exe ${lib}_tests)
+  add_executable(${exe} ${PROJECT_SOURCE_DIR}/tests/emu/emu_arch.cpp $<TARGET_OBJECTS:${api_tests}>
+                 $<TARGET_OBJECTS:fa_amd_emu_test_support> $<TARGET_OBJECTS:fa_amd_emu_catch_main>)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/reference
+                             ${PROJECT_SOURCE_DIR}/src/common)
+  target_compile_definitions(${exe} PRIVATE FA_EMU_ARCH="${arch}")
   target_link_libraries(${exe} PRIVATE ${lib} Catch2::Catch2)
   set_target_properties(${exe} PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
   catch_discover_tests(${exe} TEST_PREFIX amd_emu_gfx${target}_ PROPERTIES TIMEOUT ${FA_EMU_TEST_TIMEOUT})

@@ -20,14 +20,11 @@
 #include "fa_emu_kernel.h"
 #include "gpu_host/gpu_runtime.h"
 
-#if FA_EMU_TARGET == 942
-#define FA_EMU_ARCH "gfx942"
-#elif FA_EMU_TARGET == 1100
-#define FA_EMU_ARCH "gfx1100"
-#elif FA_EMU_TARGET == 1201
-#define FA_EMU_ARCH "gfx1201"
-#else
-#error "flashattn emulator: FA_EMU_TARGET must be 942, 1100 or 1201"
+/* The emulated part, named by the build: its arch row (FA_EMU_ARCH, e.g. "gfx90a") and
+ * the instruction set its kernels were compiled for (FA_EMU_TARGET, src/emu/fa_amd_isa.h:
+ * gfx90a's device pass selects gfx942's MFMA forms, so its target is 942). */
+#ifndef FA_EMU_ARCH
+#error "flashattn emulator: the build names the emulated part's arch row (FA_EMU_ARCH)"
 #endif
 
 extern "C" const void *const fa_hip_combine_handle, *const fa_hip_bwd_preprocess_handle,

@@ -75,7 +75,7 @@ fa_status check_forward(const Case &c, int num_splits, fa_plan *plan_out)
     INFO((planned ? std::string(plan.kernel) + " splits " + std::to_string(plan.num_splits) + ": " + plan.reason
                   : "no plan"));
     if (planned) {
-        CHECK(std::string(plan.arch) == FA_EMU_ARCH);
+        CHECK(std::string(plan.arch) == emulated_arch);
         if (plan_out)
             *plan_out = plan;
     }

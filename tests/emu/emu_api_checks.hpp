@@ -3,8 +3,8 @@
 // emulator, the wave order for one scope, and the forward and backward of a test case
 // (tests/cpu_case.hpp) run through fa_fwd / fa_bwd and checked against the fp64 oracle
 // with the CPU tests' tolerance rule. Device memory is host memory on the emulator, so
-// the tensors are host tensors. Built into each target's test executable
-// (FA_EMU_ARCH, FA_EMU_WAVE_SIZE name the target).
+// the tensors are host tensors. Compiled once per wave size (FA_EMU_WAVE_SIZE) and linked
+// into each target's test executable, which names its part (emu_arch.cpp).
 #ifndef FA_EMU_API_CHECKS_HPP
 #define FA_EMU_API_CHECKS_HPP
 
@@ -15,6 +15,9 @@
 #include "oracle.hpp"
 
 namespace fa_emu_test {
+
+// The emulated part's arch row ("gfx942"), defined per test executable (emu_arch.cpp).
+extern const char *const emulated_arch;
 
 struct EmuContext {
     fa_context *ctx = nullptr;

@@ -49,6 +49,11 @@ MMA_ISSUE(issue_mfma16, fa_emu_f16x4, fa_emu_i16x4, fa_emu_f32x4, fa_isa_mfma16_
 MMA_ISSUE(issue_mfma32, fa_emu_f16x4, fa_emu_i16x4, fa_emu_f32x16, fa_isa_mfma32_f16, fa_isa_mfma32_bf16)
 static const mma_kind k_primary = {"cdna3", 16, 16, 4, 4, 1, issue_mfma16};
 static const mma_kind k_mfma32 = {"cdna3_32x32x8", 32, 8, 4, 16, 1, issue_mfma32};
+// gfx90a's forms of the same two (..16x16x16f16 / bf16_1k, ..32x32x8f16 / bf16_1k), which
+// its device pass selects too (src/hip/fa_amd_isa.h): the emulated instructions against
+// CDNA2's tables, so the emulated gfx90a's kernels rest on its own calculator output.
+static const mma_kind k_cdna2_mfma16 = {"cdna2", 16, 16, 4, 4, 1, issue_mfma16};
+static const mma_kind k_cdna2_mfma32 = {"cdna2_32x32x8", 32, 8, 4, 16, 1, issue_mfma32};
 #elif FA_AMD_PRIM == FA_AMD_WMMA_GFX11
 MMA_ISSUE(issue_wmma11, fa_emu_f16x16, fa_emu_i16x16, fa_emu_f32x8, fa_isa_wmma11_f16, fa_isa_wmma11_bf16)
 static const mma_kind k_primary = {"rdna3", 16, 16, 16, 8, 2, issue_wmma11}; // RDNA3 holds A and B twice
@@ -214,6 +219,10 @@ TEST_CASE("matrix_bf16_matches_fp64_matmul") { mma_random_trials(&k_primary, 1);
 #if FA_AMD_PRIM == FA_AMD_MFMA16
 TEST_CASE("matrix_32x32x8_f16_matches_fp64_matmul") { mma_random_trials(&k_mfma32, 0); }
 TEST_CASE("matrix_32x32x8_bf16_matches_fp64_matmul") { mma_random_trials(&k_mfma32, 1); }
+TEST_CASE("matrix_cdna2_f16_matches_fp64_matmul") { mma_random_trials(&k_cdna2_mfma16, 0); }
+TEST_CASE("matrix_cdna2_bf16_matches_fp64_matmul") { mma_random_trials(&k_cdna2_mfma16, 1); }
+TEST_CASE("matrix_cdna2_32x32x8_f16_matches_fp64_matmul") { mma_random_trials(&k_cdna2_mfma32, 0); }
+TEST_CASE("matrix_cdna2_32x32x8_bf16_matches_fp64_matmul") { mma_random_trials(&k_cdna2_mfma32, 1); }
 #endif
 
 // Two waves issue their own products at once; each gets its own result.
