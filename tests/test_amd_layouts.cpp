@@ -6,12 +6,15 @@
 // Every primitive, fp16 and bf16; and the backward's score tiles through shared memory.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "../src/hip/fa_amd_layouts.h"
 #include "api/dtype.h"
+#include "gpu_kernels/smem_bytes.h"
+#include "gpu_kernels/tile_layout.h"
 
 namespace {
 
@@ -315,4 +318,90 @@ TEST_CASE("AMD layouts: 32x32x8 products through the maps, P in place as P·V's 
                 REQUIRE(o_acc[l][r] == Approx(want).epsilon(1e-6).margin(1e-6));
             }
     }
+}
+
+// The Q-in-registers forward's Vᵀ tile (tile_layout.h's fa_vt_offset, FA_VT_PITCH): each
+// row a permutation of its keys that keeps 4-key groups whole (a B fragment's one 8-byte
+// read), and the LDS banks its accesses meet. Bank model (CDNA3: 32 banks of 4 bytes,
+// 128 bytes per clock, AMD_NOTES.md): a 2-byte store serves 32 lanes per pass, an 8-byte
+// read 16; a pass takes as many cycles as the most distinct dwords one bank holds. The
+// stores follow attn_tile.h's copy map (thread t: key t / (d / 8), head-dim chunk
+// t % (d / 8); one store per element e of the chunk, row 8 * chunk + e); the reads the
+// 32x32x8 B operand (lane l: row l % 32 of the n-tile, keys 4 (l / 32) .. + 3).
+namespace {
+
+struct BankLoad {
+    int store_passes_max = 0; // distinct dwords in one bank, worst store pass
+    int read_passes_max = 0;  // the same for the fragment reads
+};
+
+int worst_bank(const std::vector<int> &dwords)
+{
+    std::vector<std::vector<int>> bank(32);
+    for (int w : dwords) {
+        auto &b = bank[w % 32];
+        if (std::find(b.begin(), b.end(), w) == b.end()) b.push_back(w);
+    }
+    size_t most = 0;
+    for (auto &b : bank) most = std::max(most, b.size());
+    return (int)most;
+}
+
+template <typename Offset> BankLoad vt_banks(int d, int keys, Offset offset)
+{
+    BankLoad load;
+    const int chunks = d / 8;
+    for (int t0 = 0; t0 < keys * chunks; t0 += 32)
+        for (int e = 0; e < 8; ++e) {
+            std::vector<int> dwords;
+            for (int t = t0; t < t0 + 32; ++t)
+                dwords.push_back(offset(8 * (t % chunks) + e, t / chunks) / 2);
+            load.store_passes_max = std::max(load.store_passes_max, worst_bank(dwords));
+        }
+    for (int n0 = 0; n0 < d; n0 += 32)
+        for (int k0 = 0; k0 < keys; k0 += 8)
+            for (int l0 = 0; l0 < 64; l0 += 16) {
+                std::vector<int> dwords;
+                for (int l = l0; l < l0 + 16; ++l) {
+                    const int at = offset(n0 + l % 32, k0 + 4 * (l / 32));
+                    dwords.push_back(at / 2);
+                    dwords.push_back(at / 2 + 1);
+                }
+                load.read_passes_max = std::max(load.read_passes_max, worst_bank(dwords));
+            }
+    return load;
+}
+
+} // namespace
+
+TEST_CASE("AMD layouts: the Vᵀ tile keeps 4-key groups whole and spreads its stores over the banks",
+          "[amd][layout]")
+{
+    for (int d : {64, 128})
+        for (int keys : {32, 64}) {
+            INFO("d " << d << ", " << keys << " keys");
+            const int pitch = FA_VT_PITCH(keys);
+            for (int row = 0; row < d; ++row) {
+                std::vector<int> seen(pitch, 0);
+                for (int key = 0; key < keys; ++key) {
+                    const int at = fa_vt_offset(pitch, row, key);
+                    REQUIRE(at >= row * pitch);
+                    REQUIRE(at < row * pitch + keys);
+                    REQUIRE(++seen[at - row * pitch] == 1);
+                    if (key % 4) REQUIRE(at == fa_vt_offset(pitch, row, key - 1) + 1);
+                    else REQUIRE(at % 4 == 0); // an 8-byte aligned read
+                }
+            }
+            const BankLoad swizzled =
+                vt_banks(d, keys, [&](int row, int key) { return fa_vt_offset(pitch, row, key); });
+            // A store pass is 32 lanes: d64's 4 keys x 8 chunks meet no bank twice; d128's
+            // 2 keys x 16 chunks put chunks c and c + 8 in one bank whatever the layout (32
+            // keys hold 8 groups). Two lanes' halves of one dword count once.
+            CHECK(swizzled.store_passes_max == (d == 128 ? 2 : 1));
+            CHECK(swizzled.read_passes_max == 1);
+            // Without the XOR (the layout before, pitch keys + 4) a store pass met one bank
+            // d / 16 times: the check can tell.
+            const BankLoad plain = vt_banks(d, keys, [&](int row, int key) { return row * (keys + 4) + key; });
+            CHECK(plain.store_passes_max == d / 16);
+        }
 }

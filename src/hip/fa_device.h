@@ -279,6 +279,21 @@ FA_DEVICE void fa_read_piece(uint32_t *regs, const unsigned short *src)
         fa_load_row_frag((b)[1], (tile), pitch, (n0) + FA_MMA_N + fa_frag_row(fa_lane()), k_); \
     } while (0)
 
+/* B operands of two adjacent n-tiles for B = Vᵀᵀ from a Vᵀ tile ([d][key], tile_layout.h's
+ * fa_vt_offset): a lane's FA_FRAG_ELEMS keys are whole 4-key groups, one piece each (the
+ * Q-in-registers family is CDNA's: pieces of 4 elements). */
+#if FA_FRAG_PIECE == 4
+#define fa_load_vt_pair(b, tile, pitch, n0, k0)                                                      \
+    do {                                                                                              \
+        const int k_ = (k0) + fa_frag_k(fa_lane());                                                   \
+        _Pragma("unroll") for (int j_ = 0; j_ < 2; ++j_)                                              \
+            _Pragma("unroll") for (int p_ = 0; p_ < FA_FRAG_ELEMS; p_ += 4)                           \
+                fa_read_piece(&(b)[j_][p_ / 2],                                                       \
+                              (tile) + fa_vt_offset((pitch), (n0) + FA_MMA_N * j_ + fa_frag_row(fa_lane()), \
+                                                    k_ + p_));                                         \
+    } while (0)
+#endif
+
 #if FA_AMD_SHAPE == FA_AMD_MFMA32
 /* 32 x 32 x 8: the B operand of one 32-key n-tile per load (attn_fwd.h FA_B_LOAD_TILES),
  * so a wave's key tile may be 32 keys (aiter's 256 x 32 at d128). */

@@ -520,7 +520,7 @@ FA_DEVICE void fa_pv(float acc_o[FA_MF][FA_DF][FA_ACC_REGS], uint32_t p[FA_MF][F
         for (int df = 0; df < FA_DF; df += 2) {
             uint32_t b[2][FA_B_REGS];
 #if FA_Q_IN_REGS
-            fa_load_bt_pair(b, smem_v, FA_VT_PITCH(FA_INST_N), df * FA_MMA_N, ks * FA_MMA_K);
+            fa_load_vt_pair(b, smem_v, FA_VT_PITCH(FA_INST_N), df * FA_MMA_N, ks * FA_MMA_K);
 #else
             fa_load_b_pair(b, smem_v, FA_PITCH, ks * FA_MMA_K, df * FA_MMA_N);
 #endif

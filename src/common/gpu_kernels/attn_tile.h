@@ -139,8 +139,9 @@ FA_DEVICE void fa_fetch_tile(fa_held_tile *held, const fa_elem *gmem, long long 
 
 /* The shared-memory half of a copy fa_fetch_tile began: row r of the tile to row r of
  * `smem` (t_pitch 0), or transposed, to column r of `smem` (head_dim rows of t_pitch
- * elements; each chunk's 8 elements go to 8 rows through the vendor's
- * fa_chunk_store_column). The Q-in-registers forward keeps V transposed, so P·V's
+ * elements, fa_vt_offset's layout; each chunk's 8 elements go to the 8 rows of one
+ * block, one column, through the vendor's fa_chunk_store_column). The Q-in-registers
+ * forward keeps V transposed, so P·V's
  * operand is a contiguous read (attn_fwd.h). t_pitch is a constant at every call. */
 FA_DEVICE void fa_store_tile(fa_elem *smem, int t_pitch, const fa_held_tile *held)
 {
@@ -156,7 +157,7 @@ FA_DEVICE void fa_store_tile(fa_elem *smem, int t_pitch, const fa_held_tile *hel
             continue;
         const fa_chunk v = (held->valid >> i) & 1 ? held->chunk[i] : fa_chunk_zero();
         if (t_pitch)
-            fa_chunk_store_column(smem + chunk * 8 * t_pitch + row, t_pitch, v);
+            fa_chunk_store_column(smem + fa_vt_offset(t_pitch, chunk * 8, row), t_pitch, v);
         else
             fa_chunk_store(smem + fa_smem_offset(row, chunk), v);
     }

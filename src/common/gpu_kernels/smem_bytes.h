@@ -18,9 +18,10 @@
     (2 * ((tile_m) + 2 * (stages) * (tile_n)) * FA_FWD_SMEM_PITCH(head_dim))
 
 /* The Q-in-registers forward (attn_fwd.h, FA_INST_Q_IN_REGS): `stages` K tiles and as
- * many Vᵀ tiles (head_dim rows of tile_n keys, padded to FA_VT_PITCH: 8-byte aligned
- * rows for the fragment reads), no Q tile. */
-#define FA_VT_PITCH(tile_n) ((tile_n) + 4)
+ * many Vᵀ tiles (head_dim rows of tile_n keys, padded to FA_VT_PITCH, laid out by
+ * tile_layout.h's fa_vt_offset), no Q tile. 8 keys of padding: rows 20 banks apart, so a
+ * fragment read's 16 rows (two 8-row blocks, XOR-ed apart) meet no bank twice. */
+#define FA_VT_PITCH(tile_n) ((tile_n) + 8)
 /* Its registers per thread as the registry records them: src/hip bounds the family to
  * two waves per SIMD (FA_AMD_ACC_IN_VGPRS, at most 256 of a lane's 512), which is what the
  * dispatcher's occupancy must see (one 8-wave workgroup per CU); LDS alone would allow three. */
