@@ -40,7 +40,7 @@
  * K, V, two Q/dO stages and the score tiles fill 226 KiB of the 227, which leaves no room
  * for a staged dQ tile: each consumer adds its dQ columns from registers with vector
  * atomics (fa_bwd_dq_add); in a deterministic call a thread of the producer's second warp
- * keeps the order as above (fa_bws_order_dq), and the consumers wait for its go-ahead in
+ * keeps the order as above (fa_bws_keep_dq), and the consumers wait for its go-ahead in
  * shared memory.
  *
  * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
@@ -178,7 +178,7 @@
  * consumer thread, its part of the dQ tile staged; dq_free: the reducing thread, once the
  * bulk reduction has read the tile. Under the head-dim split nothing is staged; in a
  * deterministic call dq_full then counts the consumers' atomics issued, and dq_free is the
- * order keeper's go-ahead (fa_bws_order_dq). */
+ * order keeper's go-ahead (fa_bws_keep_dq). */
 typedef struct fa_bws_ring {
     uint64_t kv_full;
     uint64_t full[FA_INST_STAGES], empty[FA_INST_STAGES];
@@ -369,12 +369,17 @@ FA_DEVICE void fa_bws_say_added(const fa_bwd_args *args, const fa_bws_block *b, 
     fa_flag_set_release(args->dq_order + row, b->n0 / FA_INST_N + 1);
 }
 
-#if !FA_BWS_SPLIT_D
-/* The producer's second warp (lane 0): each step's staged dQ tile, its valid rows x the
- * head dim as the accumulator lays them out (fa_bws_stage_dq), added to the accumulator by
- * one bulk reduction once the consumers staged it, the tile freed once read; in a
- * deterministic call, after the key block above added its own (see the header). */
-FA_DEVICE void fa_bws_reduce_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles)
+/* The producer's second warp (lane 0), per step: in a deterministic call it waits for the
+ * key block above first (see the header). Then, without the head-dim split, the step's
+ * staged dQ tile (its valid rows x the head dim as the accumulator lays them out,
+ * fa_bws_stage_dq) is added to the accumulator by one bulk reduction once the consumers
+ * staged it, and freed once read; under the split (deterministic calls only: the
+ * consumers add from registers) it opens the consumers' adds (dq_free) and waits until
+ * every consumer thread has issued its atomics (dq_full), so the polling of global memory
+ * stays off the consumers. In a deterministic call it then publishes the step (the
+ * release cumulates what the mbarrier ordered before it, as CUTLASS's generic barrier does
+ * after a block barrier). */
+FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block b;
@@ -383,24 +388,31 @@ FA_DEVICE void fa_bws_reduce_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsi
     const int wait_from = fa_bws_first_tile_after_above(args, &b);
     fa_bwd_cursor at = fa_bws_first_step(f, &b);
     for (int i = 0; i < b.steps; ++i) {
-        const int m0 = at.tile * FA_INST_M, rows = min(FA_INST_M, b.seq.seqlen_q - m0);
+        const int m0 = at.tile * FA_INST_M;
         const long long row = at.head_row + b.q_global_row0 + m0;
         if (at.tile >= wait_from)
             fa_bws_wait_above(args, &b, row);
+#if FA_BWS_SPLIT_D
+        fa_mbar_arrive(&ring->dq_free);
+        fa_mbar_wait(&ring->dq_full, i & 1);
+#else
         fa_mbar_wait(&ring->dq_full, i & 1);
         fa_bulk_reduce_add_f32(args->dq_accum + row * f->head_dim, tiles + FA_BWS_DQ_AT,
-                               4u * (unsigned)(rows * f->head_dim));
+                               4u * (unsigned)(min(FA_INST_M, b.seq.seqlen_q - m0) * f->head_dim));
         fa_bulk_commit();
         fa_bulk_wait_reads();
         fa_mbar_arrive(&ring->dq_free);
-        if (args->dq_order) {
+        if (args->dq_order)
             fa_bulk_wait_all();
+#endif
+        if (args->dq_order)
             fa_bws_say_added(args, &b, row);
-        }
         fa_bws_next_step(f, &b, &at);
     }
     fa_bulk_wait_all();
 }
+
+#if !FA_BWS_SPLIT_D
 
 /* A warp's 16 rows of its dQ share (n-tiles of FA_MMA_N columns from d0, rows from row0
  * of the step's `rows`) into the staged tile at shared address `tile`, laid out as the
@@ -649,34 +661,9 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
     fa_bws_store_dkdv(args, maps, &b, tiles, key_row0, 0, acc_dk, acc_dv);
 }
 #else /* FA_BWS_SPLIT_D */
-/* A deterministic call's order keeper under the head-dim split, the producer's second
- * warp (lane 0): per step it waits for the key block above (the polling of global memory
- * kept off the consumers, which then wait on shared memory only), opens the step's adds
- * (dq_free), waits until every consumer thread has issued its atomics (dq_full) and
- * publishes them (the release cumulates what the mbarrier ordered before it, as CUTLASS's
- * generic barrier does after a block barrier), while the consumers go on. */
-FA_DEVICE void fa_bws_order_dq(const fa_bwd_args *args, fa_bws_ring *ring)
-{
-    const fa_fwd_args *f = &args->fwd;
-    fa_bws_block b;
-    if (!fa_bws_find_block(args, &b))
-        return;
-    const int wait_from = fa_bws_first_tile_after_above(args, &b);
-    fa_bwd_cursor at = fa_bws_first_step(f, &b);
-    for (int i = 0; i < b.steps; ++i) {
-        const long long row = at.head_row + b.q_global_row0 + at.tile * FA_INST_M;
-        if (at.tile >= wait_from)
-            fa_bws_wait_above(args, &b, row);
-        fa_mbar_arrive(&ring->dq_free);
-        fa_mbar_wait(&ring->dq_full, i & 1);
-        fa_bws_say_added(args, &b, row);
-        fa_bws_next_step(f, &b, &at);
-    }
-}
-
 /* A step's dQ share added to the accumulator with vector atomics from registers (no
  * shared memory is left for a staged tile); in a deterministic call once the order keeper
- * (fa_bws_order_dq) says the key block above has added its own, and reported to it. */
+ * (fa_bws_keep_dq) says the key block above has added its own, and reported to it. */
 FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, fa_bws_ring *ring, const fa_bws_block *b,
                              const fa_bwd_cursor *at, int step, int d0, const float (*acc)[FA_ACC_REGS])
 {
@@ -806,13 +793,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
         fa_regs_shrink(FA_BWS_PRODUCER_REGS);
         if (fa_warp() == 0 || fa_warp() == 2)
             fa_bws_produce(&args, &maps, &ring, fa_bws_tiles(fa_smem), fa_warp() == 0);
-#if !FA_BWS_SPLIT_D
-        else if (fa_warp() == 1 && fa_lane() == 0)
-            fa_bws_reduce_dq(&args, &ring, fa_bws_tiles(fa_smem));
-#else
-        else if (fa_warp() == 1 && fa_lane() == 0 && args.dq_order)
-            fa_bws_order_dq(&args, &ring);
-#endif
+        else if (fa_warp() == 1 && fa_lane() == 0 && (!FA_BWS_SPLIT_D || args.dq_order))
+            fa_bws_keep_dq(&args, &ring, fa_bws_tiles(fa_smem));
         return;
     }
     fa_regs_grow(FA_BWS_CONSUMER_REGS);
