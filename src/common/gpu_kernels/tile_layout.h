@@ -29,7 +29,7 @@ FA_HD int fa_tile_offset(int pitch, int row, int chunk)
  * reads as one 8-byte piece; within each 32 keys a group sits at g ^ ((row / 8) & 7).
  * A store instruction's lanes write 8-row blocks (one head-dim chunk each) at one or two
  * keys, so unswizzled, all its blocks would start in one or two banks; XOR-ed, eight
- * blocks start eight banks apart (bank analysis: tests/test_tile_layout.cpp). */
+ * blocks start in eight different banks (bank analysis: tests/test_amd_layouts.cpp). */
 FA_HD int fa_vt_offset(int pitch, int row, int key)
 {
     return row * pitch + (key & ~31) + ((((key >> 2) & 7) ^ ((row >> 3) & 7)) << 2) + (key & 3);

@@ -469,7 +469,7 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
  * at 512 - 1k keys, masked or not, and within 3% without a mask at 2k - 16k, but its
  * static round robin balances causal tiles worse than the hardware does: 5-15% slower at
  * 4k - 16k causal keys, and 3.5-4.4% at 2k since O goes out by TMA (H100, issue 13
- * session 6). */
+ * session 6). Sliding windows count as masks here; only causal was measured. */
 #define WALK_MASKED_KEYS_MAX 1024
 static int walk_pays(const fa_problem_shape *shape)
 {
