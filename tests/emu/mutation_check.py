@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # these its wave size lists.
 FA_EMU_INSTANCES = [
     "fa_hip_fwd_d64_f16_128x64x1", "fa_hip_fwd_d64_f16_64x64x1", "fa_hip_fwd_d64_bf16_128x64x1",
-    "fa_hip_fwd_d64_bf16_64x64x1", "fa_hip_dec_d64_f16_16x128x1", "fa_hip_dec_d64_f16_16x32x1",
+    "fa_hip_fwd_d64_bf16_64x64x1", "fa_hip_dec_d64_f16_16x64x1", "fa_hip_dec_d64_f16_16x32x1",
     "fa_hip_bwd_d32_f16_64x64x1", "fa_hip_bwd_d32_f16_32x32x1", "fa_hip_bwd_d32_bf16_64x64x1",
     "fa_hip_bwd_d32_bf16_32x32x1", "fa_hip_bwd_d64_f16_64x64x1", "fa_hip_bwd_d64_bf16_64x64x1",
 ]
