@@ -56,11 +56,11 @@
  * reducing thread waits, before its add, until the order row of the tile's first row says
  * the key block above has added its tile there (when that block visits the tile), and
  * after the add has completed (under the head-dim split: once every consumer's atomics
- * are issued, ordered before the release), sets it to its own key block. Blocks take key blocks from
- * the last one down (fa_bws_block_of), so a block waits only on blocks launched before it
- * (no deadlock whatever the number resident, given that the hardware dispatches blocks
- * in order of their linear index, which CUDA does not promise but FlashAttention-3's
- * deterministic backward relies on too), and under a causal mask or a window, where
+ * are issued, ordered before the release), sets it to its own key block. Blocks take key
+ * blocks from the last one down (fa_bws_block_of), so a block waits only on blocks
+ * launched before it (no deadlock whatever the number resident, given that the hardware
+ * dispatches blocks in order of their linear index, which CUDA does not promise but
+ * FlashAttention-3's deterministic backward relies on too), and under a causal mask or a window, where
  * a higher key block's query tiles start later in the sequence, the block above reaches a
  * shared tile at an earlier step of its walk: the wait is the add's latency, not a step.
  *
