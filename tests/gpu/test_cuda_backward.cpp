@@ -164,6 +164,21 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d" + std::to_string(instance) + "_", 0) == 0);
         check_backward(c, seed++);
     }
+    // A right window side alone, off the diagonal, without ALiBi: the masked tiles inside
+    // both sequences take the lean path and fa_bwd_clear_above (d128's warpgroup kernel),
+    // the tiles at the sequences' ends the general path.
+    for (int right : {0, 19}) {
+        Case c;
+        c.heads = 4;
+        c.heads_k = 2;
+        c.head_dim = 128;
+        c.seqlen_q = 401;
+        c.seqlen_k = 389;
+        c.window_right = right;
+        CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d128_", 0) == 0);
+        check_backward(c, seed++);
+        check_backward(c, seed++, 1);
+    }
 }
 
 TEST_CASE("cuda backward: every head dim, both dtypes, both causal directions",

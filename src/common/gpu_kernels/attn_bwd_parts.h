@@ -187,6 +187,40 @@ FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_RE
             }
 }
 
+/* Whether a masked warp tile whose rows are keys is cut only by the band's upper side
+ * (the causal diagonal): no left window side, and no key or query past its sequence's
+ * end inside it. fa_bwd_probs then takes its lean path and clears what lies past the
+ * side afterwards: the general path, an element at a time behind branches, made a
+ * diagonal step of the d128 warpgroup kernel cost several plain ones (bench/NOTES.md,
+ * issue 14 b12), and every form of the whole band test tried in the lean loop spilled
+ * (b8). */
+FA_DEVICE int fa_bwd_cut_by_diagonal_only(const fa_bwd_tile *t, int nf_count, const fa_fwd_args *args)
+{
+    return args->window_left < 0 && args->window_right >= 0 && t->row0 <= t->seqlen_k - FA_MMA_M &&
+           t->col0 <= t->seqlen_q - nf_count * FA_MMA_N;
+}
+
+/* P = 0 where key - query > seqlen_k - seqlen_q + window_right, in a warp tile whose rows
+ * are keys. A register's key - query is the lane's own offset plus a constant, so the
+ * limit is taken once per lane and each register costs one comparison with a constant. */
+FA_DEVICE void fa_bwd_clear_above(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_tile *t,
+                                  const fa_fwd_args *args)
+{
+    const int lane = fa_lane(), row_of_lane = fa_acc_row(lane, 0), col_of_lane = fa_acc_col(lane, 0);
+    const long long side = (long long)t->seqlen_k - t->seqlen_q + args->window_right;
+    const long long limit = side - ((long long)t->row0 + row_of_lane - t->col0 - col_of_lane);
+    /* Every register's constant lies within +-(16 + nf_count * 8): a clamp keeps it int. */
+    const int lim = (int)(limit < -(1 << 20) ? -(1 << 20) : limit > (1 << 20) ? (1 << 20) : limit);
+#pragma unroll
+    for (int nf = 0; nf < nf_count; ++nf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r) {
+            const int rel = (fa_acc_row(lane, r) - row_of_lane) - (nf * FA_MMA_N + fa_acc_col(lane, r) - col_of_lane);
+            if (rel > lim)
+                p[nf][r] = 0.f;
+        }
+}
+
 /* fa_bwd_grad_scores in two passes, for a warp's 16-row slice of nf_count n-tiles whose
  * rows are keys (the warpgroup kernel), without softcap (its dS needs tanh of the score,
  * which P overwrites): P first, so that dV += Pᵀ·dO can run while dS is computed. */
@@ -194,12 +228,14 @@ FA_DEVICE void fa_bwd_probs(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_
                             float alibi_log2, const float *lse_cols)
 {
     const int lane = fa_lane();
-    if (!t->masked && alibi_log2 == 0.f) {
+    if (alibi_log2 == 0.f && (!t->masked || fa_bwd_cut_by_diagonal_only(t, nf_count, args))) {
 #pragma unroll
         for (int nf = 0; nf < nf_count; ++nf)
 #pragma unroll
             for (int r = 0; r < FA_ACC_REGS; ++r)
                 p[nf][r] = fa_exp2(p[nf][r] * args->scale_log2 - lse_cols[nf * FA_MMA_N + fa_acc_col(lane, r)]);
+        if (t->masked)
+            fa_bwd_clear_above(p, nf_count, t, args);
         return;
     }
 #pragma unroll
