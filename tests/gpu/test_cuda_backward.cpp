@@ -164,9 +164,9 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d" + std::to_string(instance) + "_", 0) == 0);
         check_backward(c, seed++);
     }
-    // A right window side alone, off the diagonal, without ALiBi: the masked tiles inside
-    // both sequences take the lean path and fa_bwd_clear_above (d128's warpgroup kernel),
-    // the tiles at the sequences' ends the general path.
+    // A right window side alone (0: causal; 19: off the diagonal), without ALiBi: the
+    // masked tiles inside both sequences take the lean path and fa_bwd_clear_above (d128's
+    // warpgroup kernel), the tiles at the sequences' ends the general path.
     for (int right : {0, 19}) {
         Case c;
         c.heads = 4;

@@ -118,8 +118,9 @@ FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, floa
  * loaded once per tile, and on a masked tile (the diagonal tiles of a causal call, a
  * window's edges) mask.h's 32-bit band test (`masked`, a constant where it is called, so
  * each variant compiles without the other's instructions). fa_bwd_probs (the warpgroup
- * kernel at d128) keeps the 64-bit rule: with the band test, in any of the forms tried,
- * its consumers spilled 16-48 bytes (bench/NOTES.md, issue 14 b8). */
+ * kernel at d128) cannot afford the band test (in every form tried its consumers spilled
+ * 16-48 bytes, bench/NOTES.md issue 14 b8): its diagonal tiles take one limit per lane
+ * (fa_bwd_clear_above, b12), its other masked tiles the 64-bit rule. */
 FA_DEVICE void fa_bwd_grad_scores_lean(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_REGS], int mf_count,
                                        int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
                                        const float *lse_rows, const float *lse_cols, const float *delta_rows,
@@ -187,8 +188,8 @@ FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_RE
             }
 }
 
-/* Whether a masked warp tile whose rows are keys is cut only by the band's upper side
- * (the causal diagonal): no left window side, and no key or query past its sequence's
+/* Whether nothing but the band's upper side (the causal diagonal) can cut a masked warp
+ * tile whose rows are keys: no left window side, and no key or query past its sequence's
  * end inside it. fa_bwd_probs then takes its lean path and clears what lies past the
  * side afterwards: the general path, an element at a time behind branches, made a
  * diagonal step of the d128 warpgroup kernel cost several plain ones (bench/NOTES.md,
@@ -209,7 +210,8 @@ FA_DEVICE void fa_bwd_clear_above(float (*p)[FA_ACC_REGS], int nf_count, const f
     const int lane = fa_lane(), row_of_lane = fa_acc_row(lane, 0), col_of_lane = fa_acc_col(lane, 0);
     const long long side = (long long)t->seqlen_k - t->seqlen_q + args->window_right;
     const long long limit = side - ((long long)t->row0 + row_of_lane - t->col0 - col_of_lane);
-    /* Every register's constant lies within +-(16 + nf_count * 8): a clamp keeps it int. */
+    /* A register's constant lies in [-(8 nf_count - 7), 8]: clamped to +-2^20, the limit
+     * is an int and every comparison keeps its result. */
     const int lim = (int)(limit < -(1 << 20) ? -(1 << 20) : limit > (1 << 20) ? (1 << 20) : limit);
 #pragma unroll
     for (int nf = 0; nf < nf_count; ++nf)
