@@ -2,14 +2,18 @@
 // backward's lean path runs per element on masked tiles, against the 64-bit rule it
 // stands for (fa_key_visible, with rows past seqlen_q seeing nothing): causal, windows
 // of every side, lengths equal and not, and the extremes where the window's shifted
-// sides leave int (lengths and windows near 2^31).
+// sides leave int (lengths and windows near 2^31); and the diagonal's per-lane limit
+// (fa_band_upper_limit) the way the d128 warpgroup backward applies it.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <climits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "api/mask.h"
+#include "../src/cuda/fa_nv_layouts.h"
 
 namespace {
 
@@ -72,4 +76,52 @@ TEST_CASE("the band's sides clamp where the shifted window leaves int")
     const fa_band open = fa_band_of(10, 20, {-1, -1});
     CHECK(open.lo == INT_MIN);
     CHECK(open.hi == INT_MAX);
+}
+
+// fa_band_upper_limit as the d128 warpgroup backward uses it (attn_bwd_parts.h
+// fa_bwd_clear_above): a warp tile of 16 keys by 64 queries in the wgmma accumulator
+// layout (fa_nv_layouts.h), the limit taken once per lane from its first register and
+// each register compared by its constant offset, against mask.h's rule for every
+// element, on tiles that only the band's upper side can cut (no left window side, every
+// key and query inside its sequence), near the diagonal and far from it, lengths to 2^31.
+TEST_CASE("the diagonal's per-lane limit hides exactly the keys mask.h's rule hides")
+{
+    std::mt19937 rng(20261207);
+    const int keys = 16, queries = 64; // a warp's slice of the d128 instance's step
+    const int lengths[] = {64, 65, 301, 517, 4096, INT_MAX - 1, INT_MAX};
+    const int rights[] = {0, 1, 19, 300, INT_MAX};
+    long long hidden_seen = 0;
+    std::string wrong;
+    for (int seqlen_q : lengths)
+        for (int seqlen_k : lengths)
+            for (int right : rights) {
+                const fa_window w = {-1, right};
+                const long long shift = (long long)seqlen_k - seqlen_q;
+                for (int trial = 0; trial < 40; ++trial) {
+                    // A query tile anywhere, and a key tile near its diagonal (or anywhere).
+                    const int query0 = std::uniform_int_distribution<int>(0, seqlen_q - queries)(rng);
+                    long long near = query0 + shift + right + std::uniform_int_distribution<int>(-80, 16)(rng);
+                    if (trial % 4 == 3)
+                        near = std::uniform_int_distribution<int>(0, seqlen_k - keys)(rng);
+                    const int key0 = (int)std::min<long long>(std::max<long long>(near, 0), seqlen_k - keys);
+                    for (int lane = 0; lane < 32; ++lane) {
+                        const int row_of_lane = fa_nv_acc_row(lane, 0), col_of_lane = fa_nv_acc_col(lane, 0);
+                        const int lim = fa_band_upper_limit(seqlen_q, seqlen_k, w,
+                                                            (long long)key0 + row_of_lane - query0 - col_of_lane);
+                        for (int nf = 0; nf < queries / 8; ++nf)
+                            for (int r = 0; r < 4; ++r) {
+                                const int dk = fa_nv_acc_row(lane, r), dq = nf * 8 + fa_nv_acc_col(lane, r);
+                                const int rel = (dk - row_of_lane) - (dq - col_of_lane);
+                                const int hidden = !fa_key_visible(query0 + dq, key0 + dk, seqlen_q, seqlen_k, w);
+                                if ((rel > lim) != hidden && wrong.empty())
+                                    wrong = "s_q " + std::to_string(seqlen_q) + ", s_k " + std::to_string(seqlen_k) +
+                                            ", right " + std::to_string(right) + ", key " + std::to_string(key0 + dk) +
+                                            ", query " + std::to_string(query0 + dq);
+                                hidden_seen += hidden;
+                            }
+                    }
+                }
+            }
+    CHECK(wrong == ""); // the first element where the limit and the rule disagree
+    CHECK(hidden_seen > 0); // the tiles do cross the diagonal
 }

@@ -190,29 +190,27 @@ FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_RE
 
 /* Whether nothing but the band's upper side (the causal diagonal) can cut a masked warp
  * tile whose rows are keys: no left window side, and no key or query past its sequence's
- * end inside it. fa_bwd_probs then takes its lean path and clears what lies past the
- * side afterwards: the general path, an element at a time behind branches, made a
- * diagonal step of the d128 warpgroup kernel cost several plain ones (bench/NOTES.md,
- * issue 14 b12), and every form of the whole band test tried in the lean loop spilled
- * (b8). */
+ * end inside it (mask.h fa_band_upper_limit's condition). fa_bwd_probs then takes its
+ * lean path and clears what lies past the side afterwards: the general path, an element
+ * at a time behind branches, made a diagonal step of the d128 warpgroup kernel cost
+ * several plain ones (bench/NOTES.md, issue 14 b12), and every form of the whole band
+ * test tried in the lean loop spilled (b8). */
 FA_DEVICE int fa_bwd_cut_by_diagonal_only(const fa_bwd_tile *t, int nf_count, const fa_fwd_args *args)
 {
     return args->window_left < 0 && args->window_right >= 0 && t->row0 <= t->seqlen_k - FA_MMA_M &&
            t->col0 <= t->seqlen_q - nf_count * FA_MMA_N;
 }
 
-/* P = 0 where key - query > seqlen_k - seqlen_q + window_right, in a warp tile whose rows
- * are keys. A register's key - query is the lane's own offset plus a constant, so the
- * limit is taken once per lane and each register costs one comparison with a constant. */
+/* P = 0 past the band's upper side, in a warp tile whose rows are keys: the limit taken
+ * once per lane from its first register's key and query (mask.h fa_band_upper_limit), each
+ * register's key - query offset from it a constant. */
 FA_DEVICE void fa_bwd_clear_above(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_tile *t,
                                   const fa_fwd_args *args)
 {
     const int lane = fa_lane(), row_of_lane = fa_acc_row(lane, 0), col_of_lane = fa_acc_col(lane, 0);
-    const long long side = (long long)t->seqlen_k - t->seqlen_q + args->window_right;
-    const long long limit = side - ((long long)t->row0 + row_of_lane - t->col0 - col_of_lane);
-    /* A register's constant lies in [-(8 nf_count - 7), 8]: clamped to +-2^20, the limit
-     * is an int and every comparison keeps its result. */
-    const int lim = (int)(limit < -(1 << 20) ? -(1 << 20) : limit > (1 << 20) ? (1 << 20) : limit);
+    const fa_window w = {args->window_left, args->window_right};
+    const int lim =
+        fa_band_upper_limit(t->seqlen_q, t->seqlen_k, w, (long long)t->row0 + row_of_lane - t->col0 - col_of_lane);
 #pragma unroll
     for (int nf = 0; nf < nf_count; ++nf)
 #pragma unroll
