@@ -179,6 +179,22 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         check_backward(c, seed++);
         check_backward(c, seed++, 1);
     }
+    // ALiBi at d128 without a left window side, causal and not: the unmasked and diagonal
+    // tiles with ALiBi (the general element path; bench/patches/issue14_b13_alibi_lean.patch
+    // would take them on the lean path).
+    for (int causal : {0, 1}) {
+        Case c;
+        c.heads = 4;
+        c.heads_k = 2;
+        c.head_dim = 128;
+        c.seqlen_q = 389;
+        c.seqlen_k = 401;
+        c.causal = causal;
+        c.alibi = true;
+        CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d128_", 0) == 0);
+        check_backward(c, seed++);
+        check_backward(c, seed++, 1);
+    }
 }
 
 TEST_CASE("cuda backward: every head dim, both dtypes, both causal directions",

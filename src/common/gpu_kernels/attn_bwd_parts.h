@@ -193,7 +193,7 @@ FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_RE
  * end inside it (mask.h fa_band_upper_limit's condition). fa_bwd_probs then takes its
  * lean path and clears what lies past the side afterwards: the general path, an element
  * at a time behind branches, made a diagonal step of the d128 warpgroup kernel cost
- * several plain ones (bench/NOTES.md, issue 14 b12), and every form of the whole band
+ * about two plain ones (bench/NOTES.md, issue 14 b12), and every form of the whole band
  * test tried in the lean loop spilled (b8). */
 FA_DEVICE int fa_bwd_cut_by_diagonal_only(const fa_bwd_tile *t, int nf_count, const fa_fwd_args *args)
 {
