@@ -164,33 +164,25 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d" + std::to_string(instance) + "_", 0) == 0);
         check_backward(c, seed++);
     }
-    // A right window side alone (0: causal; 19: off the diagonal), without ALiBi: the
-    // masked tiles inside both sequences take the lean path and fa_bwd_clear_above (d128's
-    // warpgroup kernel), the tiles at the sequences' ends the general path.
-    for (int right : {0, 19}) {
+    // d128 without a left window side. A right side alone (0: causal; 19: off the
+    // diagonal): the masked tiles inside both sequences take the lean path and
+    // fa_bwd_clear_above, the tiles at the sequences' ends the general path. ALiBi, causal
+    // and not: the general element path on every tile (bench/patches/
+    // issue14_b13_alibi_lean.patch would take the lean one).
+    const struct {
+        int right;
+        bool alibi;
+        int seqlen_q, seqlen_k;
+    } variants[] = {{0, false, 401, 389}, {19, false, 401, 389}, {-1, true, 389, 401}, {0, true, 389, 401}};
+    for (const auto &v : variants) {
         Case c;
         c.heads = 4;
         c.heads_k = 2;
         c.head_dim = 128;
-        c.seqlen_q = 401;
-        c.seqlen_k = 389;
-        c.window_right = right;
-        CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d128_", 0) == 0);
-        check_backward(c, seed++);
-        check_backward(c, seed++, 1);
-    }
-    // ALiBi at d128 without a left window side, causal and not: the unmasked and diagonal
-    // tiles with ALiBi (the general element path; bench/patches/issue14_b13_alibi_lean.patch
-    // would take them on the lean path).
-    for (int causal : {0, 1}) {
-        Case c;
-        c.heads = 4;
-        c.heads_k = 2;
-        c.head_dim = 128;
-        c.seqlen_q = 389;
-        c.seqlen_k = 401;
-        c.causal = causal;
-        c.alibi = true;
+        c.seqlen_q = v.seqlen_q;
+        c.seqlen_k = v.seqlen_k;
+        c.window_right = v.right;
+        c.alibi = v.alibi;
         CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d128_", 0) == 0);
         check_backward(c, seed++);
         check_backward(c, seed++, 1);
