@@ -60,9 +60,10 @@
  * blocks from the last one down (fa_bws_block_of), so a block waits only on blocks
  * launched before it (no deadlock whatever the number resident, given that the hardware
  * dispatches blocks in order of their linear index, which CUDA does not promise but
- * FlashAttention-3's deterministic backward relies on too), and under a causal mask or a window, where
- * a higher key block's query tiles start later in the sequence, the block above reaches a
- * shared tile at an earlier step of its walk: the wait is the add's latency, not a step.
+ * FlashAttention-3's deterministic backward relies on too), and under a causal mask or a
+ * window, where a higher key block's query tiles start later in the sequence, the block
+ * above reaches a shared tile at an earlier step of its walk: the wait is the add's
+ * latency, not a step.
  *
  * What the dispatcher keeps away from it (select/dispatch.c): varlen and seqused_k, whose
  * rows past a sequence's end are another sequence's or unused cache: TMA would load them
