@@ -104,7 +104,7 @@ section "Build and test with ThreadSanitizer (clang-19)"
 build_and_test "$WORK/build-tsan" -DFA_SANITIZE=thread -DFA_USE_BLAS=OFF -DFA_BUILD_BENCH=OFF -DFA_BUILD_RING=OFF \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19
 
-section "libFuzzer over the API on the CPU backend (clang-19, ASan + UBSan), 100k + 20k (paged) executions"
+section "libFuzzer over the API on the CPU backend (clang-19, ASan + UBSan), 60k + 20k (paged, beside it) executions"
 # Replays the committed corpora and every regression (ctest fuzz_corpus, fuzz_paged_corpus),
 # then fuzzes from them with a fixed seed (FA_FUZZ_RUNS, FA_FUZZ_PAGED_RUNS, FA_FUZZ_SEED
 # override); tests/fuzz/README.md.

@@ -85,6 +85,14 @@ set(FA_EMU_ISA_1100 1100)
 set(FA_EMU_ISA_1201 1201)
 # The instruction sets that run wave64 (CDNA); the others are wave32 (RDNA).
 set(FA_EMU_WAVE64_ISAS 942)
+# The wave size of instruction set ${isa}, into ${out}.
+function(fa_emu_wave_size isa out)
+  set(wave 32)
+  if(isa IN_LIST FA_EMU_WAVE64_ISAS)
+    set(wave 64)
+  endif()
+  set(${out} ${wave} PARENT_SCOPE)
+endfunction()
 
 set(FA_EMU_DIR ${PROJECT_BINARY_DIR}/amd_emu)
 include(FlashattnInstances)
@@ -109,10 +117,11 @@ endforeach()
 # listing wave 32 (cmake/kernel_unit.in leaves the others' kernels out, as on the device).
 function(fa_emu_target_instances target out)
   set(names "")
+  fa_emu_wave_size(${FA_EMU_ISA_${target}} wave)
   foreach(name IN LISTS FA_EMU_INSTANCE_NAMES)
     # The manifest line of its first kernel: "... DTYPE WAVE32 SOURCE".
     string(REGEX MATCH " ([01]) [^ \n]*/${name}[.]cpp" _ "${FA_UNIT_MANIFEST}")
-    if("${FA_EMU_ISA_${target}}" IN_LIST FA_EMU_WAVE64_ISAS OR CMAKE_MATCH_1 EQUAL 1)
+    if(wave EQUAL 64 OR CMAKE_MATCH_1 EQUAL 1)
       list(APPEND names ${name})
     endif()
   endforeach()
@@ -178,10 +187,7 @@ foreach(target IN LISTS FA_EMU_API_TARGETS)
 
   # The API tests, compiled once per wave size (FA_HAVE_HIP: gpu_runtime.h declares
   # fa_hip_runtime, which one test calls directly); a target adds only its part's name.
-  set(wave 32)
-  if(isa IN_LIST FA_EMU_WAVE64_ISAS)
-    set(wave 64)
-  endif()
+  fa_emu_wave_size(${isa} wave)
   set(api_tests fa_amd_emu_api_tests_wave${wave})
   if(NOT TARGET ${api_tests})
     add_library(${api_tests} OBJECT ${PROJECT_SOURCE_DIR}/tests/emu/test_emu_api.cpp
