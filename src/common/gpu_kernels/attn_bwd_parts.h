@@ -221,6 +221,35 @@ FA_DEVICE void fa_bwd_clear_above(float (*p)[FA_ACC_REGS], int nf_count, const f
         }
 }
 
+/* Whether the ALiBi offset key - query - (seqlen_k - seqlen_q) at a warp tile's corner
+ * (rows are keys) lies inside +-2^30, so that every element's, within a hundred of it,
+ * fits the int of fa_bwd_alibi_scores; and a softmax scale to divide by. */
+FA_DEVICE int fa_bwd_alibi_near(const fa_bwd_tile *t, const fa_fwd_args *args)
+{
+    const long long offset = (long long)t->row0 - t->col0 - ((long long)t->seqlen_k - t->seqlen_q);
+    return args->scale_log2 != 0.f && offset > -(1 << 30) && offset < (1 << 30);
+}
+
+/* ALiBi on the raw scores of a warp tile whose rows are keys, in the units the lean path
+ * scales by scale_log2: score - slope / scale_log2 * distance. As in fa_bwd_clear_above,
+ * a register's key - query is the lane's offset plus a constant: one add, abs, convert
+ * and FMA per register, where the general path took the 64-bit distance per element. */
+FA_DEVICE void fa_bwd_alibi_scores(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_tile *t,
+                                   const fa_fwd_args *args, float alibi_log2)
+{
+    const int lane = fa_lane(), row_of_lane = fa_acc_row(lane, 0), col_of_lane = fa_acc_col(lane, 0);
+    const int offset = (int)((long long)t->row0 + row_of_lane - t->col0 - col_of_lane -
+                             ((long long)t->seqlen_k - t->seqlen_q));
+    const float slope = alibi_log2 / args->scale_log2;
+#pragma unroll
+    for (int nf = 0; nf < nf_count; ++nf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r) {
+            const int rel = (fa_acc_row(lane, r) - row_of_lane) - (nf * FA_MMA_N + fa_acc_col(lane, r) - col_of_lane);
+            p[nf][r] -= slope * (float)abs(rel + offset);
+        }
+}
+
 /* fa_bwd_grad_scores in two passes, for a warp's 16-row slice of nf_count n-tiles whose
  * rows are keys (the warpgroup kernel), without softcap (its dS needs tanh of the score,
  * which P overwrites): P first, so that dV += Pᵀ·dO can run while dS is computed. */
@@ -228,7 +257,10 @@ FA_DEVICE void fa_bwd_probs(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_
                             float alibi_log2, const float *lse_cols)
 {
     const int lane = fa_lane();
-    if (alibi_log2 == 0.f && (!t->masked || fa_bwd_cut_by_diagonal_only(t, nf_count, args))) {
+    if ((alibi_log2 == 0.f || fa_bwd_alibi_near(t, args)) &&
+        (!t->masked || fa_bwd_cut_by_diagonal_only(t, nf_count, args))) {
+        if (alibi_log2 != 0.f)
+            fa_bwd_alibi_scores(p, nf_count, t, args, alibi_log2);
 #pragma unroll
         for (int nf = 0; nf < nf_count; ++nf)
 #pragma unroll
