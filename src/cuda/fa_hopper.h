@@ -68,6 +68,19 @@ FA_DEVICE void fa_wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligne
 /* wgmma.wait_group N (9.7.15.7.3): waits until at most N groups are pending; only then
  * may the accumulators (and A registers) of the completed groups be read or written. */
 #define fa_wg_wait(n) asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(n) : "memory")
+/* fa_wg_wait(0) kept where the source puts it. ptxas hoists a plain wait above the
+ * straight-line code before it when that code leaves the accumulators alone: the
+ * forward's softmax of tile t then ran after P·V(t-1) had finished instead of under it
+ * (bench/NOTES.md, issue 13 ws7). A branch on `keep`, any warp-uniform value the compiler
+ * cannot know, ends the basic block there; both sides wait, and they differ (a move of
+ * `reg` onto itself) so that the compiler does not merge them back into one. */
+FA_DEVICE void fa_wg_wait_all_here(float keep, uint32_t *reg)
+{
+    if (keep == keep)
+        fa_wg_wait(0);
+    else
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n\tmov.u32 %0, %0;" : "+r"(*reg)::"memory");
+}
 
 /* Keeps the compiler from moving reads or writes of accumulator registers across a
  * wgmma fence or wait: the asm outputs them unchanged (the hardware writes them
@@ -117,6 +130,15 @@ FA_DEVICE unsigned fa_wg_tile_offset(int rows, int row, int col)
 /* The descriptor of the same operand `bytes` further on (a k-step): the start address is
  * the low field and never carries out of it inside one tile (< 256 KiB). */
 FA_DEVICE uint64_t fa_wg_desc_advance(uint64_t desc, uint32_t bytes) { return desc + (uint64_t)(bytes >> 4); }
+/* The descriptor of the k-step `bytes` past a tile's start `addr`, whose own descriptor is
+ * `first`: stepped from it (one add) at head dim 128, where that measured faster (the
+ * forward 1-3%, the backward even; bench/NOTES.md ws7b), and rebuilt from the address at
+ * the others (stepped, d256's forward spilled 24 bytes and d64's ran no faster). */
+FA_DEVICE uint64_t fa_wg_desc_step(int head_dim, uint64_t first, uint32_t addr, uint32_t bytes,
+                                   uint32_t leading_bytes)
+{
+    return head_dim == 128 ? fa_wg_desc_advance(first, bytes) : fa_wg_desc_sw128(addr + bytes, leading_bytes, 1024);
+}
 
 /* ---- wgmma.mma_async (PTX ISA 9.7.15.5.2) -------------------------------------------- */
 
@@ -197,12 +219,14 @@ FA_WG_DEFINE_TYPES(256)
  * k_block_bytes apart (the d256 backward's half of a step's queries). */
 #define FA_WG_QK_SLICE(N, D, type, acc, q_addr, q_block_bytes, k_addr, k_block_bytes)                 \
     do {                                                                                              \
+        const uint64_t fa_qd = fa_wg_desc_sw128((q_addr), 16, 1024);                                   \
+        const uint64_t fa_kd = fa_wg_desc_sw128((k_addr), 16, 1024);                                   \
         _Pragma("unroll") for (int fa_ks = 0; fa_ks < (D) / 16; ++fa_ks)                              \
         {                                                                                             \
             const uint32_t fa_in_row = 32u * (uint32_t)(fa_ks % 4), fa_block = (uint32_t)(fa_ks / 4);  \
             FA_WG_MMA(N, ss_kmaj, type)                                                               \
-            ((acc), fa_wg_desc_sw128((q_addr) + fa_block * (q_block_bytes) + fa_in_row, 16, 1024),     \
-             fa_wg_desc_sw128((k_addr) + fa_block * (k_block_bytes) + fa_in_row, 16, 1024), fa_ks > 0); \
+            ((acc), fa_wg_desc_step((D), fa_qd, (q_addr), fa_block * (q_block_bytes) + fa_in_row, 16),  \
+             fa_wg_desc_step((D), fa_kd, (k_addr), fa_block * (k_block_bytes) + fa_in_row, 16), fa_ks > 0); \
         }                                                                                             \
     } while (0)
 
@@ -212,9 +236,10 @@ FA_WG_DEFINE_TYPES(256)
  * of 16 keys is 16 rows = 2048 bytes. acc holds D / 2 floats. Issued, not waited for. */
 #define FA_WG_PV(N, D, type, acc, p, v_addr)                                                          \
     do {                                                                                              \
+        const uint64_t fa_vd = fa_wg_desc_sw128((v_addr), (N) * 128u, 1024);                           \
         _Pragma("unroll") for (int fa_ks = 0; fa_ks < (N) / 16; ++fa_ks)                              \
             FA_WG_MMA(D, rs_nmaj, type)((acc), (p)[fa_ks],                                            \
-                                        fa_wg_desc_sw128((v_addr) + 2048u * (uint32_t)fa_ks, (N) * 128u, 1024), 1); \
+                                        fa_wg_desc_step((D), fa_vd, (v_addr), 2048u * (uint32_t)fa_ks, (N) * 128u), 1); \
     } while (0)
 
 /* dQ = dS·K (the backward): dS of the warpgroup's 64 query rows over KEYS keys, read from

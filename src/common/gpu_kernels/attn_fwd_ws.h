@@ -381,7 +381,13 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_tma_maps *maps, c
                 fa_ws_release(&ring->q_empty); /* the last S read of this Q */
             const int rescale = fa_ws_softmax(acc_s, args, s, warp_row0, FA_TILE_N0(t), alibi_log2, row_max,
                                               row_sum, correction);
-            fa_wg_wait(0);
+            /* P·V(t-1) ran under the softmax: at d128 and d256 the wait stays here (1-3%
+             * faster); at d64, whose P·V is short, the hoisted one measured 1% faster
+             * (bench/NOTES.md ws7a). */
+            if (FA_INST_D >= 128)
+                fa_wg_wait_all_here(args->scale_log2, &p[0][0][0]);
+            else
+                fa_wg_wait(0);
             fa_wg_pin(&acc_o[0][0][0], FA_DF * FA_ACC_REGS);
             fa_ws_release(&ring->v_empty[fa_ws_stage(kv + t - 1)]);
             fa_rescale_o(acc_o, correction, rescale);
