@@ -2,8 +2,8 @@
 # fuzz.sh - builds the libFuzzer target tests/fuzz/fuzz_api (clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer in the library too, no BLAS) into the directory $1 (default:
 # a temporary one), replays the committed corpus and regressions once (ctest), then
-# fuzzes from them for a bounded number of executions; then the same for fuzz_paged (paged
-# K/V and fa_fwd_kvcache).
+# fuzzes from them for a bounded number of executions, side by side with the same for
+# fuzz_paged (paged K/V and fa_fwd_kvcache).
 #
 #   ci/fuzz.sh [BUILD_DIR]
 #   FA_FUZZ_RUNS   executions after the replay (default 60000: 65000 reached 1762 of the
@@ -38,8 +38,8 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 cmake --build "$BUILD" --parallel "$JOBS" --target fuzz_api fuzz_paged
 ctest --test-dir "$BUILD" --output-on-failure
 
-# The two targets fuzz side by side (libFuzzer runs one process on one core); each one's
-# log is printed whole when it ends, fuzz_api's first. NEW/REDUCE lines (one per corpus
+# The two targets fuzz side by side (libFuzzer runs one process on one core); their logs
+# are printed once both have ended, fuzz_api's first. NEW/REDUCE lines (one per corpus
 # addition) are left out; the periodic pulse lines, a crash report and the final
 # statistics (exec/s) stay.
 fuzz() { # fuzz NAME RUNS MAX_LEN CORPUS_DIR SEED_DIRS...

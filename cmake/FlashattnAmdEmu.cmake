@@ -117,7 +117,7 @@ endforeach()
 # listing wave 32 (cmake/kernel_unit.in leaves the others' kernels out, as on the device).
 function(fa_emu_target_instances target out)
   set(names "")
-  fa_emu_wave_size(${FA_EMU_ISA_${target}} wave)
+  fa_emu_wave_size("${FA_EMU_ISA_${target}}" wave)
   foreach(name IN LISTS FA_EMU_INSTANCE_NAMES)
     # The manifest line of its first kernel: "... DTYPE WAVE32 SOURCE".
     string(REGEX MATCH " ([01]) [^ \n]*/${name}[.]cpp" _ "${FA_UNIT_MANIFEST}")

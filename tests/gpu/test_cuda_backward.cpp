@@ -167,13 +167,14 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
     // d128 without a left window side. A right side alone (0: causal; 19: off the
     // diagonal): the masked tiles inside both sequences take the lean path and
     // fa_bwd_clear_above, the tiles at the sequences' ends the general path. ALiBi, causal
-    // and not: the general element path on every tile (bench/patches/
-    // issue14_b13_alibi_lean.patch would take the lean one).
+    // and not, with more keys than queries and fewer: the lean path with the distance per
+    // register (b13) on the tiles inside both sequences, the general one at their ends.
     const struct {
         int right;
         bool alibi;
         int seqlen_q, seqlen_k;
-    } variants[] = {{0, false, 401, 389}, {19, false, 401, 389}, {-1, true, 389, 401}, {0, true, 389, 401}};
+    } variants[] = {{0, false, 401, 389}, {19, false, 401, 389}, {-1, true, 389, 401}, {0, true, 389, 401},
+                      {-1, true, 401, 389}, {0, true, 401, 389}};
     for (const auto &v : variants) {
         Case c;
         c.heads = 4;

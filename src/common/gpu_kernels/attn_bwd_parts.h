@@ -223,11 +223,13 @@ FA_DEVICE void fa_bwd_clear_above(float (*p)[FA_ACC_REGS], int nf_count, const f
 
 /* Whether the ALiBi offset key - query - (seqlen_k - seqlen_q) at a warp tile's corner
  * (rows are keys) lies inside +-2^30, so that every element's, within a hundred of it,
- * fits the int of fa_bwd_alibi_scores; and a softmax scale to divide by. */
-FA_DEVICE int fa_bwd_alibi_near(const fa_bwd_tile *t, const fa_fwd_args *args)
+ * fits the int of fa_bwd_alibi_scores; and slope / scale_log2 below 2^96, so that the
+ * slope in score units is finite (a subnormal softmax scale would make it inf, and inf x 0
+ * NaN at distance 0) and so is its product with any such distance. */
+FA_DEVICE int fa_bwd_alibi_near(const fa_bwd_tile *t, const fa_fwd_args *args, float alibi_log2)
 {
     const long long offset = (long long)t->row0 - t->col0 - ((long long)t->seqlen_k - t->seqlen_q);
-    return args->scale_log2 != 0.f && offset > -(1 << 30) && offset < (1 << 30);
+    return fabsf(alibi_log2) < 0x1p96f * args->scale_log2 && offset > -(1 << 30) && offset < (1 << 30);
 }
 
 /* ALiBi on the raw scores of a warp tile whose rows are keys, in the units the lean path
@@ -257,7 +259,7 @@ FA_DEVICE void fa_bwd_probs(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_
                             float alibi_log2, const float *lse_cols)
 {
     const int lane = fa_lane();
-    if ((alibi_log2 == 0.f || fa_bwd_alibi_near(t, args)) &&
+    if ((alibi_log2 == 0.f || fa_bwd_alibi_near(t, args, alibi_log2)) &&
         (!t->masked || fa_bwd_cut_by_diagonal_only(t, nf_count, args))) {
         if (alibi_log2 != 0.f)
             fa_bwd_alibi_scores(p, nf_count, t, args, alibi_log2);

@@ -382,9 +382,9 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_tma_maps *maps, c
             const int rescale = fa_ws_softmax(acc_s, args, s, warp_row0, FA_TILE_N0(t), alibi_log2, row_max,
                                               row_sum, correction);
             /* P·V(t-1) ran under the softmax: at d128 and d256 the wait stays here (1-3%
-             * faster); at d64, whose P·V is short, the hoisted one measured 1% faster
-             * (bench/NOTES.md ws7a). */
-            if (FA_INST_D >= 128)
+             * faster); at d64, whose P·V is short, the hoisted one measured 1% faster, and
+             * d192 was not measured (bench/NOTES.md ws7a). */
+            if (FA_INST_D == 128 || FA_INST_D == 256)
                 fa_wg_wait_all_here(args->scale_log2, &p[0][0][0]);
             else
                 fa_wg_wait(0);
