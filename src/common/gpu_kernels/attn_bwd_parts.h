@@ -201,24 +201,33 @@ FA_DEVICE int fa_bwd_cut_by_diagonal_only(const fa_bwd_tile *t, int nf_count, co
            t->col0 <= t->seqlen_q - nf_count * FA_MMA_N;
 }
 
+/* In a warp tile whose rows are keys: key - query at the lane's first register, and a
+ * register's own key - query less that one, a constant where the loops over nf and r
+ * unroll (fa_bwd_clear_above, fa_bwd_alibi_scores). */
+FA_DEVICE long long fa_bwd_lane_offset(const fa_bwd_tile *t, int lane)
+{
+    return (long long)t->row0 + fa_acc_row(lane, 0) - t->col0 - fa_acc_col(lane, 0);
+}
+FA_DEVICE int fa_bwd_register_offset(int lane, int nf, int r)
+{
+    return (fa_acc_row(lane, r) - fa_acc_row(lane, 0)) - (nf * FA_MMA_N + fa_acc_col(lane, r) - fa_acc_col(lane, 0));
+}
+
 /* P = 0 past the band's upper side, in a warp tile whose rows are keys: the limit taken
  * once per lane from its first register's key and query (mask.h fa_band_upper_limit), each
  * register's key - query offset from it a constant. */
 FA_DEVICE void fa_bwd_clear_above(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_tile *t,
                                   const fa_fwd_args *args)
 {
-    const int lane = fa_lane(), row_of_lane = fa_acc_row(lane, 0), col_of_lane = fa_acc_col(lane, 0);
+    const int lane = fa_lane();
     const fa_window w = {args->window_left, args->window_right};
-    const int lim =
-        fa_band_upper_limit(t->seqlen_q, t->seqlen_k, w, (long long)t->row0 + row_of_lane - t->col0 - col_of_lane);
+    const int lim = fa_band_upper_limit(t->seqlen_q, t->seqlen_k, w, fa_bwd_lane_offset(t, lane));
 #pragma unroll
     for (int nf = 0; nf < nf_count; ++nf)
 #pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; ++r) {
-            const int rel = (fa_acc_row(lane, r) - row_of_lane) - (nf * FA_MMA_N + fa_acc_col(lane, r) - col_of_lane);
-            if (rel > lim)
+        for (int r = 0; r < FA_ACC_REGS; ++r)
+            if (fa_bwd_register_offset(lane, nf, r) > lim)
                 p[nf][r] = 0.f;
-        }
 }
 
 /* Whether the ALiBi offset key - query - (seqlen_k - seqlen_q) at a warp tile's corner
@@ -239,17 +248,14 @@ FA_DEVICE int fa_bwd_alibi_near(const fa_bwd_tile *t, const fa_fwd_args *args, f
 FA_DEVICE void fa_bwd_alibi_scores(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_tile *t,
                                    const fa_fwd_args *args, float alibi_log2)
 {
-    const int lane = fa_lane(), row_of_lane = fa_acc_row(lane, 0), col_of_lane = fa_acc_col(lane, 0);
-    const int offset = (int)((long long)t->row0 + row_of_lane - t->col0 - col_of_lane -
-                             ((long long)t->seqlen_k - t->seqlen_q));
+    const int lane = fa_lane();
+    const int offset = (int)(fa_bwd_lane_offset(t, lane) - ((long long)t->seqlen_k - t->seqlen_q));
     const float slope = alibi_log2 / args->scale_log2;
 #pragma unroll
     for (int nf = 0; nf < nf_count; ++nf)
 #pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; ++r) {
-            const int rel = (fa_acc_row(lane, r) - row_of_lane) - (nf * FA_MMA_N + fa_acc_col(lane, r) - col_of_lane);
-            p[nf][r] -= slope * (float)abs(rel + offset);
-        }
+        for (int r = 0; r < FA_ACC_REGS; ++r)
+            p[nf][r] -= slope * (float)abs(fa_bwd_register_offset(lane, nf, r) + offset);
 }
 
 /* fa_bwd_grad_scores in two passes, for a warp's 16-row slice of nf_count n-tiles whose
