@@ -42,7 +42,6 @@ fa_problem_shape make_shape(fa_dtype dtype, int batch, int heads, int head_dim,
     s.page_size = 0;
     s.tma_ok = 1;
     s.deterministic = 0;
-    s.ragged = 0;
     s.pack_gqa = 0;
     s.warpgroup = 0;
     return s;
@@ -550,8 +549,8 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "decode family: 4 packed rows (4 query heads x 1 positions)"));
 }
 
-TEST_CASE("sm_90 backwards run the warpgroup backward unless ragged or padded more, deterministic ones "
-          "only where it orders dQ",
+TEST_CASE("sm_90 backwards run the warpgroup backward unless padded more, deterministic ones only where it "
+          "orders dQ",
           "[dispatch]")
 {
     std::vector<fa_kernel_config> reg = compiled_registry(FA_BACKEND_CUDA, FA_PASS_BWD);
@@ -592,19 +591,17 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless ragged or padded mo
     shape.head_dim = 64; // the checks below as before: d64 f16
 
     struct fallback {
-        int head_dim, deterministic, ragged, tma_ok;
+        int head_dim, deterministic, tma_ok;
         const char *why;
     } const fallbacks[] = {
-        {128, 0, 1, 1, "mma.sync family: varlen or seqused_k"},
-        {128, 0, 0, 0, "mma.sync family: an operand is not TMA-addressable"},
-        {96, 0, 0, 1, "mma.sync family: its d96 pads less than the warpgroup family's d128"},
-        {192, 0, 0, 1, "mma.sync family: its d192 pads less than the warpgroup family's d256"},
+        {128, 0, 0, "mma.sync family: an operand is not TMA-addressable"},
+        {96, 0, 1, "mma.sync family: its d96 pads less than the warpgroup family's d128"},
+        {192, 0, 1, "mma.sync family: its d192 pads less than the warpgroup family's d256"},
     };
     for (const fallback &f : fallbacks) {
         fa_problem_shape s = make_shape(FA_DTYPE_BF16, 4, 16, f.head_dim, 4096, 4096);
         s.pass = FA_PASS_BWD;
         s.deterministic = f.deterministic;
-        s.ragged = f.ragged;
         s.tma_ok = f.tma_ok;
         REQUIRE(select(sm90, reg, s, &sel) == FA_OK);
         INFO(sel.reason);

@@ -160,6 +160,10 @@ struct GpuProblem {
             set_rows_inf(k, spec.seqused_k);
             set_rows_inf(v, spec.seqused_k);
         }
+        for (size_t b = 0; spec.inf_past_used_keys && varlen && b < spec.seqused_k.size(); ++b) {
+            set_packed_rows_inf(k, spec.cu_k[b] + spec.seqused_k[b], spec.cu_k[b + 1]);
+            set_packed_rows_inf(v, spec.cu_k[b] + spec.seqused_k[b], spec.cu_k[b + 1]);
+        }
         fa_oracle::poison(out);
         fa_oracle::poison(lse);
 
@@ -219,6 +223,15 @@ struct GpuProblem {
                 for (int64_t h = 0; h < n[2]; ++h)
                     for (int64_t d = 0; d < n[3]; ++d)
                         data[b * st[0] + r * st[1] + h * st[2] + d * st[3]] = inf;
+    }
+    // Rows from .. to - 1 of every head of a contiguous varlen [total, h, d] tensor of
+    // 16-bit elements set to +Inf.
+    static void set_packed_rows_inf(HostTensor &t, int64_t from, int64_t to)
+    {
+        const uint16_t inf = t.view.dtype == FA_DTYPE_BF16 ? 0x7F80 : 0x7C00;
+        uint16_t *data = reinterpret_cast<uint16_t *>(t.view.data);
+        const int64_t row = t.view.stride[0];
+        std::fill(data + from * row, data + to * row, inf);
     }
     GpuProblem(const GpuProblem &) = delete;
     GpuProblem &operator=(const GpuProblem &) = delete;

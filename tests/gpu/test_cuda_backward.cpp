@@ -4,9 +4,10 @@
 // varlen with empty sequences, fully masked rows, seqused_k (zero dk, dv past it); dQ
 // both by atomics (the default) and by its own pass (deterministic); bitwise
 // reproducibility; the limits that return FA_ERR_UNSUPPORTED. On an sm_90 device the
-// fixed-length cases at d64, d128 and d224-d256 run the warpgroup dK/dV kernel
-// (bws_instances.txt; deterministic ones with its ordered dQ adds), which two cases
-// check the plan names. Tolerance: error <= 3 x
+// cases at d33-d64, d97-d128 and d193-d256 run the warpgroup dK/dV kernel
+// (bws_instances.txt; deterministic ones with its ordered dQ adds; varlen and seqused_k
+// too), which three cases check the plan names; one checks that a varlen sequence's
+// gradients do not see the next sequence's rows, Inf included. Tolerance: error <= 3 x
 // (error of a naive same-precision backward) + 1e-5, for dq, dk and dv. Skipped (exit
 // code 4) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "device_tensors.hpp"
@@ -25,20 +27,25 @@ using fa_oracle::Precision;
 
 namespace {
 
-// Forward then backward of one case on the device; gradients land in the host tensors.
+// A case's gradients on the device, the grad_out they came from, and the call's status.
 struct BackwardRun {
     HostTensor grad_out, dq, dk, dv;
     fa_status status;
     std::string message;
 };
 
-void run_backward(GpuProblem &p, uint64_t seed, BackwardRun &r, int deterministic = 0)
+// Forward then backward of one case on the device; gradients land in the host tensors.
+// `edit_grad_out`, if given, changes the random grad_out before it is uploaded.
+void run_backward(GpuProblem &p, uint64_t seed, BackwardRun &r, int deterministic = 0,
+                  const std::function<void(HostTensor &)> &edit_grad_out = nullptr)
 {
     Context ctx;
     REQUIRE(fa_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &p.dout->view,
                    &p.dlse->view, nullptr, 0) == FA_OK);
     r.grad_out = make_like(p.out);
     fa_oracle::fill_normal(r.grad_out, seed + 3);
+    if (edit_grad_out)
+        edit_grad_out(r.grad_out);
     r.dq = make_like(p.q);
     r.dk = make_like(p.k);
     r.dv = make_like(p.v);
@@ -300,6 +307,112 @@ TEST_CASE("cuda backward: seqused_k, fixed length and varlen, keys past it get z
     v.seqused_k = {61, 0, 0, 200};
     check_backward(v, seed++);
     check_backward(v, seed++, 1);
+}
+
+// The warpgroup backward on ragged calls: its maps read a varlen call's packed rows, so a
+// key or query tile that ends past its sequence holds the next sequence's rows (zeroed in
+// shared memory), and the dK/dV rows of such a key tile are stored row by row; seqused_k's
+// unused keys hold Inf here.
+TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and seqused_k, against the oracle",
+          "[cuda][backward][warpgroup]")
+{
+    if (!warpgroup_device(FA_PASS_BWD)) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+        return;
+    }
+    uint64_t seed = 2260;
+    for (int d : {64, 128, 256})
+        for (int mask = 0; mask < 3; ++mask) {
+            Case v;
+            v.head_dim = d;
+            v.dtype = kGpuDtypes[(d / 64 + mask) % 2];
+            v.heads = 6;
+            v.heads_k = 2;
+            v.cu_q = {0, 50, 50, 177, 400, 531};
+            v.cu_k = {0, 80, 95, 95, 350, 413};
+            v.causal = mask == 1;
+            if (mask == 2) {
+                v.window_left = 45;
+                v.window_right = 12;
+                v.alibi = true;
+                v.seqused_k = {61, 0, 0, 200, 63};
+                v.inf_past_used_keys = true;
+            }
+            INFO(describe(v));
+            CHECK(backward_kernel(v, 0).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
+            check_backward(v, seed++);
+            check_backward(v, seed++, 1);
+        }
+    for (int d : {64, 128, 256}) {
+        Case u; // fixed length, seqused_k: Inf in the unused keys
+        u.batch = 3;
+        u.seqlen_q = 190;
+        u.seqlen_k = 300;
+        u.seqused_k = {300, 129, 0};
+        u.inf_past_used_keys = true;
+        u.heads = 4;
+        u.heads_k = 2;
+        u.head_dim = d;
+        u.causal = d == 128;
+        INFO(describe(u));
+        CHECK(backward_kernel(u, 1).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
+        check_backward(u, seed++);
+        check_backward(u, seed++, 1);
+    }
+}
+
+// Sequence 0 of a varlen call next to a sequence whose q, k, v and dout rows are all Inf:
+// its gradients must be those of the same sequence alone (the oracle's, from a
+// fixed-length problem whose random tensors are the varlen ones' first rows), on whatever
+// kernel the device runs.
+TEST_CASE("cuda backward: a varlen sequence's gradients never see the next sequence's rows, Inf included",
+          "[cuda][backward][sanitize]")
+{
+    uint64_t seed = 2290;
+    for (int d : {64, 128, 256})
+        for (int deterministic : {0, 1}) {
+            Case alone;
+            alone.batch = 1;
+            alone.seqlen_q = 77;
+            alone.seqlen_k = 93;
+            alone.heads = 4;
+            alone.heads_k = 2;
+            alone.head_dim = d;
+            alone.dtype = kGpuDtypes[d / 64 % 2];
+            alone.causal = d == 128;
+            Case packed = alone;
+            packed.cu_q = {0, 77, 200};
+            packed.cu_k = {0, 93, 250};
+            GpuProblem one(alone, seed), p(packed, seed);
+            GpuProblem::set_packed_rows_inf(p.q, 77, 200);
+            GpuProblem::set_packed_rows_inf(p.k, 93, 250);
+            GpuProblem::set_packed_rows_inf(p.v, 93, 250);
+            p.dq.reset(new DeviceTensor(p.q));
+            p.dk.reset(new DeviceTensor(p.k));
+            p.dv.reset(new DeviceTensor(p.v));
+            BackwardRun r;
+            run_backward(p, seed, r, deterministic,
+                         [](HostTensor &g) { GpuProblem::set_packed_rows_inf(g, 77, 200); });
+            INFO(describe(packed) << (deterministic ? " deterministic" : " dQ by atomics") << ": " << r.message);
+            REQUIRE(r.status == FA_OK);
+            HostTensor grad_out = make_like(one.out);
+            fa_oracle::fill_normal(grad_out, seed + 3); // run_backward's, sequence 0's rows
+            fa_oracle::GradReference exact = fa_oracle::reference_backward(
+                one.q.view, one.k.view, one.v.view, grad_out.view, one.host_params, Precision::Exact);
+            fa_oracle::GradReference naive = fa_oracle::reference_backward(
+                one.q.view, one.k.view, one.v.view, grad_out.view, one.host_params, Precision::Naive);
+            const fa_tensor dq0 = fa_tensor_bshd(r.dq.view.data, r.dq.view.dtype, 1, 77, 4, d);
+            const fa_tensor dk0 = fa_tensor_bshd(r.dk.view.data, r.dk.view.dtype, 1, 93, 2, d);
+            const fa_tensor dv0 = fa_tensor_bshd(r.dv.view.data, r.dv.view.dtype, 1, 93, 2, d);
+            fa_oracle::GradErrors err = fa_oracle::grad_errors(dq0, dk0, dv0, exact);
+            fa_oracle::GradErrors base = fa_oracle::grad_difference(naive, exact);
+            INFO("dq " << err.dq << " (naive " << base.dq << "), dk " << err.dk << " (naive " << base.dk
+                       << "), dv " << err.dv << " (naive " << base.dv << ")");
+            CHECK(err.dq <= 3 * base.dq + 1e-5); // a NaN counts as an infinite error
+            CHECK(err.dk <= 3 * base.dk + 1e-5);
+            CHECK(err.dv <= 3 * base.dv + 1e-5);
+            ++seed;
+        }
 }
 
 TEST_CASE("cuda backward: more than 65535 sequences (folded grids), dQ by atomics and deterministic",

@@ -1014,7 +1014,6 @@ static fa_status select_kernel(fa_context *ctx, const fa_problem *p, fa_pass pas
     shape.page_size = p->page_size;
     shape.tma_ok = tma_addressable(p, pass);
     shape.deterministic = pass == FA_PASS_BWD && p->deterministic;
-    shape.ragged = p->varlen || p->seqused_k != NULL;
     memset(sel, 0, sizeof *sel);
     registry = pass == FA_PASS_BWD ? fa_registry_bwd(ctx->backend, &count)
                                    : fa_registry(ctx->backend, &count);

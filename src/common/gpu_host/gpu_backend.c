@@ -378,8 +378,8 @@ static fa_status launch_fwd(fa_context *ctx, const fa_selection *sel, const fa_p
 
 /* Preprocess (FA_PREP_ROWS rows per block), then dK/dV over key tiles, then dQ: the
  * conversion of what the dK/dV pass's atomics summed, or its own pass over query tiles.
- * All in stream order. The warpgroup dK/dV kernel also takes the tensor maps (fixed-length
- * calls only: select/dispatch.c). */
+ * All in stream order. The warpgroup dK/dV kernel also takes the tensor maps (a varlen
+ * call's over the packed rows, as the forward's). */
 static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_problem *p,
                             fa_bwd_args *args)
 {
@@ -392,7 +392,8 @@ static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_p
                           "backward preprocess");
     if (st == FA_OK && cfg->warpgroup) {
         int err = state->rt->encode_maps(&args->fwd, args, p->dtype == FA_DTYPE_BF16,
-                                         p->seqlen_q, p->seqlen_k, cfg->tile_m, cfg->tile_n, &maps);
+                                         p->varlen ? p->total_q : p->seqlen_q, p->varlen ? p->total_k : p->seqlen_k,
+                                         cfg->tile_m, cfg->tile_n, &maps);
         if (err != 0)
             return runtime_failed(ctx, FA_ERR_DEVICE_RUNTIME, err, "encoding the backward's TMA tensor maps");
     }

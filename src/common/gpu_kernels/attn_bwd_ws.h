@@ -65,9 +65,15 @@
  * above reaches a shared tile at an earlier step of its walk: the wait is the add's
  * latency, not a step.
  *
- * What the dispatcher keeps away from it (select/dispatch.c): varlen and seqused_k, whose
- * rows past a sequence's end are another sequence's or unused cache: TMA would load them
- * unzeroed (and fa_bws_find_block assumes fixed lengths).
+ * Ragged calls (varlen, seqused_k). A fixed-length map ends with the sequence, and TMA
+ * loads the rows past it as zeros; a varlen map is the packed tensor, whose rows after a
+ * sequence are the next one's, and seqused_k's keys past it are unused cache; either may
+ * hold anything, Inf included. The consumers zero those rows of the K and V tiles once per
+ * block and of a Q/dO stage whose query tile ends past its sequence (fa_wg_zero_rows), so
+ * that their products with masked, zero probabilities stay 0. dK and dV rows past
+ * seqused_k are written as zeros (their keys are masked in every step); a key tile that
+ * runs past its varlen sequence is stored by the consumers row by row, not by a TMA box
+ * that would write the next sequence's rows (fa_bws_store_rows).
  */
 #ifdef FA_ATTN_BWD_INCLUDED
 #error "attn_bwd_ws.h instantiates one kernel per translation unit"
@@ -148,9 +154,11 @@
  * rows fit. */
 #define FA_BWS_EARLY_DV (FA_INST_M == 64)
 
-/* The consumers' named barrier (ids as in the forward, from 1) around dK and dV in the
- * K and V tiles (fa_bws_store_dkdv). */
+/* The consumers' named barriers (ids as in the forward, from 1): around dK and dV in the
+ * K and V tiles (fa_bws_store_dkdv), and after zeroing rows of a tile that lie past a
+ * sequence's end (fa_bws_zero_rows). */
 #define FA_BWS_END_BARRIER 1
+#define FA_BWS_TAIL_BARRIER 2
 
 /* Register budgets of the roles (setmaxnreg), as in the forward with two consumers. */
 #if FA_BWS_CONSUMERS == 2
@@ -215,12 +223,14 @@ FA_DEVICE float *fa_bws_rows(unsigned char *tiles, int at, int stage)
     return (float *)(tiles + at) + stage * FA_INST_M;
 }
 
-/* The block's key tile and what it visits, computed by each role after setmaxnreg
- * (nothing computed before may stay live across it). */
+/* The block's key tile and what it visits (fa_bws_find_block). */
 typedef struct fa_bws_block {
+    int active;     /* 0: no key rows, past the last pair of a folded grid, or a bad sequence */
     int batch, kv_head, n0;
-    int keys_valid;           /* keys of the block in the sequence        */
-    int steps;                /* query tiles x heads of the GQA group     */
+    int map_batch;  /* the maps' batch coordinate: 0 in a varlen call (one packed entry)       */
+    int keys_valid; /* keys of the block that count (seqused_k applied)                        */
+    int rows_out;   /* rows of dK and dV the block writes: its keys in the operands            */
+    int steps;      /* query tiles x heads of the GQA group                                    */
     fa_sequence seq;
     fa_bwd_key_block visits;
     long long q_global_row0;
@@ -242,13 +252,11 @@ FA_DEVICE void fa_bws_block_of(const fa_bwd_args *args, int *key_block, unsigned
                  (unsigned)args->fwd.batch, kv_head, batch);
 }
 
-/* 0 when the block has nothing to do: no key rows, past the last pair of a folded grid,
- * or a sequence the device check found bad. The dispatcher gives this kernel fixed-length
- * calls only (no varlen, no seqused_k): every sequence has the call's lengths and starts
- * at row 0 of its batch entry, so the block's values derive from the parameters and
- * blockIdx alone, which the compiler re-reads rather than keeping them in registers
- * through the loop (the consumers have none to spare: ptxas spilled them otherwise). */
-FA_DEVICE int fa_bws_find_block(const fa_bwd_args *args, fa_bws_block *b)
+/* A block past seqused_k (keys_valid 0, rows_out > 0) is active with no steps: it writes
+ * its rows of dK and dV as zeros. `ragged` (varlen or seqused_k) is a constant of each
+ * inlined copy: without it every sequence has the call's lengths and starts at row 0 of
+ * its batch entry. */
+FA_DEVICE void fa_bws_describe_block(const fa_bwd_args *args, int ragged, fa_bws_block *b)
 {
     const fa_fwd_args *f = &args->fwd;
     unsigned kv_head, batch;
@@ -257,18 +265,37 @@ FA_DEVICE int fa_bws_find_block(const fa_bwd_args *args, fa_bws_block *b)
     b->batch = (int)batch;
     b->kv_head = (int)kv_head;
     b->n0 = key_block * FA_INST_N;
+    b->map_batch = ragged && f->cu_seqlens_q ? 0 : b->batch;
     b->seq.batch = b->batch;
     b->seq.q_row0 = 0;
     b->seq.k_row0 = 0;
     b->seq.seqlen_q = f->seqlen_q;
     b->seq.seqlen_k = f->seqlen_k;
-    if (b->n0 >= f->seqlen_k || b->batch == f->batch || fa_sequence_bad(f, b->batch))
-        return 0;
-    b->keys_valid = min(FA_INST_N, f->seqlen_k - b->n0);
+    if (ragged)
+        b->seq = fa_find_sequence(f, b->batch);
+    const int key_rows = ragged ? fa_key_rows(f, b->batch) : f->seqlen_k;
+    b->active = b->n0 < key_rows && b->batch != f->batch && !fa_sequence_bad(f, b->batch);
+    b->keys_valid = max(min(FA_INST_N, b->seq.seqlen_k - b->n0), 0);
+    b->rows_out = min(FA_INST_N, key_rows - b->n0);
     b->visits = fa_bwd_key_block_at(f, &b->seq, b->n0, b->keys_valid, FA_INST_N, FA_INST_M);
-    b->steps = f->heads / f->heads_k * b->visits.m_tiles;
-    b->q_global_row0 = (long long)b->batch * f->seqlen_q;
-    return 1;
+    b->steps = b->active ? f->heads / f->heads_k * b->visits.m_tiles : 0;
+    b->q_global_row0 = ragged ? fa_global_q_row0(f, b->batch, b->seq.q_row0) : (long long)b->batch * f->seqlen_q;
+}
+
+/* A role's view of the block. In a fixed-length call it is derived from the parameters
+ * and blockIdx alone, into `own`, which the compiler derives again where it is used rather
+ * than keeping it in registers through the loop (the consumers have none to spare: ptxas
+ * spilled them otherwise). In a ragged call the lengths come from cu_seqlens and
+ * seqused_k, which it could not derive again: thread 0 found the block once into shared
+ * memory (the kernel, before the roles split), from where each use loads it after the
+ * loop's barriers. */
+FA_DEVICE const fa_bws_block *fa_bws_find_block(const fa_bwd_args *args, const fa_bws_block *shared, int ragged,
+                                                fa_bws_block *own)
+{
+    if (ragged)
+        return shared;
+    fa_bws_describe_block(args, 0, own);
+    return own;
 }
 
 FA_DEVICE fa_bwd_cursor fa_bws_first_step(const fa_fwd_args *f, const fa_bws_block *b)
@@ -285,12 +312,12 @@ FA_DEVICE void fa_bws_next_step(const fa_fwd_args *f, const fa_bws_block *b, fa_
 
 /* A tile of `rows` rows at (row, head, batch) of an operand's map, as D / 64 boxes of 64
  * columns into consecutive column blocks, on one barrier. */
-FA_DEVICE void fa_bws_load(unsigned char *dst, const void *map, int rows, int head, int row, int batch,
+FA_DEVICE void fa_bws_load(unsigned char *dst, const void *map, int rows, int head, long long row, int batch,
                            uint64_t *bar)
 {
 #pragma unroll
     for (int blk = 0; blk < FA_INST_D / 64; ++blk)
-        fa_tma_load_4d(dst + blk * FA_BWS_BLOCK(rows), map, 64 * blk, head, row, batch, bar);
+        fa_tma_load_4d(dst + blk * FA_BWS_BLOCK(rows), map, 64 * blk, head, (int)row, batch, bar);
 }
 
 /* A warp's copy of one step's fp32 row values (LSE or D, [heads][total_q]) beside the
@@ -306,40 +333,43 @@ FA_DEVICE void fa_bws_copy_rows(float *dst, const float *src, long long row, int
  * previous use. The first warp's lane 0 loads K and V once, and each step's Q and dO
  * tiles; the first warp copies the LSE rows, the third the D rows (one warp's loads of
  * both need more than the role's 24 registers). */
-FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, fa_bws_ring *ring,
-                              unsigned char *tiles, int copies_tiles)
+FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *shared,
+                              int ragged, fa_bws_ring *ring, unsigned char *tiles, int copies_tiles)
 {
     const fa_fwd_args *f = &args->fwd;
-    fa_bws_block b;
-    if (!fa_bws_find_block(args, &b) || b.steps == 0)
+    fa_bws_block own;
+    const fa_bws_block *b = fa_bws_find_block(args, shared, ragged, &own);
+    if (!b->active || b->steps == 0)
         return;
     const int issues = copies_tiles && fa_lane() == 0;
     if (issues) {
         fa_tma_prefetch_map(maps->q);
         fa_tma_prefetch_map(maps->dout);
         fa_mbar_arrive_expect_tx(&ring->kv_full, 2 * FA_BWS_KV_BYTES);
-        fa_bws_load(tiles, maps->k, FA_INST_N, b.kv_head, b.n0, b.batch, &ring->kv_full);
-        fa_bws_load(tiles + FA_BWS_V_AT, maps->v, FA_INST_N, b.kv_head, b.n0, b.batch, &ring->kv_full);
+        const long long k_row = b->seq.k_row0 + b->n0;
+        fa_bws_load(tiles, maps->k, FA_INST_N, b->kv_head, k_row, b->map_batch, &ring->kv_full);
+        fa_bws_load(tiles + FA_BWS_V_AT, maps->v, FA_INST_N, b->kv_head, k_row, b->map_batch, &ring->kv_full);
     }
-    fa_bwd_cursor at = fa_bws_first_step(f, &b);
-    for (int i = 0; i < b.steps; ++i) {
+    fa_bwd_cursor at = fa_bws_first_step(f, b);
+    for (int i = 0; i < b->steps; ++i) {
         const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
         if (i >= FA_INST_STAGES)
             fa_mbar_wait(&ring->empty[st], ((i / FA_INST_STAGES) & 1) ^ 1);
         if (issues) { /* the copies first: the row loads below wait on memory */
             fa_mbar_expect_tx(&ring->full[st], 2 * FA_BWS_Q_BYTES);
-            fa_bws_load(tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, m0, b.batch,
+            const long long q_row = b->seq.q_row0 + m0;
+            fa_bws_load(tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES, maps->q, FA_INST_M, at.head, q_row, b->map_batch,
                         &ring->full[st]);
-            fa_bws_load(tiles + FA_BWS_DO_AT + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, m0, b.batch,
-                        &ring->full[st]);
+            fa_bws_load(tiles + FA_BWS_DO_AT + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, q_row,
+                        b->map_batch, &ring->full[st]);
         }
-        const long long row = at.head_row + b.q_global_row0 + m0;
+        const long long row = at.head_row + b->q_global_row0 + m0;
         if (copies_tiles)
-            fa_bws_copy_rows(fa_bws_rows(tiles, FA_BWS_LSE_AT, st), args->lse_log2, row, m0, b.seq.seqlen_q);
+            fa_bws_copy_rows(fa_bws_rows(tiles, FA_BWS_LSE_AT, st), args->lse_log2, row, m0, b->seq.seqlen_q);
         else
-            fa_bws_copy_rows(fa_bws_rows(tiles, FA_BWS_DELTA_AT, st), args->delta, row, m0, b.seq.seqlen_q);
+            fa_bws_copy_rows(fa_bws_rows(tiles, FA_BWS_DELTA_AT, st), args->delta, row, m0, b->seq.seqlen_q);
         fa_mbar_arrive(&ring->full[st]);
-        fa_bws_next_step(f, &b, &at);
+        fa_bws_next_step(f, b, &at);
     }
 }
 
@@ -381,26 +411,28 @@ FA_DEVICE void fa_bws_say_added(const fa_bwd_args *args, const fa_bws_block *b, 
  * stays off the consumers. In a deterministic call it then publishes the step (the
  * release cumulates what the mbarrier ordered before it, as CUTLASS's generic barrier does
  * after a block barrier). */
-FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsigned char *tiles)
+FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *shared, int ragged, fa_bws_ring *ring,
+                              unsigned char *tiles)
 {
     const fa_fwd_args *f = &args->fwd;
-    fa_bws_block b;
-    if (!fa_bws_find_block(args, &b))
+    fa_bws_block own;
+    const fa_bws_block *b = fa_bws_find_block(args, shared, ragged, &own);
+    if (!b->active)
         return;
-    const int wait_from = fa_bws_first_tile_after_above(args, &b);
-    fa_bwd_cursor at = fa_bws_first_step(f, &b);
-    for (int i = 0; i < b.steps; ++i) {
+    const int wait_from = fa_bws_first_tile_after_above(args, b);
+    fa_bwd_cursor at = fa_bws_first_step(f, b);
+    for (int i = 0; i < b->steps; ++i) {
         const int m0 = at.tile * FA_INST_M;
-        const long long row = at.head_row + b.q_global_row0 + m0;
+        const long long row = at.head_row + b->q_global_row0 + m0;
         if (at.tile >= wait_from)
-            fa_bws_wait_above(args, &b, row);
+            fa_bws_wait_above(args, b, row);
 #if FA_BWS_SPLIT_D
         fa_mbar_arrive(&ring->dq_free);
         fa_mbar_wait(&ring->dq_full, i & 1);
 #else
         fa_mbar_wait(&ring->dq_full, i & 1);
         fa_bulk_reduce_add_f32(args->dq_accum + row * f->head_dim, tiles + FA_BWS_DQ_AT,
-                               4u * (unsigned)(min(FA_INST_M, b.seq.seqlen_q - m0) * f->head_dim));
+                               4u * (unsigned)(min(FA_INST_M, b->seq.seqlen_q - m0) * f->head_dim));
         fa_bulk_commit();
         fa_bulk_wait_reads();
         fa_mbar_arrive(&ring->dq_free);
@@ -408,8 +440,8 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, fa_bws_ring *ring, unsign
             fa_bulk_wait_all();
 #endif
         if (args->dq_order)
-            fa_bws_say_added(args, &b, row);
-        fa_bws_next_step(f, &b, &at);
+            fa_bws_say_added(args, b, row);
+        fa_bws_next_step(f, b, &at);
     }
     fa_bulk_wait_all();
 }
@@ -507,14 +539,61 @@ FA_DEVICE float fa_bws_alibi_log2(const fa_fwd_args *f, const fa_bws_block *b, c
     return f->alibi_slopes ? f->alibi_slopes[b->batch * f->alibi_batch + at->head] * FA_LOG2E : 0.f;
 }
 
-/* A consumer's dK and dV start at zero; it waits for K and V when the block has steps. */
-FA_DEVICE void fa_bws_consumer_start(fa_bws_ring *ring, const fa_bws_block *b, float (*acc_dk)[FA_ACC_REGS],
-                                     float (*acc_dv)[FA_ACC_REGS])
+/* Rows `from` .. rows - 1 of a loaded tile of `rows` rows set to zero by the consumers
+ * together (see Ragged calls in the header), made visible to wgmma's reads, and waited
+ * for by all. */
+FA_DEVICE void fa_bws_zero_rows(unsigned char *tile, int rows, int from)
+{
+    fa_wg_zero_rows(tile, rows, from, FA_INST_D / 64, (int)threadIdx.x - FA_WARPGROUP_THREADS,
+                    FA_BWS_CONSUMER_THREADS);
+}
+FA_DEVICE void fa_bws_zeroed(void)
+{
+    fa_fence_async_smem();
+    fa_named_sync(FA_BWS_TAIL_BARRIER, FA_BWS_CONSUMER_THREADS);
+}
+
+/* A consumer's dK and dV start at zero; it waits for K and V when the block has steps, and
+ * in a ragged call zeroes their rows past the keys that count. */
+FA_DEVICE void fa_bws_consumer_start(const fa_fwd_args *f, fa_bws_ring *ring, const fa_bws_block *b, int ragged,
+                                     unsigned char *tiles, float (*acc_dk)[FA_ACC_REGS], float (*acc_dv)[FA_ACC_REGS])
 {
     fa_bwd_zero(acc_dk, FA_BWS_DF);
     fa_bwd_zero(acc_dv, FA_BWS_DF);
-    if (b->steps > 0)
-        fa_mbar_wait(&ring->kv_full, 0);
+    if (b->steps == 0)
+        return;
+    fa_mbar_wait(&ring->kv_full, 0);
+    if (ragged && b->keys_valid < FA_INST_N) {
+        fa_bws_zero_rows(tiles, FA_INST_N, b->keys_valid);
+        fa_bws_zero_rows(tiles + FA_BWS_V_AT, FA_INST_N, b->keys_valid);
+        fa_bws_zeroed();
+    }
+}
+
+/* In a varlen call, the rows of a step's Q and dO stages past the sequence's end (the
+ * next sequence's) set to zero; both consumers take every step, so both come here. */
+FA_DEVICE void fa_bws_zero_query_tail(const fa_fwd_args *f, const fa_bws_block *b, int ragged, unsigned char *tiles,
+                                      int st, int m0)
+{
+    if (!ragged || !f->cu_seqlens_q || m0 <= b->seq.seqlen_q - FA_INST_M)
+        return;
+    fa_bws_zero_rows(tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES, FA_INST_M, b->seq.seqlen_q - m0);
+    fa_bws_zero_rows(tiles + FA_BWS_DO_AT + st * FA_BWS_Q_BYTES, FA_INST_M, b->seq.seqlen_q - m0);
+    fa_bws_zeroed();
+}
+
+/* Rows 0 .. rows - 1 of a staged tile (fa_wg_tile_offset's layout) to `dst`, rows
+ * row_stride elements apart, columns below the head dim, 16 bytes per consumer thread and
+ * instruction. */
+FA_DEVICE void fa_bws_store_rows(unsigned short *dst, long long row_stride, const unsigned char *tile, int rows,
+                                 int head_dim)
+{
+    const int chunks = FA_INST_D / 8; /* per row */
+    for (int i = (int)threadIdx.x - FA_WARPGROUP_THREADS; i < rows * chunks; i += FA_BWS_CONSUMER_THREADS) {
+        const int row = i / chunks, col = 8 * (i % chunks);
+        if (col < head_dim)
+            *(uint4 *)(dst + row * row_stride + col) = *(const uint4 *)(tile + fa_wg_tile_offset(FA_INST_N, row, col));
+    }
 }
 
 /* dK (times the softmax scale) and dV out by TMA (the dispatcher runs this family only
@@ -525,9 +604,11 @@ FA_DEVICE void fa_bws_consumer_start(fa_bws_ring *ring, const fa_bws_block *b, f
  * a second barrier one thread stores both (a box per 64 columns; TMA drops the rows past
  * the sequence's end and the columns past the head dim) and keeps the block until the
  * copy engine has read them. The direct stores, 4 bytes per lane over 8 rows per
- * instruction, sat at every block's end (bench/NOTES.md, issue 14 b10). */
+ * instruction, sat at every block's end (bench/NOTES.md, issue 14 b10). A key tile that
+ * runs past its varlen sequence, where the box would write the next sequence's rows, is
+ * stored by the consumers' threads instead, its rows_out rows only. */
 FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *b,
-                                 unsigned char *tiles, int key_row0, int d0, const float (*acc_dk)[FA_ACC_REGS],
+                                 int ragged, unsigned char *tiles, int key_row0, int d0, const float (*acc_dk)[FA_ACC_REGS],
                                  const float (*acc_dv)[FA_ACC_REGS])
 {
     const uint32_t k_tile = fa_smem_addr(tiles), v_tile = k_tile + FA_BWS_V_AT;
@@ -540,15 +621,26 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
     fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
     fa_wg_stage_acc(k_tile, FA_INST_N, key_row0, d0, acc_dk, FA_BWS_DF, dk_scale);
     fa_wg_stage_acc(v_tile, FA_INST_N, key_row0, d0, acc_dv, FA_BWS_DF, dv_scale);
+    const long long k_row = b->seq.k_row0 + b->n0;
+    if (ragged && args->fwd.cu_seqlens_q && b->rows_out < FA_INST_N) {
+        const fa_fwd_args *f = &args->fwd;
+        fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
+        fa_bws_store_rows((unsigned short *)args->dk + fa_row_at(&args->dk_layout, b->batch, k_row, b->kv_head),
+                          args->dk_layout.row, tiles, b->rows_out, f->head_dim);
+        fa_bws_store_rows((unsigned short *)args->dv + fa_row_at(&args->dv_layout, b->batch, k_row, b->kv_head),
+                          args->dv_layout.row, tiles + FA_BWS_V_AT, b->rows_out, f->head_dim);
+        return;
+    }
     fa_fence_async_smem();
     fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
     if (threadIdx.x != FA_WARPGROUP_THREADS)
         return;
 #pragma unroll
     for (int blk = 0; blk < FA_INST_D / 64; ++blk) {
-        fa_tma_store_4d(maps->dk, tiles + blk * FA_BWS_BLOCK(FA_INST_N), 64 * blk, b->kv_head, b->n0, b->batch);
-        fa_tma_store_4d(maps->dv, tiles + FA_BWS_V_AT + blk * FA_BWS_BLOCK(FA_INST_N), 64 * blk, b->kv_head, b->n0,
-                        b->batch);
+        fa_tma_store_4d(maps->dk, tiles + blk * FA_BWS_BLOCK(FA_INST_N), 64 * blk, b->kv_head, (int)k_row,
+                        b->map_batch);
+        fa_tma_store_4d(maps->dv, tiles + FA_BWS_V_AT + blk * FA_BWS_BLOCK(FA_INST_N), 64 * blk, b->kv_head,
+                        (int)k_row, b->map_batch);
     }
     fa_bulk_commit();
     fa_bulk_wait_reads();
@@ -557,12 +649,13 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
 #if !FA_BWS_SPLIT_D
 /* One consumer warpgroup's block: every step's five products, its share of dQ staged for
  * the bulk reduction, then dK and dV. */
-FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, fa_bws_ring *ring,
-                              unsigned char *tiles, int consumer)
+FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *shared,
+                              int ragged, fa_bws_ring *ring, unsigned char *tiles, int consumer)
 {
     const fa_fwd_args *f = &args->fwd;
-    fa_bws_block b;
-    if (!fa_bws_find_block(args, &b))
+    fa_bws_block own;
+    const fa_bws_block *b = fa_bws_find_block(args, shared, ragged, &own);
+    if (!b->active)
         return;
     const int warp_in_group = fa_warp() % 4;
     const int key_row0 = 64 * consumer + FA_MMA_M * warp_in_group; /* this warp's 16 keys */
@@ -574,15 +667,16 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
     const int dq_row0 = 64 * FA_BWS_DQ_ROW_BLOCK(consumer), dq_col0 = FA_BWS_DQ_COL0(consumer);
 
     float acc_dk[FA_BWS_DF][FA_ACC_REGS], acc_dv[FA_BWS_DF][FA_ACC_REGS];
-    fa_bws_consumer_start(ring, &b, acc_dk, acc_dv);
-    fa_bwd_cursor at = fa_bws_first_step(f, &b);
-    for (int i = 0; i < b.steps; ++i) {
+    fa_bws_consumer_start(f, ring, b, ragged, tiles, acc_dk, acc_dv);
+    fa_bwd_cursor at = fa_bws_first_step(f, b);
+    for (int i = 0; i < b->steps; ++i) {
         const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
         const uint32_t q_stage = q_addr + st * FA_BWS_Q_BYTES, do_stage = do_addr + st * FA_BWS_Q_BYTES;
         const int buf = i & 1, use = i >> 1; /* the buffer's use count so far */
         const uint32_t ds_buf = ds_addr + buf * FA_BWS_DS_BYTES;
         float acc_s[FA_BWS_QF][FA_ACC_REGS], acc_dp[FA_BWS_QF][FA_ACC_REGS];
         fa_mbar_wait(&ring->full[st], (i / FA_INST_STAGES) & 1);
+        fa_bws_zero_query_tail(f, b, ragged, tiles, st, m0);
 
         /* Sᵀ and dPᵀ, a commit group each. */
         fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
@@ -594,8 +688,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_commit();
 
         /* Pᵀ, then dV += Pᵀ·dO issued, then dSᵀ under it. */
-        const fa_bwd_tile t = fa_bws_step_tile(&b, key_row0, m0, m0);
-        const float alibi_log2 = fa_bws_alibi_log2(f, &b, &at);
+        const fa_bwd_tile t = fa_bws_step_tile(b, key_row0, m0, m0);
+        const float alibi_log2 = fa_bws_alibi_log2(f, b, &at);
         const float *lse = fa_bws_rows(tiles, FA_BWS_LSE_AT, st), *delta = fa_bws_rows(tiles, FA_BWS_DELTA_AT, st);
         const int together = !FA_BWS_EARLY_DV || f->softcap_log2 > 0.f; /* P and dS in one pass */
         fa_wg_wait(1);
@@ -654,13 +748,13 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_bws_release(&ring->empty[st]);
 
         fa_bws_stage_dq(k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
-                        min(FA_INST_M, b.seq.seqlen_q - m0), f->head_dim);
+                        min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim);
         fa_fence_async_smem();
         fa_mbar_arrive(&ring->dq_full);
-        fa_bws_next_step(f, &b, &at);
+        fa_bws_next_step(f, b, &at);
     }
 
-    fa_bws_store_dkdv(args, maps, &b, tiles, key_row0, 0, acc_dk, acc_dv);
+    fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, 0, acc_dk, acc_dv);
 }
 #else /* FA_BWS_SPLIT_D */
 /* A step's dQ share added to the accumulator with vector atomics from registers (no
@@ -684,12 +778,13 @@ FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, fa_bws_ring *ring, const f
  * half of the queries (Sᵀ and dPᵀ over all 64 keys), Pᵀ and dSᵀ stored for both
  * consumers, then its head-dim share of dV += Pᵀ·dO, dK += dSᵀ·Q and dQ = dS·K, all three
  * from shared memory; dK and dV written once at the end. */
-FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, fa_bws_ring *ring,
-                              unsigned char *tiles, int consumer)
+FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *shared,
+                              int ragged, fa_bws_ring *ring, unsigned char *tiles, int consumer)
 {
     const fa_fwd_args *f = &args->fwd;
-    fa_bws_block b;
-    if (!fa_bws_find_block(args, &b))
+    fa_bws_block own;
+    const fa_bws_block *b = fa_bws_find_block(args, shared, ragged, &own);
+    if (!b->active)
         return;
     const int key_row0 = FA_MMA_M * (fa_warp() % 4); /* this warp's 16 keys */
     const int q0 = FA_BWS_SCORE_QUERIES * consumer, d0 = FA_BWS_D_SHARE * consumer;
@@ -697,9 +792,9 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
     const uint32_t q_addr = k_addr + FA_BWS_Q_AT, do_addr = k_addr + FA_BWS_DO_AT;
 
     float acc_dk[FA_BWS_DF][FA_ACC_REGS], acc_dv[FA_BWS_DF][FA_ACC_REGS];
-    fa_bws_consumer_start(ring, &b, acc_dk, acc_dv);
-    fa_bwd_cursor at = fa_bws_first_step(f, &b);
-    for (int i = 0; i < b.steps; ++i) {
+    fa_bws_consumer_start(f, ring, b, ragged, tiles, acc_dk, acc_dv);
+    fa_bwd_cursor at = fa_bws_first_step(f, b);
+    for (int i = 0; i < b->steps; ++i) {
         const int st = i % FA_INST_STAGES, m0 = at.tile * FA_INST_M;
         const uint32_t q_stage = q_addr + st * FA_BWS_Q_BYTES, do_stage = do_addr + st * FA_BWS_Q_BYTES;
         const int buf = i & 1, use = i >> 1; /* the buffers' use count so far */
@@ -707,6 +802,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         const uint32_t pt_buf = k_addr + FA_BWS_PT_AT + buf * FA_BWS_DS_BYTES;
         float acc_s[FA_BWS_QF][FA_ACC_REGS], acc_dp[FA_BWS_QF][FA_ACC_REGS];
         fa_mbar_wait(&ring->full[st], (i / FA_INST_STAGES) & 1);
+        fa_bws_zero_query_tail(f, b, ragged, tiles, st, m0);
 
         fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
         fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
@@ -717,8 +813,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
                        do_stage + 128u * q0, FA_BWS_BLOCK(FA_INST_M));
         fa_wg_commit();
 
-        const fa_bwd_tile t = fa_bws_step_tile(&b, key_row0, m0, m0 + q0);
-        const float alibi_log2 = fa_bws_alibi_log2(f, &b, &at);
+        const fa_bwd_tile t = fa_bws_step_tile(b, key_row0, m0, m0 + q0);
+        const float alibi_log2 = fa_bws_alibi_log2(f, b, &at);
         const float *lse = fa_bws_rows(tiles, FA_BWS_LSE_AT, st) + q0;
         const float *delta = fa_bws_rows(tiles, FA_BWS_DELTA_AT, st) + q0;
         fa_wg_wait(0);
@@ -757,26 +853,48 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_commit();
         fa_wg_wait(1);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
-        fa_bws_add_dq(args, ring, &b, &at, i, d0, acc_dq);
+        fa_bws_add_dq(args, ring, b, &at, i, d0, acc_dq);
         fa_wg_wait(0);
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_mbar_arrive(&ring->ds_free[buf]);
         fa_bws_release(&ring->empty[st]);
-        fa_bws_next_step(f, &b, &at);
+        fa_bws_next_step(f, b, &at);
     }
 
-    fa_bws_store_dkdv(args, maps, &b, tiles, key_row0, d0, acc_dk, acc_dv);
+    fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, d0, acc_dk, acc_dv);
 }
 #endif /* FA_BWS_SPLIT_D */
+
+/* The roles of a block's warpgroups, in one inlined copy per value of `ragged` (the
+ * kernel picks one per call): the fixed-length copy derives the block from its
+ * parameters, the ragged one reads it from shared memory and zeroes tails. */
+FA_DEVICE void fa_bws_roles(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *ragged_block,
+                            int ragged, fa_bws_ring *ring, unsigned char *tiles)
+{
+    if (fa_warpgroup() == 0) {
+        fa_regs_shrink(FA_BWS_PRODUCER_REGS);
+        if (fa_warp() == 0 || fa_warp() == 2)
+            fa_bws_produce(args, maps, ragged_block, ragged, ring, tiles, fa_warp() == 0);
+        else if (fa_warp() == 1 && fa_lane() == 0 && (!FA_BWS_SPLIT_D || args->dq_order))
+            fa_bws_keep_dq(args, ragged_block, ragged, ring, tiles);
+        return;
+    }
+    fa_regs_grow(FA_BWS_CONSUMER_REGS);
+    fa_bws_consume(args, maps, ragged_block, ragged, ring, tiles, fa_warpgroup() - 1);
+}
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     FA_CAT(FA_INST_NAME, _dkdv)(fa_bwd_args args, const __grid_constant__ fa_tma_maps maps)
 {
     FA_DYNAMIC_SMEM(fa_smem, FA_BWS_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
     __shared__ fa_bws_ring ring;
+    __shared__ fa_bws_block ragged_block; /* a ragged call's (fa_bws_find_block) */
+    const int ragged = args.fwd.cu_seqlens_q || args.fwd.seqused_k;
 
     if (threadIdx.x == 0) {
+        if (ragged)
+            fa_bws_describe_block(&args, 1, &ragged_block);
         fa_mbar_init(&ring.kv_full, 1);
         for (int i = 0; i < FA_INST_STAGES; ++i) {
             fa_mbar_init(&ring.full[i], 2 * FA_WARP_SIZE);
@@ -791,14 +909,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
         fa_mbar_init_fence();
     }
     __syncthreads();
-    if (fa_warpgroup() == 0) {
-        fa_regs_shrink(FA_BWS_PRODUCER_REGS);
-        if (fa_warp() == 0 || fa_warp() == 2)
-            fa_bws_produce(&args, &maps, &ring, fa_bws_tiles(fa_smem), fa_warp() == 0);
-        else if (fa_warp() == 1 && fa_lane() == 0 && (!FA_BWS_SPLIT_D || args.dq_order))
-            fa_bws_keep_dq(&args, &ring, fa_bws_tiles(fa_smem));
-        return;
-    }
-    fa_regs_grow(FA_BWS_CONSUMER_REGS);
-    fa_bws_consume(&args, &maps, &ring, fa_bws_tiles(fa_smem), fa_warpgroup() - 1);
+    if (ragged)
+        fa_bws_roles(&args, &maps, &ragged_block, 1, &ring, fa_bws_tiles(fa_smem));
+    else
+        fa_bws_roles(&args, &maps, &ragged_block, 0, &ring, fa_bws_tiles(fa_smem));
 }

@@ -217,13 +217,8 @@ FA_DEVICE void fa_ws_turn_pass(int consumer)
  * rows of every column block), made visible to wgmma's reads, and waited for by all. */
 FA_DEVICE void fa_ws_zero_tail(unsigned char *v_stage, int valid)
 {
-    const int consumer_thread = (int)threadIdx.x - FA_WARPGROUP_THREADS;
-    const int chunks = (FA_INST_N - valid) * 8; /* 16-byte chunks per column block */
-    for (int i = consumer_thread; i < chunks * (FA_INST_D / 64); i += FA_WS_CONSUMER_THREADS) {
-        const int block = i / chunks, rest = i % chunks;
-        *(uint4 *)(v_stage + block * FA_WS_BLOCK(FA_INST_N) + (valid + rest / 8) * 128 + (rest % 8) * 16) =
-            make_uint4(0u, 0u, 0u, 0u);
-    }
+    fa_wg_zero_rows(v_stage, FA_INST_N, valid, FA_INST_D / 64, (int)threadIdx.x - FA_WARPGROUP_THREADS,
+                    FA_WS_CONSUMER_THREADS);
     fa_fence_async_smem();
     fa_named_sync(FA_WS_BAR_TAIL, FA_WS_CONSUMER_THREADS);
 }

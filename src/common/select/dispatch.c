@@ -5,9 +5,9 @@
  *
  * Selection rule (fa_select_config):
  *  Family: on a row with warpgroup MMA (sm_90), every forward the decode family does not
- *    take goes to the warpgroup family (ws_instances.txt), and every backward that is
- *    not ragged (varlen, seqused_k) to the warpgroup backward (bws_instances.txt; a
- *    deterministic call only to configs that order their dQ adds, ordered_dq), when its operands are TMA-addressable and one of its configs
+ *    take goes to the warpgroup family (ws_instances.txt), and every backward to the
+ *    warpgroup backward (bws_instances.txt; a deterministic call only to configs that
+ *    order their dQ adds, ordered_dq), when its operands are TMA-addressable and one of its configs
  *    passes the filters below (the forced tile included) without padding the head dim
  *    more than the mma.sync kernels would; otherwise, and on every other row, to the
  *    mma.sync kernels, the reason saying which family ran and why.
@@ -502,9 +502,6 @@ static int warpgroup_family(const fa_arch_row *row, const fa_kernel_config *reg,
     if (!shape->tma_ok)
         snprintf(note, len, "mma.sync family: an operand is not TMA-addressable (data 16-byte aligned, "
                             "strides multiples of 8 elements)");
-    else if (shape->pass == FA_PASS_BWD && shape->ragged)
-        snprintf(note, len, "mma.sync family: varlen or seqused_k (the warpgroup backward's TMA loads "
-                            "would not zero rows past a sequence's end)");
     else if (shape->pass == FA_PASS_FWD && walk_too_long(shape))
         snprintf(note, len, "mma.sync family: more work tiles than the warpgroup walk counts (2^31)");
     else if (wg_head_dim == INT_MAX)

@@ -69,8 +69,6 @@ typedef struct fa_problem_shape {
                                /* TMA tensor maps: 16-byte aligned data, strides       */
                                /* multiples of 16 bytes                                */
     int deterministic;         /* backward: dQ without atomics (params.deterministic)   */
-    int ragged;                /* varlen or seqused_k: rows past a sequence's end are   */
-                               /* another sequence's, or unused cache                   */
     int pack_gqa;              /* derived by fa_select_config: the family it chose */
     int warpgroup;             /* derived by fa_select_config: the family it chose */
 } fa_problem_shape;
