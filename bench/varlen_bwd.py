@@ -6,12 +6,12 @@ tensors run), and flashattn's fixed-length backward at the mean length for scale
 
 A packed batch: 16384 tokens, h*d = 2048, sequence lengths drawn uniformly from
 [s/2, 3s/2] (seeded, the last one cut to fill the tokens), so most sequences end inside a
-tile. FLOPs 2.5 x the forward's 4*h*d x the visible pairs of each sequence (s_i^2, half
+tile; --equal makes every one s long (a varlen call over the fixed-length shape). FLOPs 2.5 x the forward's 4*h*d x the visible pairs of each sequence (s_i^2, half
 that when causal: compare_sdpa.py's convention). Both libraries get the same q, k, v,
 dout, out and LSE (each its own forward's) and write into preallocated gradients; the
 timed call is the backward alone.
 
-    FLASHATTN_LIBRARY=<lib> python3 bench/varlen_bwd.py [--dims 64,128,256] [--seqlens 1024,2048,4096]
+    FLASHATTN_LIBRARY=<lib> python3 bench/varlen_bwd.py [--dims 64,128,256] [--seqlens 1024,2048,4096] [--equal]
 """
 import argparse
 import os
@@ -27,7 +27,9 @@ from flashattn import _core  # noqa: E402
 TOKENS = 16384
 
 
-def lengths_for(mean, seed=0):
+def lengths_for(mean, equal, seed=0):
+    if equal:
+        return [mean] * (TOKENS // mean)
     rng, out = random.Random(seed), []
     while sum(out) < TOKENS:
         out.append(min(rng.randint(mean // 2, 3 * mean // 2), TOKENS - sum(out)))
@@ -78,6 +80,7 @@ def main():
     ap.add_argument("--dims", default="64,128,256")
     ap.add_argument("--seqlens", default="1024,2048,4096")
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "f16"))
+    ap.add_argument("--equal", action="store_true", help="every sequence of the mean length (still varlen)")
     a = ap.parse_args()
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float16
     print(f"# {torch.cuda.get_device_name()}, {a.dtype}, varlen backward TFLOP/s; "
@@ -87,7 +90,7 @@ def main():
     for d in (int(x) for x in a.dims.split(",")):
         h = 2048 // d
         for mean in (int(x) for x in a.seqlens.split(",")):
-            lengths = lengths_for(mean)
+            lengths = lengths_for(mean, a.equal)
             cu = torch.tensor([0] + [sum(lengths[:i + 1]) for i in range(len(lengths))], device="cuda",
                               dtype=torch.int32)
             max_s = max(lengths)

@@ -342,7 +342,40 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
             CHECK(backward_kernel(v, 0).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
             check_backward(v, seed++);
             check_backward(v, seed++, 1);
+            GpuProblem p(v, seed); // deterministic: the ordered adds of packed sequences, bit for bit
+            BackwardRun first, again;
+            run_backward(p, seed, first, 1);
+            run_backward(p, seed++, again, 1);
+            REQUIRE(first.status == FA_OK);
+            REQUIRE(again.status == FA_OK);
+            check_same_gradients(again, first);
         }
+    // A long sequence whose first key tile runs into a short one's rows: were its dK and dV
+    // stored as a whole tile, it would overwrite the short sequence's (written long before
+    // the long sequence's block ends). Then a head dim below the instance's (the columns
+    // past it are not stored) with softcap (P and dS in one pass).
+    for (int d : {64, 128, 256}) {
+        Case v;
+        v.head_dim = d;
+        v.heads = 2;
+        v.heads_k = 1;
+        v.cu_q = {0, 1500, 1530};
+        v.cu_k = {0, 100, 260};
+        INFO(describe(v));
+        check_backward(v, seed++);
+        check_backward(v, seed++, 1);
+    }
+    Case sc;
+    sc.head_dim = 112;
+    sc.heads_k = 2;
+    sc.softcap = 10.f;
+    sc.causal = true;
+    sc.cu_q = {0, 70, 70, 333};
+    sc.cu_k = {0, 130, 200, 411};
+    INFO(describe(sc));
+    CHECK(backward_kernel(sc, 0).rfind("fa_cuda_bws_d128_", 0) == 0);
+    check_backward(sc, seed++);
+    check_backward(sc, seed++, 1);
     for (int d : {64, 128, 256}) {
         Case u; // fixed length, seqused_k: Inf in the unused keys
         u.batch = 3;
@@ -355,6 +388,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
         u.head_dim = d;
         u.causal = d == 128;
         INFO(describe(u));
+        CHECK(backward_kernel(u, 0).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
         CHECK(backward_kernel(u, 1).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
         check_backward(u, seed++);
         check_backward(u, seed++, 1);

@@ -27,8 +27,9 @@
  *   it out), which one thread of the producer's second warp adds to it with one bulk
  *   reduction (cp.reduce.async.bulk) while the consumers go on. The dQ conversion kernel
  *   turns the accumulator into dQ.
- * dK and dV stay in registers over every step and are written once, by TMA through the
- * K and V tiles (fa_bws_store_dkdv).
+ * dK and dV stay in registers over every step and are written once, through the K and V
+ * tiles: by TMA, or row by row where a key tile runs past its varlen sequence
+ * (fa_bws_store_dkdv).
  *
  * Head-dim split (d256, FA_BWS_SPLIT_D). A consumer's dK and dV over 64 keys and the whole
  * head dim would take 2 x 128 registers per thread, so both consumers keep all 64 keys
@@ -156,7 +157,7 @@
 
 /* The consumers' named barriers (ids as in the forward, from 1): around dK and dV in the
  * K and V tiles (fa_bws_store_dkdv), and after zeroing rows of a tile that lie past a
- * sequence's end (fa_bws_zero_rows). */
+ * sequence's end (fa_bws_zeroed). */
 #define FA_BWS_END_BARRIER 1
 #define FA_BWS_TAIL_BARRIER 2
 
@@ -540,8 +541,8 @@ FA_DEVICE float fa_bws_alibi_log2(const fa_fwd_args *f, const fa_bws_block *b, c
 }
 
 /* Rows `from` .. rows - 1 of a loaded tile of `rows` rows set to zero by the consumers
- * together (see Ragged calls in the header), made visible to wgmma's reads, and waited
- * for by all. */
+ * together (see Ragged calls in the header); fa_bws_zeroed, once a step's zeroing is
+ * done, makes it visible to wgmma's reads and waits for every consumer's. */
 FA_DEVICE void fa_bws_zero_rows(unsigned char *tile, int rows, int from)
 {
     fa_wg_zero_rows(tile, rows, from, FA_INST_D / 64, (int)threadIdx.x - FA_WARPGROUP_THREADS,
@@ -592,7 +593,8 @@ FA_DEVICE void fa_bws_store_rows(unsigned short *dst, long long row_stride, cons
     for (int i = (int)threadIdx.x - FA_WARPGROUP_THREADS; i < rows * chunks; i += FA_BWS_CONSUMER_THREADS) {
         const int row = i / chunks, col = 8 * (i % chunks);
         if (col < head_dim)
-            *(uint4 *)(dst + row * row_stride + col) = *(const uint4 *)(tile + fa_wg_tile_offset(FA_INST_N, row, col));
+            *(uint4 *)(dst + row * row_stride + col) =
+                *(const uint4 *)(tile + fa_wg_tile_offset(FA_INST_N, row, col));
     }
 }
 
@@ -602,14 +604,14 @@ FA_DEVICE void fa_bws_store_rows(unsigned short *dst, long long row_stride, cons
  * warp writes its 16 rows of dK and dV, head-dim columns from d0, into the K and V
  * tiles in the layout their maps load (fa_wg_stage_acc), and after
  * a second barrier one thread stores both (a box per 64 columns; TMA drops the rows past
- * the sequence's end and the columns past the head dim) and keeps the block until the
- * copy engine has read them. The direct stores, 4 bytes per lane over 8 rows per
+ * the map's end, a fixed-length sequence's, and the columns past the head dim) and keeps
+ * the block until the copy engine has read them. The direct stores, 4 bytes per lane over 8 rows per
  * instruction, sat at every block's end (bench/NOTES.md, issue 14 b10). A key tile that
  * runs past its varlen sequence, where the box would write the next sequence's rows, is
  * stored by the consumers' threads instead, its rows_out rows only. */
 FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *b,
-                                 int ragged, unsigned char *tiles, int key_row0, int d0, const float (*acc_dk)[FA_ACC_REGS],
-                                 const float (*acc_dv)[FA_ACC_REGS])
+                                 int ragged, unsigned char *tiles, int key_row0, int d0,
+                                 const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS])
 {
     const uint32_t k_tile = fa_smem_addr(tiles), v_tile = k_tile + FA_BWS_V_AT;
     float dk_scale[FA_ACC_ROWS], dv_scale[FA_ACC_ROWS];

@@ -42,7 +42,8 @@ FA_DEVICE void fa_wg_zero_rows(unsigned char *tile, int rows, int from, int col_
     const int chunks = (rows - from) * 8; /* per column block */
     for (int i = thread; i < chunks * col_blocks; i += threads) {
         const int block = i / chunks, rest = i % chunks;
-        *(uint4 *)(tile + block * 128 * rows + (from + rest / 8) * 128 + (rest % 8) * 16) = make_uint4(0u, 0u, 0u, 0u);
+        *(uint4 *)(tile + block * 128 * rows + (from + rest / 8) * 128 + (rest % 8) * 16) =
+            make_uint4(0u, 0u, 0u, 0u);
     }
 }
 
