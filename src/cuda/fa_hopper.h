@@ -131,13 +131,12 @@ FA_DEVICE unsigned fa_wg_tile_offset(int rows, int row, int col)
  * the low field and never carries out of it inside one tile (< 256 KiB). */
 FA_DEVICE uint64_t fa_wg_desc_advance(uint64_t desc, uint32_t bytes) { return desc + (uint64_t)(bytes >> 4); }
 /* The descriptor of the k-step `bytes` past a tile's start `addr`, whose own descriptor is
- * `first`: stepped from it (one add) at head dim 128, where that measured faster (the
- * forward 1-3%, the backward even; bench/NOTES.md ws7b), and rebuilt from the address at
- * the others (stepped, d256's forward spilled 24 bytes and d64's ran no faster). */
-FA_DEVICE uint64_t fa_wg_desc_step(int head_dim, uint64_t first, uint32_t addr, uint32_t bytes,
+ * `first`: `stepped` from it (one add), or built again from the address (the same value;
+ * which one a kernel takes is its own measured choice). */
+FA_DEVICE uint64_t fa_wg_desc_step(int stepped, uint64_t first, uint32_t addr, uint32_t bytes,
                                    uint32_t leading_bytes)
 {
-    return head_dim == 128 ? fa_wg_desc_advance(first, bytes) : fa_wg_desc_sw128(addr + bytes, leading_bytes, 1024);
+    return stepped ? fa_wg_desc_advance(first, bytes) : fa_wg_desc_sw128(addr + bytes, leading_bytes, 1024);
 }
 
 /* ---- wgmma.mma_async (PTX ISA 9.7.15.5.2) -------------------------------------------- */
@@ -211,13 +210,14 @@ FA_WG_DEFINE_TYPES(256)
 /* S = Q·Kᵀ: one warpgroup's 64 query rows (at shared address q_addr, inside a Q tile whose
  * 64-column blocks lie q_block_bytes apart) against the N keys of a K tile at k_addr (its
  * blocks N x 128 bytes apart), over head dim D: D / 16 k-steps, 32 bytes each inside a
- * 128-byte row, then the next column block. acc holds N / 2 floats; the first step
- * overwrites them. Issued, not waited for (fa_wg_commit / fa_wg_wait). */
-#define FA_WG_QK(N, D, type, acc, q_addr, q_block_bytes, k_addr) \
-    FA_WG_QK_SLICE(N, D, type, acc, q_addr, q_block_bytes, k_addr, (N) * 128u)
+ * 128-byte row, then the next column block, their descriptors `stepped` or not
+ * (fa_wg_desc_step). acc holds N / 2 floats; the first step overwrites them. Issued, not
+ * waited for (fa_wg_commit / fa_wg_wait). */
+#define FA_WG_QK(N, D, type, acc, q_addr, q_block_bytes, k_addr, stepped) \
+    FA_WG_QK_SLICE(N, D, type, acc, q_addr, q_block_bytes, k_addr, (N) * 128u, stepped)
 /* The same with the N rows of B a slice of a taller tile, whose 64-column blocks lie
  * k_block_bytes apart (the d256 backward's half of a step's queries). */
-#define FA_WG_QK_SLICE(N, D, type, acc, q_addr, q_block_bytes, k_addr, k_block_bytes)                 \
+#define FA_WG_QK_SLICE(N, D, type, acc, q_addr, q_block_bytes, k_addr, k_block_bytes, stepped)        \
     do {                                                                                              \
         const uint64_t fa_qd = fa_wg_desc_sw128((q_addr), 16, 1024);                                   \
         const uint64_t fa_kd = fa_wg_desc_sw128((k_addr), 16, 1024);                                   \
@@ -225,21 +225,22 @@ FA_WG_DEFINE_TYPES(256)
         {                                                                                             \
             const uint32_t fa_in_row = 32u * (uint32_t)(fa_ks % 4), fa_block = (uint32_t)(fa_ks / 4);  \
             FA_WG_MMA(N, ss_kmaj, type)                                                               \
-            ((acc), fa_wg_desc_step((D), fa_qd, (q_addr), fa_block * (q_block_bytes) + fa_in_row, 16),  \
-             fa_wg_desc_step((D), fa_kd, (k_addr), fa_block * (k_block_bytes) + fa_in_row, 16), fa_ks > 0); \
+            ((acc), fa_wg_desc_step((stepped), fa_qd, (q_addr), fa_block * (q_block_bytes) + fa_in_row, 16), \
+             fa_wg_desc_step((stepped), fa_kd, (k_addr), fa_block * (k_block_bytes) + fa_in_row, 16), fa_ks > 0); \
         }                                                                                             \
     } while (0)
 
 /* O += P·V: P of the warpgroup's 64 rows from registers (p[ks]: the A operand of keys
  * 16 ks .. 16 ks + 15), V as stored ([key][d], MN-major B) in a tile of N keys at v_addr
  * whose 64-column blocks of d lie N x 128 bytes apart (the leading byte offset); a k-step
- * of 16 keys is 16 rows = 2048 bytes. acc holds D / 2 floats. Issued, not waited for. */
-#define FA_WG_PV(N, D, type, acc, p, v_addr)                                                          \
+ * of 16 keys is 16 rows = 2048 bytes, its descriptor `stepped` or not. acc holds D / 2
+ * floats. Issued, not waited for. */
+#define FA_WG_PV(N, D, type, acc, p, v_addr, stepped)                                                 \
     do {                                                                                              \
         const uint64_t fa_vd = fa_wg_desc_sw128((v_addr), (N) * 128u, 1024);                           \
         _Pragma("unroll") for (int fa_ks = 0; fa_ks < (N) / 16; ++fa_ks)                              \
-            FA_WG_MMA(D, rs_nmaj, type)((acc), (p)[fa_ks],                                            \
-                                        fa_wg_desc_step((D), fa_vd, (v_addr), 2048u * (uint32_t)fa_ks, (N) * 128u), 1); \
+            FA_WG_MMA(D, rs_nmaj, type)                                                               \
+            ((acc), (p)[fa_ks], fa_wg_desc_step((stepped), fa_vd, (v_addr), 2048u * (uint32_t)fa_ks, (N) * 128u), 1); \
     } while (0)
 
 /* dQ = dS·K (the backward): dS of the warpgroup's 64 query rows over KEYS keys, read from

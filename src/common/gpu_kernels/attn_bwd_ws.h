@@ -88,6 +88,10 @@
 #include "gpu_kernels/attn_bwd_parts.h"
 #include "gpu_kernels/wg_stage.h"
 
+/* The products' descriptors stepped from the first k-step's (fa_wg_desc_step) at d128,
+ * as the forward's (there even, bench/NOTES.md ws7b); built per k-step at the others. */
+#define FA_BWS_STEPPED_DESCRIPTORS (FA_INST_D == 128)
+
 /* Head dims above 128 split the head dim between the consumers (see "Head-dim split"
  * below): a consumer's dK and dV over the whole head dim would not fit its registers. */
 #define FA_BWS_SPLIT_D (FA_INST_D > FA_BWS_UNSPLIT_MAX_D) /* smem_bytes.h */
@@ -684,9 +688,11 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_pin(&acc_s[0][0], FA_BWS_QF * FA_ACC_REGS);
         fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
         fa_wg_fence();
-        FA_WG_QK(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_s[0][0], k_rows_addr, FA_BWS_BLOCK(FA_INST_N), q_stage);
+        FA_WG_QK(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_s[0][0], k_rows_addr, FA_BWS_BLOCK(FA_INST_N), q_stage,
+                 FA_BWS_STEPPED_DESCRIPTORS);
         fa_wg_commit();
-        FA_WG_QK(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dp[0][0], v_rows_addr, FA_BWS_BLOCK(FA_INST_N), do_stage);
+        FA_WG_QK(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dp[0][0], v_rows_addr, FA_BWS_BLOCK(FA_INST_N), do_stage,
+                 FA_BWS_STEPPED_DESCRIPTORS);
         fa_wg_commit();
 
         /* Pᵀ, then dV += Pᵀ·dO issued, then dSᵀ under it. */
@@ -710,7 +716,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin_u32(&p[0][0], FA_BWS_QK * FA_A_REGS);
         fa_wg_fence();
-        FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dv[0][0], p, do_stage);
+        FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dv[0][0], p, do_stage, FA_BWS_STEPPED_DESCRIPTORS);
         fa_wg_commit();
         fa_wg_wait(1); /* dPᵀ is done; dV may still run */
         fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
@@ -731,7 +737,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin_u32(&ds[0][0], FA_BWS_QK * FA_A_REGS);
         fa_wg_fence();
-        FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage);
+        FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage, FA_BWS_STEPPED_DESCRIPTORS);
         fa_wg_commit();
         fa_mbar_wait(&ring->ds_full[buf], use & 1);
         if (i > 0) /* the tile staged at the last step has been read */
@@ -810,9 +816,9 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_pin(&acc_dp[0][0], FA_BWS_QF * FA_ACC_REGS);
         fa_wg_fence();
         FA_WG_QK_SLICE(FA_BWS_SCORE_QUERIES, FA_INST_D, FA_BWS_TYPE, &acc_s[0][0], k_addr, FA_BWS_BLOCK(FA_INST_N),
-                       q_stage + 128u * q0, FA_BWS_BLOCK(FA_INST_M));
+                       q_stage + 128u * q0, FA_BWS_BLOCK(FA_INST_M), FA_BWS_STEPPED_DESCRIPTORS);
         FA_WG_QK_SLICE(FA_BWS_SCORE_QUERIES, FA_INST_D, FA_BWS_TYPE, &acc_dp[0][0], v_addr, FA_BWS_BLOCK(FA_INST_N),
-                       do_stage + 128u * q0, FA_BWS_BLOCK(FA_INST_M));
+                       do_stage + 128u * q0, FA_BWS_BLOCK(FA_INST_M), FA_BWS_STEPPED_DESCRIPTORS);
         fa_wg_commit();
 
         const fa_bwd_tile t = fa_bws_step_tile(b, key_row0, m0, m0 + q0);

@@ -60,6 +60,11 @@
 #include "gpu_kernels/attn_fwd_parts.h"
 #include "gpu_kernels/wg_stage.h"
 
+/* The products' descriptors stepped from the first k-step's (fa_wg_desc_step) at d128,
+ * where that measured 1-3% faster; built per k-step at the others (stepped, d256 spilled
+ * 24 bytes and d64 ran no faster; bench/NOTES.md ws7b). */
+#define FA_WS_STEPPED_DESCRIPTORS (FA_INST_D == 128)
+
 #if FA_INST_M % 64 != 0 || FA_WS_CONSUMERS < 1 || FA_INST_WARPS != 4 * (FA_WS_CONSUMERS + 1)
 #error "a warpgroup instance has 64 query rows per consumer warpgroup and one producer warpgroup"
 #endif
@@ -329,7 +334,7 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_tma_maps *maps, c
 #define FA_WS_ISSUE_S(t)                                                                              \
     do {                                                                                              \
         FA_WG_QK(FA_INST_N, FA_INST_D, FA_WS_TYPE, &acc_s[0][0][0], q_addr, FA_WS_BLOCK(FA_INST_M),    \
-                 k_addr + fa_ws_stage(kv + (t)) * FA_WS_KV_BYTES);                                    \
+                 k_addr + fa_ws_stage(kv + (t)) * FA_WS_KV_BYTES, FA_WS_STEPPED_DESCRIPTORS);         \
         fa_wg_commit();                                                                               \
     } while (0)
 /* P·V of tile t issued and committed (V(t) has landed: FA_WS_WAIT_V). */
@@ -337,7 +342,7 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_tma_maps *maps, c
 #define FA_WS_ISSUE_PV(t)                                                                             \
     do {                                                                                              \
         FA_WG_PV(FA_INST_N, FA_INST_D, FA_WS_TYPE, &acc_o[0][0][0], p[0],                             \
-                 v_addr + fa_ws_stage(kv + (t)) * FA_WS_KV_BYTES);                                    \
+                 v_addr + fa_ws_stage(kv + (t)) * FA_WS_KV_BYTES, FA_WS_STEPPED_DESCRIPTORS);         \
         fa_wg_commit();                                                                               \
     } while (0)
 
