@@ -6,7 +6,7 @@
 // reproducibility; the limits that return FA_ERR_UNSUPPORTED. On an sm_90 device the
 // cases at d33-d64, d97-d128 and d193-d256 run the warpgroup dK/dV kernel
 // (bws_instances.txt; deterministic ones with its ordered dQ adds; varlen and seqused_k
-// too), which three cases check the plan names; one checks that a varlen sequence's
+// too), which five cases check the plan names; one checks that a varlen sequence's
 // gradients do not see the next sequence's rows, Inf included. Tolerance: error <= 3 x
 // (error of a naive same-precision backward) + 1e-5, for dq, dk and dv. Skipped (exit
 // code 4) without a CUDA device.

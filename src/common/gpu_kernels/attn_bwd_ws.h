@@ -88,8 +88,9 @@
 #include "gpu_kernels/attn_bwd_parts.h"
 #include "gpu_kernels/wg_stage.h"
 
-/* The products' descriptors stepped from the first k-step's (fa_wg_desc_step) at d128,
- * as the forward's (there even, bench/NOTES.md ws7b); built per k-step at the others. */
+/* The products' descriptors stepped from the first k-step's (fa_wg_desc_step) at d128, as
+ * the forward's (here even, the forward 1-3% faster; bench/NOTES.md ws7b); built per
+ * k-step at the others. */
 #define FA_BWS_STEPPED_DESCRIPTORS (FA_INST_D == 128)
 
 /* Head dims above 128 split the head dim between the consumers (see "Head-dim split"
