@@ -126,15 +126,31 @@ std::string backward_kernel(const Case &c, int deterministic)
     return plan.kernel;
 }
 
+// Whether the plan of c's backward (deterministic or not) names the warpgroup dK/dV
+// instance of head dim `instance`; the kernel it names goes to the caller's check.
+bool plans_warpgroup(const Case &c, int deterministic, int instance)
+{
+    const std::string kernel = backward_kernel(c, deterministic);
+    UNSCOPED_INFO(kernel);
+    return kernel.rfind("fa_cuda_bws_d" + std::to_string(instance) + "_", 0) == 0;
+}
+
+// A warpgroup case runs only on an sm_90 device with sm_90a kernels; elsewhere it says so.
+bool warpgroup_backward_runs()
+{
+    if (warpgroup_device(FA_PASS_BWD))
+        return true;
+    WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+    return false;
+}
+
 }  // namespace
 
 TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan says, against the oracle",
           "[cuda][backward][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_BWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+    if (!warpgroup_backward_runs())
         return;
-    }
     uint64_t seed = 2400;
     for (int d : {64, 128, 256})
         for (fa_dtype dtype : {FA_DTYPE_BF16, FA_DTYPE_F16})
@@ -168,7 +184,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         c.window_right = 7;
         c.alibi = true;
         const int instance = d <= 64 ? 64 : d <= 128 ? 128 : 256;
-        CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d" + std::to_string(instance) + "_", 0) == 0);
+        CHECK(plans_warpgroup(c, 0, instance));
         check_backward(c, seed++);
     }
     // d128 without a left window side. A right side alone (0: causal; 19: off the
@@ -191,7 +207,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         c.seqlen_k = v.seqlen_k;
         c.window_right = v.right;
         c.alibi = v.alibi;
-        CHECK(backward_kernel(c, 0).rfind("fa_cuda_bws_d128_", 0) == 0);
+        CHECK(plans_warpgroup(c, 0, 128));
         check_backward(c, seed++);
         check_backward(c, seed++, 1);
     }
@@ -316,10 +332,8 @@ TEST_CASE("cuda backward: seqused_k, fixed length and varlen, keys past it get z
 TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and seqused_k, against the oracle",
           "[cuda][backward][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_BWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+    if (!warpgroup_backward_runs())
         return;
-    }
     uint64_t seed = 2260;
     for (int d : {64, 128, 256})
         for (int mask = 0; mask < 3; ++mask) {
@@ -339,7 +353,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
                 v.inf_past_used_keys = true;
             }
             INFO(describe(v));
-            CHECK(backward_kernel(v, 0).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
+            CHECK(plans_warpgroup(v, 0, d));
             check_backward(v, seed++);
             check_backward(v, seed++, 1);
             GpuProblem p(v, seed); // deterministic: the ordered adds of packed sequences, bit for bit
@@ -373,7 +387,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
     sc.cu_q = {0, 70, 70, 333};
     sc.cu_k = {0, 130, 200, 411};
     INFO(describe(sc));
-    CHECK(backward_kernel(sc, 0).rfind("fa_cuda_bws_d128_", 0) == 0);
+    CHECK(plans_warpgroup(sc, 0, 128));
     check_backward(sc, seed++);
     check_backward(sc, seed++, 1);
     for (int d : {64, 128, 256}) {
@@ -388,8 +402,8 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
         u.head_dim = d;
         u.causal = d == 128;
         INFO(describe(u));
-        CHECK(backward_kernel(u, 0).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
-        CHECK(backward_kernel(u, 1).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
+        CHECK(plans_warpgroup(u, 0, d));
+        CHECK(plans_warpgroup(u, 1, d));
         check_backward(u, seed++);
         check_backward(u, seed++, 1);
     }
@@ -533,10 +547,8 @@ TEST_CASE("cuda backward: ten runs are bitwise identical", "[cuda][backward]")
 TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward, against the oracle and bitwise "
           "repeatable", "[cuda][backward][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_BWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+    if (!warpgroup_backward_runs())
         return;
-    }
     uint64_t seed = 2700;
     for (int d : {64, 128, 256})
         for (int mask = 0; mask < 4; ++mask) {
@@ -554,7 +566,7 @@ TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward, against the 
                 c.window_right = 40;
             }
             INFO(describe(c));
-            CHECK(backward_kernel(c, 1).rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
+            CHECK(plans_warpgroup(c, 1, d));
             check_backward(c, seed, 1);
             GpuProblem p(c, seed);
             BackwardRun first, again;
@@ -570,10 +582,8 @@ TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward, against the 
 TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward over far more blocks than the device "
           "holds at once", "[cuda][backward][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_BWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup backward is not run");
+    if (!warpgroup_backward_runs())
         return;
-    }
     uint64_t seed = 2750;
     // 64 key blocks x 16 heads x 2 sequences: 2048 blocks, ~16 per SM.
     Case big;
@@ -586,7 +596,7 @@ TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward over far more
     for (int causal : {0, 1}) {
         big.causal = causal;
         INFO(describe(big));
-        CHECK(backward_kernel(big, 1).rfind("fa_cuda_bws_d128_", 0) == 0);
+        CHECK(plans_warpgroup(big, 1, 128));
         GpuProblem p(big, seed);
         BackwardRun first, again, unordered;
         run_backward(p, seed, first, 1);

@@ -610,10 +610,10 @@ FA_DEVICE void fa_bws_store_rows(unsigned short *dst, long long row_stride, cons
  * tiles in the layout their maps load (fa_wg_stage_acc), and after
  * a second barrier one thread stores both (a box per 64 columns; TMA drops the rows past
  * the map's end, a fixed-length sequence's, and the columns past the head dim) and keeps
- * the block until the copy engine has read them. The direct stores, 4 bytes per lane over 8 rows per
- * instruction, sat at every block's end (bench/NOTES.md, issue 14 b10). A key tile that
- * runs past its varlen sequence, where the box would write the next sequence's rows, is
- * stored by the consumers' threads instead, its rows_out rows only. */
+ * the block until the copy engine has read them. The direct stores, 4 bytes per lane
+ * over 8 rows per instruction, sat at every block's end (bench/NOTES.md, issue 14 b10).
+ * A key tile that runs past its varlen sequence, where the box would write the next
+ * sequence's rows, is stored by the consumers' threads instead, its rows_out rows only. */
 FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *b,
                                  int ragged, unsigned char *tiles, int key_row0, int d0,
                                  const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS])
@@ -630,12 +630,11 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
     fa_wg_stage_acc(v_tile, FA_INST_N, key_row0, d0, acc_dv, FA_BWS_DF, dv_scale);
     const long long k_row = b->seq.k_row0 + b->n0;
     if (ragged && args->fwd.cu_seqlens_q && b->rows_out < FA_INST_N) {
-        const fa_fwd_args *f = &args->fwd;
         fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
         fa_bws_store_rows((unsigned short *)args->dk + fa_row_at(&args->dk_layout, b->batch, k_row, b->kv_head),
-                          args->dk_layout.row, tiles, b->rows_out, f->head_dim);
+                          args->dk_layout.row, tiles, b->rows_out, args->fwd.head_dim);
         fa_bws_store_rows((unsigned short *)args->dv + fa_row_at(&args->dv_layout, b->batch, k_row, b->kv_head),
-                          args->dv_layout.row, tiles + FA_BWS_V_AT, b->rows_out, f->head_dim);
+                          args->dv_layout.row, tiles + FA_BWS_V_AT, b->rows_out, args->fwd.head_dim);
         return;
     }
     fa_fence_async_smem();
