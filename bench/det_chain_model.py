@@ -19,20 +19,11 @@ partial last query tile, is slow; with b15 (`lean`) neither is.
 """
 import argparse
 import heapq
-import random
 
-SMS, TOKENS, HEADS, KEYS, QUERIES = 132, 16384, 16, 128, 64
+from varlen_packing import lengths_for
+
+SMS, HEADS, KEYS, QUERIES = 132, 16, 128, 64
 LOAD, STORE, POLL, RELEASE, ADD = 0.5, 0.5, 0.15, 0.1, 0.25
-
-
-def lengths_for(mean, equal, seed=0):
-    """bench/varlen_bwd.py's packing (its lengths_for)."""
-    if equal:
-        return [mean] * (TOKENS // mean)
-    rng, out = random.Random(seed), []
-    while sum(out) < TOKENS:
-        out.append(min(rng.randint(mean // 2, 3 * mean // 2), TOKENS - sum(out)))
-    return out
 
 
 def launch_order(key_blocks, pairs, deterministic):

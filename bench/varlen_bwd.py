@@ -15,7 +15,6 @@ timed call is the backward alone.
 """
 import argparse
 import os
-import random
 import sys
 
 import torch
@@ -23,17 +22,7 @@ import triton.testing
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from flashattn import _core  # noqa: E402
-
-TOKENS = 16384
-
-
-def lengths_for(mean, equal, seed=0):
-    if equal:
-        return [mean] * (TOKENS // mean)
-    rng, out = random.Random(seed), []
-    while sum(out) < TOKENS:
-        out.append(min(rng.randint(mean // 2, 3 * mean // 2), TOKENS - sum(out)))
-    return out
+from varlen_packing import TOKENS, lengths_for  # noqa: E402
 
 
 def time_ms(fn):
