@@ -164,10 +164,8 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
                 c.seqlen_q = shape == 2 ? 517 : 301; // causal both ways: more keys, then more queries
                 c.seqlen_k = shape == 2 ? 301 : 517;
                 c.causal = shape > 0;
-                const std::string kernel = backward_kernel(c, 0);
-                INFO(kernel);
-                CHECK(kernel.rfind("fa_cuda_bws_d" + std::to_string(d) + "_", 0) == 0);
-                CHECK(backward_kernel(c, 1) == kernel); // deterministic: its adds ordered
+                CHECK(plans_warpgroup(c, 0, d));
+                CHECK(backward_kernel(c, 1) == backward_kernel(c, 0)); // deterministic: its adds ordered
                 check_backward(c, seed++);
                 check_backward(c, seed++, 1);
             }
