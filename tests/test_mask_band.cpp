@@ -125,3 +125,57 @@ TEST_CASE("the diagonal's per-lane limit hides exactly the keys mask.h's rule hi
     CHECK(wrong == ""); // the first element where the limit and the rule disagree
     CHECK(hidden_seen > 0); // the tiles do cross the diagonal
 }
+
+// The d128 warpgroup backward's lean path on any masked tile without a left window side
+// (attn_bwd_parts.h fa_bwd_probs): the diagonal's per-lane limit when there is a right
+// side, then fa_bwd_clear_past_ends (one key and one query limit per lane, each register
+// compared by its constant offsets) hide together exactly what the whole rule hides, on
+// tiles that run past a sequence's end one way or both (a varlen sequence's last key or
+// query tile), causal or not.
+TEST_CASE("the diagonal's and the sequence ends' per-lane limits together hide what the rule hides")
+{
+    std::mt19937 rng(20261206);
+    const int keys = 16, queries = 64;
+    const int lengths[] = {1, 15, 17, 63, 65, 301, 517, INT_MAX};
+    const int rights[] = {-1, 0, 19, INT_MAX};
+    long long past_end_seen = 0;
+    std::string wrong;
+    for (int seqlen_q : lengths)
+        for (int seqlen_k : lengths)
+            for (int right : rights) {
+                const fa_window w = {-1, right};
+                for (int trial = 0; trial < 40; ++trial) {
+                    // The last key tile, the last query tile, or both, ending inside the tile.
+                    const int key0 = trial % 3 != 1 ? std::max(0, seqlen_k - std::uniform_int_distribution<int>(1, keys)(rng))
+                                                    : std::uniform_int_distribution<int>(0, std::max(0, seqlen_k - keys))(rng);
+                    const int query0 = trial % 3 != 0
+                                           ? std::max(0, seqlen_q - std::uniform_int_distribution<int>(1, queries)(rng))
+                                           : std::uniform_int_distribution<int>(0, std::max(0, seqlen_q - queries))(rng);
+                    for (int lane = 0; lane < 32; ++lane) {
+                        const int row_of_lane = fa_nv_acc_row(lane, 0), col_of_lane = fa_nv_acc_col(lane, 0);
+                        const int lim = fa_band_upper_limit(seqlen_q, seqlen_k, w,
+                                                            (long long)key0 + row_of_lane - query0 - col_of_lane);
+                        const int keys_left = seqlen_k - key0 - row_of_lane;
+                        const int queries_left = seqlen_q - query0 - col_of_lane;
+                        for (int nf = 0; nf < queries / 8; ++nf)
+                            for (int r = 0; r < 4; ++r) {
+                                const int dk = fa_nv_acc_row(lane, r), dq = nf * 8 + fa_nv_acc_col(lane, r);
+                                const int rel = (dk - row_of_lane) - (dq - col_of_lane);
+                                const bool cleared = (right >= 0 && rel > lim) || dk - row_of_lane >= keys_left ||
+                                                     dq - col_of_lane >= queries_left;
+                                const long long key = (long long)key0 + dk, query = (long long)query0 + dq;
+                                const bool past_end = key >= seqlen_k || query >= seqlen_q;
+                                const bool hidden =
+                                    past_end || !fa_key_visible(query, key, seqlen_q, seqlen_k, w);
+                                if (cleared != hidden && wrong.empty())
+                                    wrong = "s_q " + std::to_string(seqlen_q) + ", s_k " + std::to_string(seqlen_k) +
+                                            ", right " + std::to_string(right) + ", key " + std::to_string(key) +
+                                            ", query " + std::to_string(query);
+                                past_end_seen += past_end;
+                            }
+                    }
+                }
+            }
+    CHECK(wrong == ""); // the first element where the limits and the rule disagree
+    CHECK(past_end_seen > 0); // the tiles do run past the ends
+}

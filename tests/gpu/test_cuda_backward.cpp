@@ -6,8 +6,9 @@
 // reproducibility; the limits that return FA_ERR_UNSUPPORTED. On an sm_90 device the
 // cases at d33-d64, d97-d128 and d193-d256 run the warpgroup dK/dV kernel
 // (bws_instances.txt; deterministic ones with its ordered dQ adds; varlen and seqused_k
-// too), which five cases check the plan names; one checks that a varlen sequence's
-// gradients do not see the next sequence's rows, Inf included. Tolerance: error <= 3 x
+// too), which six cases check the plan names (one the d128 tiles that run past a
+// sequence's end); one checks that a varlen sequence's gradients do not see the next
+// sequence's rows, Inf included. Tolerance: error <= 3 x
 // (error of a naive same-precision backward) + 1e-5, for dq, dk and dv. Skipped (exit
 // code 4) without a CUDA device.
 #include <catch2/catch.hpp>
@@ -86,6 +87,18 @@ void check_same_gradients(const BackwardRun &a, const BackwardRun &b)
     CHECK(a.dq.storage == b.dq.storage);
     CHECK(a.dk.storage == b.dk.storage);
     CHECK(a.dv.storage == b.dv.storage);
+}
+
+// Two deterministic runs of c on the same inputs, bit for bit.
+void check_deterministic_repeat(const Case &c, uint64_t seed)
+{
+    GpuProblem p(c, seed);
+    BackwardRun first, again;
+    run_backward(p, seed, first, 1);
+    run_backward(p, seed, again, 1);
+    REQUIRE(first.status == FA_OK);
+    REQUIRE(again.status == FA_OK);
+    check_same_gradients(again, first);
 }
 
 void check_backward(const Case &c, uint64_t seed, int deterministic = 0)
@@ -185,17 +198,27 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         CHECK(plans_warpgroup(c, 0, instance));
         check_backward(c, seed++);
     }
-    // d128 without a left window side. A right side alone (0: causal; 19: off the
-    // diagonal): the masked tiles inside both sequences take the lean path and
-    // fa_bwd_clear_above, the tiles at the sequences' ends the general path. ALiBi, causal
-    // and not, with more keys than queries and fewer: the lean path with the distance per
-    // register (b13) on the tiles inside both sequences, the general one at their ends.
+}
+
+// The d128 warpgroup backward (P before dS, fa_bwd_probs) without a left window side:
+// every masked tile takes the lean path and clears what lies past the diagonal
+// (fa_bwd_clear_above) and past the sequences' ends (fa_bwd_clear_past_ends, b15): key
+// blocks and query tiles that end inside their tile, with no mask, a right side alone (0:
+// causal; 19: off the diagonal), ALiBi (the distance per register, b13), more keys than
+// queries and fewer; then varlen sequences of unequal lengths without a mask, deterministic
+// calls bit for bit, and seqused_k with Inf in the unused keys.
+TEST_CASE("cuda backward: sm_90's d128 warpgroup tiles that run past a sequence's end, against the oracle",
+          "[cuda][backward][warpgroup]")
+{
+    if (!warpgroup_backward_runs())
+        return;
+    uint64_t seed = 2900;
     const struct {
         int right;
         bool alibi;
         int seqlen_q, seqlen_k;
-    } variants[] = {{0, false, 401, 389}, {19, false, 401, 389}, {-1, true, 389, 401}, {0, true, 389, 401},
-                      {-1, true, 401, 389}, {0, true, 401, 389}};
+    } variants[] = {{-1, false, 401, 389}, {-1, false, 389, 401}, {0, false, 401, 389}, {19, false, 401, 389},
+                    {-1, true, 389, 401},  {0, true, 389, 401},   {-1, true, 401, 389}, {0, true, 401, 389}};
     for (const auto &v : variants) {
         Case c;
         c.heads = 4;
@@ -205,9 +228,28 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         c.seqlen_k = v.seqlen_k;
         c.window_right = v.right;
         c.alibi = v.alibi;
+        INFO(describe(c));
         CHECK(plans_warpgroup(c, 0, 128));
         check_backward(c, seed++);
         check_backward(c, seed++, 1);
+    }
+    for (int used : {0, 1}) {
+        Case v;
+        v.head_dim = 128;
+        v.dtype = kGpuDtypes[used];
+        v.heads = 4;
+        v.heads_k = 2;
+        v.cu_q = {0, 77, 300, 301, 460};
+        v.cu_k = {0, 130, 141, 399, 460};
+        if (used) {
+            v.seqused_k = {100, 11, 0, 37};
+            v.inf_past_used_keys = true;
+        }
+        INFO(describe(v));
+        CHECK(plans_warpgroup(v, 1, 128));
+        check_backward(v, seed++);
+        check_backward(v, seed++, 1);
+        check_deterministic_repeat(v, seed++);
     }
 }
 
@@ -354,13 +396,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
             CHECK(plans_warpgroup(v, 0, d));
             check_backward(v, seed++);
             check_backward(v, seed++, 1);
-            GpuProblem p(v, seed); // deterministic: the ordered adds of packed sequences, bit for bit
-            BackwardRun first, again;
-            run_backward(p, seed, first, 1);
-            run_backward(p, seed++, again, 1);
-            REQUIRE(first.status == FA_OK);
-            REQUIRE(again.status == FA_OK);
-            check_same_gradients(again, first);
+            check_deterministic_repeat(v, seed++); // the ordered adds of packed sequences
         }
     // A long sequence whose first key tile runs into a short one's rows: were its dK and dV
     // stored as a whole tile, it would overwrite the short sequence's (written long before
@@ -487,34 +523,37 @@ static void fill_f16_bits(HostTensor &t, uint16_t bits)
 // q.k * scale = -1.75 * 64 / 8 = -14 for every pair, so lse = -14 + ln(s_k): a zero
 // padding key of a partial tile would get P = e^14 / s_k, and dS = -P * D overflows fp16;
 // the kernels must mask padding keys rather than rely on their zero K rows.
+// d64 and d128: on sm_90 the warpgroup kernel at d128 clears the padding keys after its
+// lean exponentials (fa_bwd_clear_past_ends), the other paths mask them element by element.
 TEST_CASE("cuda backward: padding keys never turn very negative scores into NaN", "[cuda][backward]")
 {
-    for (int deterministic : {0, 1})
-        for (int seqlen_k : {1, 3}) {
-            Case c;
-            c.dtype = FA_DTYPE_F16;
-            c.head_dim = 64;
-            c.seqlen_q = 50;
-            c.seqlen_k = seqlen_k;
-            c.heads = c.heads_k = 2;
-            GpuProblem p(c, 2500 + seqlen_k);
-            fill_f16_bits(p.q, 0xBF00); // -1.75
-            fill_f16_bits(p.k, 0x3C00); // 1.0
-            p.dq.reset(new DeviceTensor(p.q));
-            p.dk.reset(new DeviceTensor(p.k));
-            BackwardRun r;
-            run_backward(p, 2500, r, deterministic);
-            INFO("s_k " << seqlen_k << (deterministic ? " deterministic" : " dQ by atomics") << ": "
-                        << r.message);
-            REQUIRE(r.status == FA_OK);
-            fa_oracle::GradReference exact = fa_oracle::reference_backward(
-                p.q.view, p.k.view, p.v.view, r.grad_out.view, p.host_params, Precision::Exact);
-            fa_oracle::GradErrors err = fa_oracle::grad_errors(r.dq.view, r.dk.view, r.dv.view, exact);
-            INFO("dq " << err.dq << ", dk " << err.dk << ", dv " << err.dv);
-            CHECK(err.dq <= 0.05); // a NaN counts as an infinite error
-            CHECK(err.dk <= 0.05);
-            CHECK(err.dv <= 0.05);
-        }
+    for (int head_dim : {64, 128})
+        for (int deterministic : {0, 1})
+            for (int seqlen_k : {1, 3}) {
+                Case c;
+                c.dtype = FA_DTYPE_F16;
+                c.head_dim = head_dim;
+                c.seqlen_q = 50;
+                c.seqlen_k = seqlen_k;
+                c.heads = c.heads_k = 2;
+                GpuProblem p(c, 2500 + seqlen_k);
+                fill_f16_bits(p.q, 0xBF00); // -1.75
+                fill_f16_bits(p.k, 0x3C00); // 1.0
+                p.dq.reset(new DeviceTensor(p.q));
+                p.dk.reset(new DeviceTensor(p.k));
+                BackwardRun r;
+                run_backward(p, 2500, r, deterministic);
+                INFO("d " << head_dim << ", s_k " << seqlen_k
+                          << (deterministic ? " deterministic" : " dQ by atomics") << ": " << r.message);
+                REQUIRE(r.status == FA_OK);
+                fa_oracle::GradReference exact = fa_oracle::reference_backward(
+                    p.q.view, p.k.view, p.v.view, r.grad_out.view, p.host_params, Precision::Exact);
+                fa_oracle::GradErrors err = fa_oracle::grad_errors(r.dq.view, r.dk.view, r.dv.view, exact);
+                INFO("dq " << err.dq << ", dk " << err.dk << ", dv " << err.dv);
+                CHECK(err.dq <= 0.05); // a NaN counts as an infinite error
+                CHECK(err.dk <= 0.05);
+                CHECK(err.dv <= 0.05);
+            }
 }
 
 TEST_CASE("cuda backward: ten runs are bitwise identical", "[cuda][backward]")
@@ -566,13 +605,7 @@ TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward, against the 
             INFO(describe(c));
             CHECK(plans_warpgroup(c, 1, d));
             check_backward(c, seed, 1);
-            GpuProblem p(c, seed);
-            BackwardRun first, again;
-            run_backward(p, seed, first, 1);
-            run_backward(p, seed, again, 1);
-            REQUIRE(first.status == FA_OK);
-            REQUIRE(again.status == FA_OK);
-            check_same_gradients(again, first);
+            check_deterministic_repeat(c, seed);
             ++seed;
         }
 }

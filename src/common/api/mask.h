@@ -72,14 +72,13 @@ FA_HD int fa_band_visible(const fa_band *b, int row, int col)
     return row < b->seqlen_q && col < b->seqlen_k && rel >= b->lo && rel <= b->hi;
 }
 
-/* The band's upper side inside a tile that nothing else can cut: no left window side
- * (w.left < 0, w.right >= 0), and every key and query of the tile inside its sequence
- * (a causal call's diagonal tiles, bar a sequence's last where its length is not a
- * multiple of the tile). There, with key0 and query0 one element of the tile, key0 + dk
- * is hidden from query0 + dq exactly when dk - dq > the limit returned: one comparison
- * per element with a constant where a kernel unrolls dk and dq (attn_bwd_parts.h
- * fa_bwd_clear_above). The limit is clamped to +-2^20, far beyond any offset inside a
- * tile. */
+/* The band's upper side in a tile without a left window side (w.left < 0,
+ * w.right >= 0): with key0 and query0 one element of the tile, key0 + dk is hidden from
+ * query0 + dq by that side exactly when dk - dq > the limit returned: one comparison per
+ * element with a constant where a kernel unrolls dk and dq (attn_bwd_parts.h
+ * fa_bwd_clear_above). Keys and queries past their sequence's end are hidden too; a
+ * tile that holds some clears them on its own (fa_bwd_clear_past_ends). The limit is
+ * clamped to +-2^20, far beyond any offset inside a tile. */
 FA_HD int fa_band_upper_limit(int seqlen_q, int seqlen_k, fa_window w, long long key0_minus_query0)
 {
     const long long limit = (long long)seqlen_k - seqlen_q + w.right - key0_minus_query0;

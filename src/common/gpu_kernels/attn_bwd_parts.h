@@ -119,8 +119,9 @@ FA_DEVICE void fa_bwd_grad_element(float *p, float *dp, int query, int key, floa
  * window's edges) mask.h's 32-bit band test (`masked`, a constant where it is called, so
  * each variant compiles without the other's instructions). fa_bwd_probs (the warpgroup
  * kernel at d128) cannot afford the band test (in every form tried its consumers spilled
- * 16-48 bytes, bench/NOTES.md issue 14 b8): its diagonal tiles take one limit per lane
- * (fa_bwd_clear_above, b12), its other masked tiles the 64-bit rule. */
+ * 16-48 bytes, bench/NOTES.md issue 14 b8): without a left window side its masked tiles
+ * take one limit per lane for the diagonal (fa_bwd_clear_above, b12) and for the
+ * sequences' ends (fa_bwd_clear_past_ends, b15), a window's edges the 64-bit rule. */
 FA_DEVICE void fa_bwd_grad_scores_lean(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_REGS], int mf_count,
                                        int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
                                        const float *lse_rows, const float *lse_cols, const float *delta_rows,
@@ -188,19 +189,6 @@ FA_DEVICE void fa_bwd_grad_scores(float (*p)[FA_ACC_REGS], float (*dp)[FA_ACC_RE
             }
 }
 
-/* Whether nothing but the band's upper side (the causal diagonal) can cut a masked warp
- * tile whose rows are keys: no left window side, and no key or query past its sequence's
- * end inside it (mask.h fa_band_upper_limit's condition). fa_bwd_probs then takes its
- * lean path and clears what lies past the side afterwards: the general path, an element
- * at a time behind branches, made a diagonal step of the d128 warpgroup kernel cost
- * about two plain ones (bench/NOTES.md, issue 14 b12), and every form of the whole band
- * test tried in the lean loop spilled (b8). */
-FA_DEVICE int fa_bwd_cut_by_diagonal_only(const fa_bwd_tile *t, int nf_count, const fa_fwd_args *args)
-{
-    return args->window_left < 0 && args->window_right >= 0 && t->row0 <= t->seqlen_k - FA_MMA_M &&
-           t->col0 <= t->seqlen_q - nf_count * FA_MMA_N;
-}
-
 /* In a warp tile whose rows are keys: key - query at the lane's first register, and a
  * register's own key - query less that one, a constant where the loops over nf and r
  * unroll (fa_bwd_clear_above, fa_bwd_alibi_scores). */
@@ -228,6 +216,34 @@ FA_DEVICE void fa_bwd_clear_above(float (*p)[FA_ACC_REGS], int nf_count, const f
         for (int r = 0; r < FA_ACC_REGS; ++r)
             if (fa_bwd_register_offset(lane, nf, r) > lim)
                 p[nf][r] = 0.f;
+}
+
+/* P = 0 for keys and queries past their sequence's end, in a warp tile whose rows are
+ * keys: one limit per lane each way, each register's key and query offsets from the
+ * lane's first constants. Their scores are products with zero rows (tails zeroed or
+ * filled with zeros by TMA, LSE and D copied as 0), so P is finite or, past the keys,
+ * exp2(-lse); the general path's element-wise mask made every step of a key block that
+ * ends inside its tile cost about two plain ones, and in a deterministic call every other
+ * block of the head waits for that one at each query tile (varlen with unequal lengths,
+ * bench/NOTES.md issue 14 b15). */
+FA_DEVICE void fa_bwd_clear_past_ends(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_tile *t)
+{
+    const int lane = fa_lane();
+    const int keys_left = t->seqlen_k - t->row0 - fa_acc_row(lane, 0);
+    const int queries_left = t->seqlen_q - t->col0 - fa_acc_col(lane, 0);
+#pragma unroll
+    for (int nf = 0; nf < nf_count; ++nf)
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r)
+            if (fa_acc_row(lane, r) - fa_acc_row(lane, 0) >= keys_left ||
+                nf * FA_MMA_N + fa_acc_col(lane, r) - fa_acc_col(lane, 0) >= queries_left)
+                p[nf][r] = 0.f;
+}
+
+/* Whether a warp tile whose rows are keys holds a key or a query past its sequence's end. */
+FA_DEVICE int fa_bwd_past_ends(const fa_bwd_tile *t, int nf_count)
+{
+    return t->row0 > t->seqlen_k - FA_MMA_M || t->col0 > t->seqlen_q - nf_count * FA_MMA_N;
 }
 
 /* Whether the ALiBi offset key - query - (seqlen_k - seqlen_q) at a warp tile's corner
@@ -260,13 +276,14 @@ FA_DEVICE void fa_bwd_alibi_scores(float (*p)[FA_ACC_REGS], int nf_count, const 
 
 /* fa_bwd_grad_scores in two passes, for a warp's 16-row slice of nf_count n-tiles whose
  * rows are keys (the warpgroup kernel), without softcap (its dS needs tanh of the score,
- * which P overwrites): P first, so that dV += Pᵀ·dO can run while dS is computed. */
+ * which P overwrites): P first, so that dV += Pᵀ·dO can run while dS is computed. Masked
+ * tiles without a left window side take the lean path and clear what the diagonal and
+ * the sequences' ends hide afterwards; a window's left side goes element by element. */
 FA_DEVICE void fa_bwd_probs(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_tile *t, const fa_fwd_args *args,
                             float alibi_log2, const float *lse_cols)
 {
     const int lane = fa_lane();
-    if ((alibi_log2 == 0.f || fa_bwd_alibi_near(t, args, alibi_log2)) &&
-        (!t->masked || fa_bwd_cut_by_diagonal_only(t, nf_count, args))) {
+    if ((alibi_log2 == 0.f || fa_bwd_alibi_near(t, args, alibi_log2)) && (!t->masked || args->window_left < 0)) {
         if (alibi_log2 != 0.f)
             fa_bwd_alibi_scores(p, nf_count, t, args, alibi_log2);
 #pragma unroll
@@ -274,8 +291,10 @@ FA_DEVICE void fa_bwd_probs(float (*p)[FA_ACC_REGS], int nf_count, const fa_bwd_
 #pragma unroll
             for (int r = 0; r < FA_ACC_REGS; ++r)
                 p[nf][r] = fa_exp2(p[nf][r] * args->scale_log2 - lse_cols[nf * FA_MMA_N + fa_acc_col(lane, r)]);
-        if (t->masked)
+        if (t->masked && args->window_right >= 0)
             fa_bwd_clear_above(p, nf_count, t, args);
+        if (t->masked && fa_bwd_past_ends(t, nf_count))
+            fa_bwd_clear_past_ends(p, nf_count, t);
         return;
     }
 #pragma unroll
