@@ -577,14 +577,16 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless padded more, determ
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
     CHECK(std::string(sel.config->name) == "fa_cuda_bws_d64_f16_128x128x2");
     // d256 (and d224, d200: no mma.sync instance pads less) splits the head dim between
-    // its consumers, deterministic calls included.
-    for (int d : {200, 224, 256})
+    // its consumers, and so does d192 (and d160, d176: the mma.sync d192 pads as much),
+    // deterministic calls included.
+    for (int d : {160, 176, 192, 200, 224, 256})
         for (int deterministic : {0, 1}) {
             shape.head_dim = d;
             shape.deterministic = deterministic;
             REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
             INFO(sel.reason);
-            CHECK(std::string(sel.config->name) == "fa_cuda_bws_d256_f16_64x64x2");
+            CHECK(std::string(sel.config->name) ==
+                  (d <= 192 ? "fa_cuda_bws_d192_f16_64x64x2" : "fa_cuda_bws_d256_f16_64x64x2"));
             CHECK(sel.config->ordered_dq == 1);
         }
     shape.deterministic = 0;
@@ -596,7 +598,6 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless padded more, determ
     } const fallbacks[] = {
         {128, 0, 0, "mma.sync family: an operand is not TMA-addressable"},
         {96, 0, 1, "mma.sync family: its d96 pads less than the warpgroup family's d128"},
-        {192, 0, 1, "mma.sync family: its d192 pads less than the warpgroup family's d256"},
     };
     for (const fallback &f : fallbacks) {
         fa_problem_shape s = make_shape(FA_DTYPE_BF16, 4, 16, f.head_dim, 4096, 4096);

@@ -258,7 +258,7 @@ FA_WG_DEFINE_TYPES(256)
              fa_wg_desc_sw128((k_addr) + 2048u * (uint32_t)fa_ks, (KEYS) * 128u, 1024), fa_ks > 0);       \
     } while (0)
 
-/* dV += Pᵀ·dO and dK += dSᵀ·Q with the scores from shared memory (the d256 backward,
+/* dV += Pᵀ·dO and dK += dSᵀ·Q with the scores from shared memory (the d192 and d256 backward,
  * where both consumers need every query's scores): the A operand a [key][query] tile of
  * one 64-column block at t_addr (K-major, QUERIES <= 64: a k-step of 16 queries is 32
  * bytes inside the 128-byte row), B as stored ([query][d], MN-major) from the column

@@ -4,7 +4,7 @@
 // varlen with empty sequences, fully masked rows, seqused_k (zero dk, dv past it); dQ
 // both by atomics (the default) and by its own pass (deterministic); bitwise
 // reproducibility; the limits that return FA_ERR_UNSUPPORTED. On an sm_90 device the
-// cases at d33-d64, d97-d128 and d193-d256 run the warpgroup dK/dV kernel
+// cases at d33-d64 and d97-d256 run the warpgroup dK/dV kernel
 // (bws_instances.txt; deterministic ones with its ordered dQ adds; varlen and seqused_k
 // too), which six cases check the plan names (one the d128 tiles that run past a
 // sequence's end); one checks that a varlen sequence's gradients do not see the next
@@ -165,7 +165,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
     if (!warpgroup_backward_runs())
         return;
     uint64_t seed = 2400;
-    for (int d : {64, 128, 256})
+    for (int d : {64, 128, 192, 256})
         for (fa_dtype dtype : {FA_DTYPE_BF16, FA_DTYPE_F16})
             for (int shape = 0; shape < 3; ++shape) {
                 Case c;
@@ -184,7 +184,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
             }
     // Head dims below the instance's (the tensor maps zero the columns past them, dQ is
     // staged in the accumulator's layout for the call's head dim), with a window and ALiBi.
-    for (int d : {40, 112, 224}) {
+    for (int d : {40, 112, 136, 160, 184, 224}) {
         Case c;
         c.heads = 4;
         c.heads_k = 1;
@@ -194,7 +194,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel where the plan s
         c.window_left = 90;
         c.window_right = 7;
         c.alibi = true;
-        const int instance = d <= 64 ? 64 : d <= 128 ? 128 : 256;
+        const int instance = d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
         CHECK(plans_warpgroup(c, 0, instance));
         check_backward(c, seed++);
     }
@@ -266,7 +266,7 @@ TEST_CASE("cuda backward: softcap, alone and with ALiBi and a window", "[cuda][b
 {
     uint64_t seed = 2050;
     for (int deterministic : {0, 1})
-        for (int d : {64, 128, 256}) {
+        for (int d : {64, 128, 192, 256}) {
             Case c;
             c.head_dim = d;
             c.seqlen_q = 190;
@@ -335,7 +335,7 @@ TEST_CASE("cuda backward: seqused_k, fixed length and varlen, keys past it get z
 {
     uint64_t seed = 2230;
     for (int deterministic : {0, 1})
-        for (int d : {64, 128, 256}) {
+        for (int d : {64, 128, 192, 256}) {
             Case c;
             c.batch = 4;
             c.seqlen_q = 150;
@@ -375,7 +375,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
     if (!warpgroup_backward_runs())
         return;
     uint64_t seed = 2260;
-    for (int d : {64, 128, 256})
+    for (int d : {64, 128, 192, 256})
         for (int mask = 0; mask < 3; ++mask) {
             Case v;
             v.head_dim = d;
@@ -402,7 +402,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
     // stored as a whole tile, it would overwrite the short sequence's (written long before
     // the long sequence's block ends). Then a head dim below the instance's (the columns
     // past it are not stored) with softcap (P and dS in one pass).
-    for (int d : {64, 128, 256}) {
+    for (int d : {64, 128, 192, 256}) {
         Case v;
         v.head_dim = d;
         v.heads = 2;
@@ -424,7 +424,7 @@ TEST_CASE("cuda backward: sm_90 runs the warpgroup dK/dV kernel on varlen and se
     CHECK(plans_warpgroup(sc, 0, 128));
     check_backward(sc, seed++);
     check_backward(sc, seed++, 1);
-    for (int d : {64, 128, 256}) {
+    for (int d : {64, 128, 192, 256}) {
         Case u; // fixed length, seqused_k: Inf in the unused keys
         u.batch = 3;
         u.seqlen_q = 190;
@@ -451,7 +451,7 @@ TEST_CASE("cuda backward: a varlen sequence's gradients never see the next seque
           "[cuda][backward][sanitize]")
 {
     uint64_t seed = 2290;
-    for (int d : {64, 128, 256})
+    for (int d : {64, 128, 192, 256})
         for (int deterministic : {0, 1}) {
             Case alone;
             alone.batch = 1;
@@ -587,7 +587,7 @@ TEST_CASE("cuda backward: sm_90's deterministic warpgroup backward, against the 
     if (!warpgroup_backward_runs())
         return;
     uint64_t seed = 2700;
-    for (int d : {64, 128, 256})
+    for (int d : {64, 128, 192, 256})
         for (int mask = 0; mask < 4; ++mask) {
             Case c;
             c.batch = 2;

@@ -31,18 +31,20 @@
  * tiles: by TMA, or row by row where a key tile runs past its varlen sequence
  * (fa_bws_store_dkdv).
  *
- * Head-dim split (d256, FA_BWS_SPLIT_D). A consumer's dK and dV over 64 keys and the whole
- * head dim would take 2 x 128 registers per thread, so both consumers keep all 64 keys
- * and split the head dim instead (FlashAttention-3's dKV_swapAB answers the same limit
- * with the transposed products): each computes Sᵀ and dPᵀ for its half of the step's 64
- * queries (wgmma N = 32), stores its halves of Pᵀ and dSᵀ to shared tiles (two of each,
- * used in turn), and once both halves are there, its 128 columns of dV += Pᵀ·dO,
- * dK += dSᵀ·Q and dQ = dS·K, every operand from shared memory (FA_WG_TROWS, FA_WG_DSK).
- * K, V, two Q/dO stages and the score tiles fill 226 KiB of the 227, which leaves no room
- * for a staged dQ tile: each consumer adds its dQ columns from registers with vector
- * atomics (fa_bwd_dq_add); in a deterministic call a thread of the producer's second warp
- * keeps the order as above (fa_bws_keep_dq), and the consumers wait for its go-ahead in
- * shared memory.
+ * Head-dim split (d192, d256; FA_BWS_SPLIT_D). A consumer's dK and dV over 64 keys and
+ * the whole head dim would take 2 x 96 or 2 x 128 registers per thread, so both consumers
+ * keep all 64 keys and split the head dim instead (FlashAttention-3's dKV_swapAB answers
+ * the same limit with the transposed products): each computes Sᵀ and dPᵀ for its half of
+ * the step's 64 queries (wgmma N = 32), stores its halves of Pᵀ and dSᵀ to shared tiles
+ * (two of each, used in turn), and once both halves are there, its columns (128 each at
+ * d256; 128 and 64 at d192, whole 64-column blocks) of dV += Pᵀ·dO, dK += dSᵀ·Q and
+ * dQ = dS·K, every operand from shared memory (FA_WG_TROWS, FA_WG_DSK). At d192 the
+ * step's dQ tile is staged for the bulk reduction as above (226 KiB of the 227 with it).
+ * At d256, K, V, two Q/dO stages and the score tiles fill 226 KiB, which leaves no room
+ * for it: each consumer adds its dQ columns from registers with vector atomics
+ * (fa_bwd_dq_add); in a deterministic call a thread of the producer's second warp keeps
+ * the order as above (fa_bws_keep_dq), and the consumers wait for its go-ahead in shared
+ * memory.
  *
  * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
  * dS is computed (where registers allow, FA_BWS_EARLY_DV, and without softcap, whose dS
@@ -56,7 +58,7 @@
  * query tile's adds go from the highest key block that visits it down to the lowest. The
  * reducing thread waits, before its add, until the order row of the tile's first row says
  * the key block above has added its tile there (when that block visits the tile), and
- * after the add has completed (under the head-dim split: once every consumer's atomics
+ * after the add has completed (at d256: once every consumer's atomics
  * are issued, ordered before the release), sets it to its own key block. Blocks take key
  * blocks from the last one down (fa_bws_block_of), so a block waits only on blocks
  * launched before it (no deadlock whatever the number resident, given that the hardware
@@ -100,20 +102,38 @@
 /* Literals: fa_hopper.h pastes them into the instructions' names. */
 #define FA_BWS_CONSUMERS 2
 #define FA_BWS_SCORE_QUERIES 32 /* queries of a consumer's Sᵀ: half of a 64-query step */
+/* The consumers' head-dim columns, whole 64-column blocks (a descriptor starts on one):
+ * halves at d256; at d192 consumer 0 takes 128 and consumer 1 the last 64, so that
+ * consumer 0 holds d256's accumulators (which fit its registers) and neither splits a
+ * block. FA_BWS_D_SHARE, the larger, sizes both consumers' accumulators. */
 #if FA_INST_D == 256
-#define FA_BWS_D_SHARE 128 /* its head-dim columns */
+#define FA_BWS_D_SHARE 128
+#define FA_BWS_D_SHARE_LAST 128
+#elif FA_INST_D == 192
+#define FA_BWS_D_SHARE 128
+#define FA_BWS_D_SHARE_LAST 64
 #else
-#error "the head-dim split is written for d256 (d192 would split 96 columns, not whole 64-column blocks)"
+#error "the head-dim split is written for d192 and d256 (shares of whole 64-column blocks)"
+#endif
+#if FA_BWS_D_SHARE + FA_BWS_D_SHARE_LAST != FA_INST_D || FA_BWS_D_SHARE_LAST > FA_BWS_D_SHARE
+#error "consumer 0's share is the larger and consumer 1's starts where it ends (d0 = FA_BWS_D_SHARE * consumer)"
 #endif
 #else
 #define FA_BWS_CONSUMERS (FA_INST_N / 64)
 #define FA_BWS_SCORE_QUERIES FA_INST_M
 #define FA_BWS_D_SHARE FA_INST_D
+#define FA_BWS_D_SHARE_LAST FA_INST_D
 #endif
+/* A step's dQ tile staged in shared memory for the keeper's bulk reduction, where it fits
+ * (smem_bytes.h: up to d192); at d256 the consumers add their shares with atomics. */
+#define FA_BWS_DQ_STAGED (FA_INST_D <= FA_BWS_DQ_STAGED_MAX_D)
+/* Consumer 1's share differs from consumer 0's (d192): its products name their own N
+ * (literals both: fa_hopper.h pastes them into the instructions' names). */
+#define FA_BWS_UNEVEN_SHARES (FA_BWS_D_SHARE_LAST != FA_BWS_D_SHARE)
 #define FA_BWS_CONSUMER_THREADS (FA_BWS_CONSUMERS * FA_WARPGROUP_THREADS)
 #define FA_BWS_QF (FA_BWS_SCORE_QUERIES / FA_MMA_N) /* n-tiles of a warp's Sᵀ row slice (queries) */
 #define FA_BWS_QK (FA_BWS_SCORE_QUERIES / FA_MMA_K) /* k-steps over those queries                 */
-#define FA_BWS_DF (FA_BWS_D_SHARE / FA_MMA_N)       /* n-tiles of a warp's dK/dV row slice        */
+#define FA_BWS_DF (FA_BWS_D_SHARE / FA_MMA_N)       /* n-tiles of a warp's dK/dV row slice (the larger share's) */
 #if FA_INST_BF16
 #define FA_BWS_TYPE bf16
 #else
@@ -131,6 +151,7 @@
 #error "warpgroup tiles are whole 64-element column blocks and TMA boxes of at most 256 rows"
 #endif
 
+#if !FA_BWS_SPLIT_D
 /* The consumers' shares of a step's dQ tile (FA_INST_M x D): 64-row blocks when there
  * are as many as consumers, else (64 query rows) head-dim columns, whole 64-column blocks
  * of K in either case (a descriptor starts on one). */
@@ -153,6 +174,7 @@
 #if FA_BWS_DQ_N % 64 != 0
 #error "a consumer's share of dQ must be whole 64-column blocks"
 #endif
+#endif /* !FA_BWS_SPLIT_D: the split's shares are its head-dim columns */
 
 /* dV issued before dS is computed (see Overlap above) keeps Sᵀ, dPᵀ, P and both
  * accumulators live at once: 64 + 64 + 32 + 2 x 32 registers at d64's 128 query rows,
@@ -192,9 +214,9 @@
  * ds_full / ds_free, per dSᵀ buffer: every consumer thread arrives once its part of dSᵀ
  * is stored, and once its dQ product (which reads every part) is done. dq_full: every
  * consumer thread, its part of the dQ tile staged; dq_free: the reducing thread, once the
- * bulk reduction has read the tile. Under the head-dim split nothing is staged; in a
- * deterministic call dq_full then counts the consumers' atomics issued, and dq_free is the
- * order keeper's go-ahead (fa_bws_keep_dq). */
+ * bulk reduction has read the tile. At d256 nothing is staged; in a deterministic call
+ * dq_full then counts the consumers' atomics issued, and dq_free is the order keeper's
+ * go-ahead (fa_bws_keep_dq). */
 typedef struct fa_bws_ring {
     uint64_t kv_full;
     uint64_t full[FA_INST_STAGES], empty[FA_INST_STAGES];
@@ -212,10 +234,10 @@ typedef struct fa_bws_ring {
 #define FA_BWS_PT_AT (FA_BWS_DS_AT + 2 * FA_BWS_DS_BYTES)             /* [FA_BWS_PT_BUFFERS] */
 #define FA_BWS_LSE_AT (FA_BWS_PT_AT + FA_BWS_PT_BUFFERS * FA_BWS_DS_BYTES) /* [stages][FA_INST_M] */
 #define FA_BWS_DELTA_AT (FA_BWS_LSE_AT + 4 * FA_INST_STAGES * FA_INST_M)
-#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's; not split */
+#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's; FA_BWS_DQ_STAGED */
 /* The layout ends within what the launch gives (smem_bytes.h's rule, which keeps 1024
  * bytes for the alignment of the first tile): the two are written apart. */
-#if FA_BWS_DQ_AT + (FA_BWS_SPLIT_D ? 0 : 4 * FA_INST_M * FA_INST_D) + 1024 > \
+#if FA_BWS_DQ_AT + (FA_BWS_DQ_STAGED ? 4 * FA_INST_M * FA_INST_D : 0) + 1024 > \
     FA_BWS_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES)
 #error "the warpgroup backward's shared tiles outgrow FA_BWS_SMEM_BYTES"
 #endif
@@ -408,11 +430,11 @@ FA_DEVICE void fa_bws_say_added(const fa_bwd_args *args, const fa_bws_block *b, 
 }
 
 /* The producer's second warp (lane 0), per step: in a deterministic call it waits for the
- * key block above first (see the header). Then, without the head-dim split, the step's
+ * key block above first (see the header). Then, up to d192 (FA_BWS_DQ_STAGED), the step's
  * staged dQ tile (its valid rows x the head dim as the accumulator lays them out,
  * fa_bws_stage_dq) is added to the accumulator by one bulk reduction once the consumers
- * staged it, and freed once read; under the split (deterministic calls only: the
- * consumers add from registers) it opens the consumers' adds (dq_free) and waits until
+ * staged it, and freed once read; at d256 (deterministic calls only: the consumers add
+ * from registers) it opens the consumers' adds (dq_free) and waits until
  * every consumer thread has issued its atomics (dq_full), so the polling of global memory
  * stays off the consumers. In a deterministic call it then publishes the step (the
  * release cumulates what the mbarrier ordered before it, as CUTLASS's generic barrier does
@@ -432,10 +454,7 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *share
         const long long row = at.head_row + b->q_global_row0 + m0;
         if (at.tile >= wait_from)
             fa_bws_wait_above(args, b, row);
-#if FA_BWS_SPLIT_D
-        fa_mbar_arrive(&ring->dq_free);
-        fa_mbar_wait(&ring->dq_full, i & 1);
-#else
+#if FA_BWS_DQ_STAGED
         fa_mbar_wait(&ring->dq_full, i & 1);
         fa_bulk_reduce_add_f32(args->dq_accum + row * f->head_dim, tiles + FA_BWS_DQ_AT,
                                4u * (unsigned)(min(FA_INST_M, b->seq.seqlen_q - m0) * f->head_dim));
@@ -444,6 +463,9 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *share
         fa_mbar_arrive(&ring->dq_free);
         if (args->dq_order)
             fa_bulk_wait_all();
+#else
+        fa_mbar_arrive(&ring->dq_free);
+        fa_mbar_wait(&ring->dq_full, i & 1);
 #endif
         if (args->dq_order)
             fa_bws_say_added(args, b, row);
@@ -452,20 +474,21 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *share
     fa_bulk_wait_all();
 }
 
-#if !FA_BWS_SPLIT_D
+#if FA_BWS_DQ_STAGED
 
-/* A warp's 16 rows of its dQ share (n-tiles of FA_MMA_N columns from d0, rows from row0
+/* A warp's 16 rows of its dQ share (ntiles n-tiles of FA_MMA_N columns from d0, a
+ * constant at each call; rows from row0
  * of the step's `rows`) into the staged tile at shared address `tile`, laid out as the
  * accumulator lays out those rows for the call's head dim (dq_accum.h: whole 16-row
  * blocks in fragment order, a last partial block row-major), so that the tile's valid
  * part is one stretch of rows x head_dim floats. */
 FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*acc)[FA_ACC_REGS], int rows,
-                               int head_dim)
+                               int head_dim, int ntiles)
 {
     const int lane = fa_lane();
     if (rows == FA_INST_M && head_dim == FA_INST_D) { /* every tile but a sequence's last */
 #pragma unroll
-        for (int nf = 0; nf < FA_BWS_DQ_N / FA_MMA_N; ++nf)
+        for (int nf = 0; nf < ntiles; ++nf)
             fa_store_shared_f32x4(
                 tile + 4u * (uint32_t)(fa_dq_accum_tile(0, row0, d0 + nf * FA_MMA_N, FA_INST_D, FA_MMA_M) +
                                        lane * FA_ACC_REGS),
@@ -474,7 +497,7 @@ FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*ac
     }
     const int whole = fa_dq_accum_fragment_order(row0, rows, head_dim, FA_MMA_M, FA_MMA_N);
 #pragma unroll
-    for (int nf = 0; nf < FA_BWS_DQ_N / FA_MMA_N; ++nf) {
+    for (int nf = 0; nf < ntiles; ++nf) {
         const int col_block = d0 + nf * FA_MMA_N;
         if (col_block >= head_dim)
             continue;
@@ -493,7 +516,7 @@ FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*ac
     }
 }
 
-#endif /* !FA_BWS_SPLIT_D */
+#endif /* FA_BWS_DQ_STAGED */
 
 /* A consumer warp is done reading a stage: its lane 0 arrives (the warpgroup's wgmma
  * wait, which every lane passed, covers the reads). */
@@ -613,10 +636,11 @@ FA_DEVICE void fa_bws_store_rows(unsigned short *dst, long long row_stride, cons
  * the block until the copy engine has read them. The direct stores, 4 bytes per lane
  * over 8 rows per instruction, sat at every block's end (bench/NOTES.md, issue 14 b10).
  * A key tile that runs past its varlen sequence, where the box would write the next
- * sequence's rows, is stored by the consumers' threads instead, its rows_out rows only. */
+ * sequence's rows, is stored by the consumers' threads instead, its rows_out rows only.
+ * `ntiles`: the warp's n-tiles of dK and dV, a constant at each call. */
 FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *b,
                                  int ragged, unsigned char *tiles, int key_row0, int d0,
-                                 const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS])
+                                 const float (*acc_dk)[FA_ACC_REGS], const float (*acc_dv)[FA_ACC_REGS], int ntiles)
 {
     const uint32_t k_tile = fa_smem_addr(tiles), v_tile = k_tile + FA_BWS_V_AT;
     float dk_scale[FA_ACC_ROWS], dv_scale[FA_ACC_ROWS];
@@ -626,8 +650,8 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
         dv_scale[g] = 1.f;
     }
     fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
-    fa_wg_stage_acc(k_tile, FA_INST_N, key_row0, d0, acc_dk, FA_BWS_DF, dk_scale);
-    fa_wg_stage_acc(v_tile, FA_INST_N, key_row0, d0, acc_dv, FA_BWS_DF, dv_scale);
+    fa_wg_stage_acc(k_tile, FA_INST_N, key_row0, d0, acc_dk, ntiles, dk_scale);
+    fa_wg_stage_acc(v_tile, FA_INST_N, key_row0, d0, acc_dv, ntiles, dv_scale);
     const long long k_row = b->seq.k_row0 + b->n0;
     if (ragged && args->fwd.cu_seqlens_q && b->rows_out < FA_INST_N) {
         fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
@@ -756,31 +780,63 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_bws_release(&ring->empty[st]);
 
         fa_bws_stage_dq(k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
-                        min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim);
+                        min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim, FA_BWS_DQ_N / FA_MMA_N);
         fa_fence_async_smem();
         fa_mbar_arrive(&ring->dq_full);
         fa_bws_next_step(f, b, &at);
     }
 
-    fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, 0, acc_dk, acc_dv);
+    fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, 0, acc_dk, acc_dv, FA_BWS_DF);
 }
 #else /* FA_BWS_SPLIT_D */
-/* A step's dQ share added to the accumulator with vector atomics from registers (no
- * shared memory is left for a staged tile); in a deterministic call once the order keeper
- * (fa_bws_keep_dq) says the key block above has added its own, and reported to it. */
+/* A step's dQ share (`ntiles` n-tiles from column d0, a constant at each call) on its way
+ * to the accumulator: staged for the keeper's bulk reduction where the tile fits
+ * (FA_BWS_DQ_STAGED, d192: once the last step's tile has been read), as the unsplit
+ * consumers do; else (d256) added with vector atomics from registers, in a deterministic
+ * call once the order keeper (fa_bws_keep_dq) says the key block above has added its
+ * own, and reported to it. */
 FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, fa_bws_ring *ring, const fa_bws_block *b,
-                             const fa_bwd_cursor *at, int step, int d0, const float (*acc)[FA_ACC_REGS])
+                             const fa_bwd_cursor *at, int step, uint32_t dq_tile, int d0,
+                             const float (*acc)[FA_ACC_REGS], int ntiles)
 {
     const fa_fwd_args *f = &args->fwd;
     const int m0 = at->tile * FA_INST_M;
+#if FA_BWS_DQ_STAGED
+    if (step > 0)
+        fa_mbar_wait(&ring->dq_free, (step & 1) ^ 1);
+    fa_bws_stage_dq(dq_tile, FA_MMA_M * (fa_warp() % 4), d0, acc, min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim,
+                    ntiles);
+    fa_fence_async_smem();
+    fa_mbar_arrive(&ring->dq_full);
+#else
     const int whole = m0 <= b->seq.seqlen_q - FA_INST_M && f->head_dim == FA_INST_D;
     if (args->dq_order)
         fa_mbar_wait(&ring->dq_free, step & 1);
     fa_bwd_dq_add(args->dq_accum + at->head_row * f->head_dim, b->q_global_row0, m0, FA_MMA_M * (fa_warp() % 4), d0,
-                  whole, b->seq.seqlen_q, f->head_dim, acc, 1, FA_BWS_D_SHARE / FA_MMA_N);
+                  whole, b->seq.seqlen_q, f->head_dim, acc, 1, ntiles);
     if (args->dq_order)
         fa_mbar_arrive(&ring->dq_full);
+#endif
 }
+
+/* fa_bws_consume's products under the split over a consumer's SHARE head-dim columns from
+ * d0 (a literal, per consumer): dQ first, staged or its atomics issued (fa_bws_add_dq)
+ * while dV and dK run. */
+#define FA_BWS_SHARE_PRODUCTS(SHARE)                                                                  \
+    do {                                                                                              \
+        fa_wg_fence();                                                                                \
+        FA_WG_DSK(SHARE, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0], ds_buf, FA_BWS_BLOCK(FA_INST_N),        \
+                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (d0 / 64));                                        \
+        fa_wg_commit();                                                                               \
+        FA_WG_TROWS(SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dv[0][0], pt_buf,                               \
+                    do_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));           \
+        FA_WG_TROWS(SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dk[0][0], ds_buf,                               \
+                    q_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));            \
+        fa_wg_commit();                                                                               \
+        fa_wg_wait(1);                                                                                \
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);                                            \
+        fa_bws_add_dq(args, ring, b, &at, i, k_addr + FA_BWS_DQ_AT, d0, acc_dq, (SHARE) / FA_MMA_N);    \
+    } while (0)
 
 /* One consumer warpgroup's block under the head-dim split: per step the scores of its
  * half of the queries (Sᵀ and dPᵀ over all 64 keys), Pᵀ and dSᵀ stored for both
@@ -849,19 +905,10 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
-        /* dQ first, its atomics issued while dV and dK run. */
-        fa_wg_fence();
-        FA_WG_DSK(FA_BWS_D_SHARE, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0], ds_buf, FA_BWS_BLOCK(FA_INST_N),
-                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (d0 / 64));
-        fa_wg_commit();
-        FA_WG_TROWS(FA_BWS_D_SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dv[0][0], pt_buf,
-                    do_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));
-        FA_WG_TROWS(FA_BWS_D_SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dk[0][0], ds_buf,
-                    q_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));
-        fa_wg_commit();
-        fa_wg_wait(1);
-        fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
-        fa_bws_add_dq(args, ring, b, &at, i, d0, acc_dq);
+        if (FA_BWS_UNEVEN_SHARES && consumer)
+            FA_BWS_SHARE_PRODUCTS(FA_BWS_D_SHARE_LAST);
+        else
+            FA_BWS_SHARE_PRODUCTS(FA_BWS_D_SHARE);
         fa_wg_wait(0);
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
@@ -870,7 +917,10 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_bws_next_step(f, b, &at);
     }
 
-    fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, d0, acc_dk, acc_dv);
+    if (FA_BWS_UNEVEN_SHARES && consumer)
+        fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, d0, acc_dk, acc_dv, FA_BWS_D_SHARE_LAST / FA_MMA_N);
+    else
+        fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, d0, acc_dk, acc_dv, FA_BWS_DF);
 }
 #endif /* FA_BWS_SPLIT_D */
 
@@ -884,12 +934,20 @@ FA_DEVICE void fa_bws_roles(const fa_bwd_args *args, const fa_tma_maps *maps, co
         fa_regs_shrink(FA_BWS_PRODUCER_REGS);
         if (fa_warp() == 0 || fa_warp() == 2)
             fa_bws_produce(args, maps, ragged_block, ragged, ring, tiles, fa_warp() == 0);
-        else if (fa_warp() == 1 && fa_lane() == 0 && (!FA_BWS_SPLIT_D || args->dq_order))
+        else if (fa_warp() == 1 && fa_lane() == 0 && (FA_BWS_DQ_STAGED || args->dq_order))
             fa_bws_keep_dq(args, ragged_block, ragged, ring, tiles);
         return;
     }
     fa_regs_grow(FA_BWS_CONSUMER_REGS);
-    fa_bws_consume(args, maps, ragged_block, ragged, ring, tiles, fa_warpgroup() - 1);
+    /* Unequal shares: each consumer its own inlined copy, its products' N a constant (one
+     * copy with both sizes of products on the same accumulators serialized its wgmma,
+     * ptxas C7511). */
+    if (!FA_BWS_UNEVEN_SHARES)
+        fa_bws_consume(args, maps, ragged_block, ragged, ring, tiles, fa_warpgroup() - 1);
+    else if (fa_warpgroup() == 1)
+        fa_bws_consume(args, maps, ragged_block, ragged, ring, tiles, 0);
+    else
+        fa_bws_consume(args, maps, ragged_block, ragged, ring, tiles, 1);
 }
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)

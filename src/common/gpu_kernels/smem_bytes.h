@@ -62,13 +62,14 @@
 /* The warpgroup backward's dK/dV kernel (attn_bwd_ws.h), streamed and resident rows as
  * above: K and V resident, `stages` pairs of Q/dO tiles (128-byte-swizzled column blocks
  * as in the forward), two dSᵀ tiles [resident][streamed] (one per step in turn), the
- * stages' LSE and D rows (fp32), and 1024 bytes to align the first tile; up to d128 a
- * step's dQ tile (fp32) for the bulk reduction, above it (the head-dim split, which adds
- * dQ with atomics) two Pᵀ tiles instead. */
+ * stages' LSE and D rows (fp32), and 1024 bytes to align the first tile; above d128 (the
+ * head-dim split) two Pᵀ tiles; up to d192 a step's dQ tile (fp32) for the bulk
+ * reduction (d192's 226 KiB with it; at d256 it would not fit, and dQ goes by atomics). */
 #define FA_BWS_UNSPLIT_MAX_D 128
+#define FA_BWS_DQ_STAGED_MAX_D 192
 #define FA_BWS_SMEM_BYTES(head_dim, streamed, resident, stages)                                   \
     (2 * (head_dim) * (2 * (resident) + 2 * (stages) * (streamed)) + 2 * 2 * (resident) * (streamed) + \
-     4 * 2 * (stages) * (streamed) +                                                              \
-     ((head_dim) > FA_BWS_UNSPLIT_MAX_D ? 2 * 2 * (resident) * (streamed) : 4 * (streamed) * (head_dim)) + 1024)
+     4 * 2 * (stages) * (streamed) + ((head_dim) > FA_BWS_UNSPLIT_MAX_D ? 2 * 2 * (resident) * (streamed) : 0) + \
+     ((head_dim) <= FA_BWS_DQ_STAGED_MAX_D ? 4 * (streamed) * (head_dim) : 0) + 1024)
 
 #endif /* FA_SMEM_BYTES_H */
