@@ -477,8 +477,8 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *share
 #if FA_BWS_DQ_STAGED
 
 /* A warp's 16 rows of its dQ share (ntiles n-tiles of FA_MMA_N columns from d0, a
- * constant at each call; rows from row0
- * of the step's `rows`) into the staged tile at shared address `tile`, laid out as the
+ * constant at each call; rows from row0 of the step's `rows`) into the staged tile at
+ * shared address `tile`, laid out as the
  * accumulator lays out those rows for the call's head dim (dq_accum.h: whole 16-row
  * blocks in fragment order, a last partial block row-major), so that the tile's valid
  * part is one stretch of rows x head_dim floats. */
@@ -514,6 +514,16 @@ FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*ac
                 fa_store_shared_f32(tile + 4u * (uint32_t)(row * head_dim + col), acc[nf][r]);
         }
     }
+}
+
+/* The warp's dQ share staged (fa_bws_stage_dq), made visible to the bulk reduction and
+ * reported to the keeper (dq_full). */
+FA_DEVICE void fa_bws_hand_dq(fa_bws_ring *ring, uint32_t tile, int row0, int d0, const float (*acc)[FA_ACC_REGS],
+                              int rows, int head_dim, int ntiles)
+{
+    fa_bws_stage_dq(tile, row0, d0, acc, rows, head_dim, ntiles);
+    fa_fence_async_smem();
+    fa_mbar_arrive(&ring->dq_full);
 }
 
 #endif /* FA_BWS_DQ_STAGED */
@@ -779,16 +789,21 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_mbar_arrive(&ring->ds_free[buf]);
         fa_bws_release(&ring->empty[st]);
 
-        fa_bws_stage_dq(k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
-                        min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim, FA_BWS_DQ_N / FA_MMA_N);
-        fa_fence_async_smem();
-        fa_mbar_arrive(&ring->dq_full);
+        fa_bws_hand_dq(ring, k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
+                       min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim, FA_BWS_DQ_N / FA_MMA_N);
         fa_bws_next_step(f, b, &at);
     }
 
     fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, 0, acc_dk, acc_dv, FA_BWS_DF);
 }
 #else /* FA_BWS_SPLIT_D */
+/* A consumer's head-dim columns under the split: a constant in each of its inlined copies
+ * (fa_bws_roles). */
+FA_DEVICE int fa_bws_d_share(int consumer)
+{
+    return consumer ? FA_BWS_D_SHARE_LAST : FA_BWS_D_SHARE;
+}
+
 /* A step's dQ share (`ntiles` n-tiles from column d0, a constant at each call) on its way
  * to the accumulator: staged for the keeper's bulk reduction where the tile fits
  * (FA_BWS_DQ_STAGED, d192: once the last step's tile has been read), as the unsplit
@@ -804,10 +819,8 @@ FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, fa_bws_ring *ring, const f
 #if FA_BWS_DQ_STAGED
     if (step > 0)
         fa_mbar_wait(&ring->dq_free, (step & 1) ^ 1);
-    fa_bws_stage_dq(dq_tile, FA_MMA_M * (fa_warp() % 4), d0, acc, min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim,
-                    ntiles);
-    fa_fence_async_smem();
-    fa_mbar_arrive(&ring->dq_full);
+    fa_bws_hand_dq(ring, dq_tile, FA_MMA_M * (fa_warp() % 4), d0, acc, min(FA_INST_M, b->seq.seqlen_q - m0),
+                   f->head_dim, ntiles);
 #else
     const int whole = m0 <= b->seq.seqlen_q - FA_INST_M && f->head_dim == FA_INST_D;
     if (args->dq_order)
@@ -917,10 +930,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_bws_next_step(f, b, &at);
     }
 
-    if (FA_BWS_UNEVEN_SHARES && consumer)
-        fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, d0, acc_dk, acc_dv, FA_BWS_D_SHARE_LAST / FA_MMA_N);
-    else
-        fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, d0, acc_dk, acc_dv, FA_BWS_DF);
+    fa_bws_store_dkdv(args, maps, b, ragged, tiles, key_row0, d0, acc_dk, acc_dv, fa_bws_d_share(consumer) / FA_MMA_N);
 }
 #endif /* FA_BWS_SPLIT_D */
 
