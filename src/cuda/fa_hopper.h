@@ -404,8 +404,8 @@ FA_DEVICE void fa_bulk_wait_all(void) { asm volatile("cp.async.bulk.wait_group 0
  * and acquire patterns") order this thread's generic accesses; fence.proxy.async.global
  * (#parallel-synchronization-and-communication-instructions-membar) extends that order
  * to its async-proxy (bulk) accesses of global memory: after the acquire for the bulk
- * operations that follow, before the release for those that completed (waited for whole,
- * fa_bulk_wait_all). */
+ * operations that follow, before the release for those that completed (fa_flag_release_bulk
+ * waits for them whole). */
 FA_DEVICE void fa_flag_wait_acquire(const int *flag, int value)
 {
     int seen;
@@ -414,11 +414,24 @@ FA_DEVICE void fa_flag_wait_acquire(const int *flag, int value)
     } while (seen != value);
     asm volatile("fence.proxy.async.global;\n" ::: "memory");
 }
-FA_DEVICE void fa_flag_set_release(int *flag, int value)
+/* Waits until this thread's bulk operations are complete, then sets `flag` to `value` with
+ * release semantics (fence.acq_rel.gpu, then a relaxed store: the release pattern). Before
+ * the wait it loads `look` once (relaxed; NULL: nothing) and returns what it saw: the
+ * load's latency runs under the bulk operations' completion, and the fence after it makes
+ * it an acquire (the acquire pattern). Where it saw the value the caller waits for,
+ * fa_flag_seen stands in for fa_flag_wait_acquire. */
+FA_DEVICE int fa_flag_release_bulk(int *flag, int value, const int *look)
 {
+    int seen = 0;
+    if (look)
+        asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(look) : "memory");
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
     asm volatile("fence.proxy.async.global;\n" ::: "memory");
-    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+    asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+    asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(flag), "r"(value) : "memory");
+    return seen;
 }
+FA_DEVICE void fa_flag_seen(void) { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
 /* st.shared.b32 / .f32 / .v4.f32: 32 bits (two packed 16-bit values), or one or four
  * consecutive fp32 values, at a shared-memory address (16-byte aligned for four), given
@@ -455,6 +468,15 @@ FA_DEVICE void fa_store_shared_f32x4(uint32_t addr, const float v[4])
 FA_DEVICE void fa_named_sync(int id, int threads)
 {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+/* The same without .aligned (barrier.sync, PTX ISA
+ * #parallel-synchronization-and-communication-instructions-bar): for warps that reach the
+ * barrier from different instructions (bar.sync is barrier.sync.aligned, which requires
+ * one instruction for every participating thread; compute-sanitizer's synccheck reports
+ * a divergent barrier otherwise). */
+FA_DEVICE void fa_named_sync_apart(int id, int threads)
+{
+    asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 FA_DEVICE void fa_named_arrive(int id, int threads)
 {

@@ -41,10 +41,11 @@
  * dQ = dS·K, every operand from shared memory (FA_WG_TROWS, FA_WG_DSK). At d192 the
  * step's dQ tile is staged for the bulk reduction as above (226 KiB of the 227 with it).
  * At d256, K, V, two Q/dO stages and the score tiles fill 226 KiB, which leaves no room
- * for it: each consumer adds its dQ columns from registers with vector atomics
- * (fa_bwd_dq_add); in a deterministic call a thread of the producer's second warp keeps
- * the order as above (fa_bws_keep_dq), and the consumers wait for its go-ahead in shared
- * memory.
+ * for a dQ buffer; the tile is staged in the step's own Q/dO stage instead, which it
+ * fits exactly (M x D fp32), once both consumers' products are done with the stage, and
+ * the stage goes back to the producer once the bulk reduction has read it
+ * (FA_BWS_DQ_BUFFER). Vector atomics from registers, which it replaced, cost d192 a
+ * factor 1.35-1.45 (bench/NOTES.md, b16; at d256 b18).
  *
  * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
  * dS is computed (where registers allow, FA_BWS_EARLY_DV, and without softcap, whose dS
@@ -58,8 +59,7 @@
  * query tile's adds go from the highest key block that visits it down to the lowest. The
  * reducing thread waits, before its add, until the order row of the tile's first row says
  * the key block above has added its tile there (when that block visits the tile), and
- * after the add has completed (at d256: once every consumer's atomics
- * are issued, ordered before the release), sets it to its own key block. Blocks take key
+ * after the add has completed, sets it to its own key block. Blocks take key
  * blocks from the last one down (fa_bws_block_of), so a block waits only on blocks
  * launched before it (no deadlock whatever the number resident, given that the hardware
  * dispatches blocks in order of their linear index, which CUDA does not promise but
@@ -124,9 +124,13 @@
 #define FA_BWS_D_SHARE FA_INST_D
 #define FA_BWS_D_SHARE_LAST FA_INST_D
 #endif
-/* A step's dQ tile staged in shared memory for the keeper's bulk reduction, where it fits
- * (smem_bytes.h: up to d192); at d256 the consumers add their shares with atomics. */
-#define FA_BWS_DQ_STAGED (FA_INST_D <= FA_BWS_DQ_STAGED_MAX_D)
+/* Where a step's dQ tile is staged for the keeper's bulk reduction: in a buffer of its
+ * own where that fits (smem_bytes.h: up to d192), else (d256) in the step's own Q/dO stage
+ * once every consumer's products are done with it. A tile of M x D fp32 is the size of the
+ * two: its first M/2 rows go where Q was, the rest where dO was, each half one stretch of
+ * the accumulator's layout. The stage then goes back to the producer from the keeper,
+ * once the reduction has read it. */
+#define FA_BWS_DQ_BUFFER (FA_INST_D <= FA_BWS_DQ_STAGED_MAX_D)
 /* Consumer 1's share differs from consumer 0's (d192): its products name their own N
  * (literals both: fa_hopper.h pastes them into the instructions' names). */
 #define FA_BWS_UNEVEN_SHARES (FA_BWS_D_SHARE_LAST != FA_BWS_D_SHARE)
@@ -152,6 +156,9 @@
 #endif
 
 #if !FA_BWS_SPLIT_D
+#if !FA_BWS_DQ_BUFFER
+#error "the unsplit consumers stage dQ in a buffer of its own"
+#endif
 /* The consumers' shares of a step's dQ tile (FA_INST_M x D): 64-row blocks when there
  * are as many as consumers, else (64 query rows) head-dim columns, whole 64-column blocks
  * of K in either case (a descriptor starts on one). */
@@ -188,6 +195,17 @@
 #define FA_BWS_END_BARRIER 1
 #define FA_BWS_TAIL_BARRIER 2
 
+/* The consumers' named barriers: with unequal shares each consumer runs its own inlined
+ * copy (fa_bws_roles), so they reach a barrier from different instructions, which the
+ * aligned form does not allow (synccheck). */
+FA_DEVICE void fa_bws_consumers_sync(int id)
+{
+    if (FA_BWS_UNEVEN_SHARES)
+        fa_named_sync_apart(id, FA_BWS_CONSUMER_THREADS);
+    else
+        fa_named_sync(id, FA_BWS_CONSUMER_THREADS);
+}
+
 /* Register budgets of the roles (setmaxnreg), as in the forward with two consumers. */
 #if FA_BWS_CONSUMERS == 2
 #define FA_BWS_PRODUCER_REGS 24
@@ -210,18 +228,20 @@
 /* The block's mbarriers. kv: the K and V tiles (one arrival and their bytes); full: the
  * bytes of Q and dO and the 64 arrivals of the producer's two row-copying warps, after
  * their LSE and D stores;
- * empty: one arrival per consumer warp once its products are done with the stage.
+ * empty: one arrival per consumer warp once its products are done with the stage (with
+ * dQ staged in the stage, the keeper's one, once the reduction has read it).
  * ds_full / ds_free, per dSᵀ buffer: every consumer thread arrives once its part of dSᵀ
  * is stored, and once its dQ product (which reads every part) is done. dq_full: every
  * consumer thread, its part of the dQ tile staged; dq_free: the reducing thread, once the
- * bulk reduction has read the tile. At d256 nothing is staged; in a deterministic call
- * dq_full then counts the consumers' atomics issued, and dq_free is the order keeper's
- * go-ahead (fa_bws_keep_dq). */
+ * bulk reduction has read the tile (FA_BWS_DQ_BUFFER). With dQ staged in the stage, per
+ * stage: drained, one arrival per consumer warp once its products are done with it (the
+ * consumers wait for each other's before they write dQ there), and dq_staged as dq_full. */
 typedef struct fa_bws_ring {
     uint64_t kv_full;
     uint64_t full[FA_INST_STAGES], empty[FA_INST_STAGES];
     uint64_t ds_full[2], ds_free[2];
     uint64_t dq_full, dq_free;
+    uint64_t drained[FA_INST_STAGES], dq_staged[FA_INST_STAGES];
 } fa_bws_ring;
 
 /* The shared tiles at constant offsets from the first 1024-byte boundary of the dynamic
@@ -234,10 +254,10 @@ typedef struct fa_bws_ring {
 #define FA_BWS_PT_AT (FA_BWS_DS_AT + 2 * FA_BWS_DS_BYTES)             /* [FA_BWS_PT_BUFFERS] */
 #define FA_BWS_LSE_AT (FA_BWS_PT_AT + FA_BWS_PT_BUFFERS * FA_BWS_DS_BYTES) /* [stages][FA_INST_M] */
 #define FA_BWS_DELTA_AT (FA_BWS_LSE_AT + 4 * FA_INST_STAGES * FA_INST_M)
-#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's; FA_BWS_DQ_STAGED */
+#define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's; FA_BWS_DQ_BUFFER */
 /* The layout ends within what the launch gives (smem_bytes.h's rule, which keeps 1024
  * bytes for the alignment of the first tile): the two are written apart. */
-#if FA_BWS_DQ_AT + (FA_BWS_DQ_STAGED ? 4 * FA_INST_M * FA_INST_D : 0) + 1024 > \
+#if FA_BWS_DQ_AT + (FA_BWS_DQ_BUFFER ? 4 * FA_INST_M * FA_INST_D : 0) + 1024 > \
     FA_BWS_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES)
 #error "the warpgroup backward's shared tiles outgrow FA_BWS_SMEM_BYTES"
 #endif
@@ -310,13 +330,20 @@ FA_DEVICE void fa_bws_describe_block(const fa_bwd_args *args, int ragged, fa_bws
     b->q_global_row0 = ragged ? fa_global_q_row0(f, b->batch, b->seq.q_row0) : (long long)b->batch * f->seqlen_q;
 }
 
+/* d256's dQ keeper (two bulk reductions a step, fa_bws_reduce_dq) reads its block from
+ * shared memory in every call: in the producer's 24 registers its fixed-length copy
+ * spilled 12-20 bytes. Up to d192 it derives it, as the consumers do: read from shared
+ * memory there, the d64 and d192 defaults ran 1-4% slower in one run (bench/NOTES.md, b18). */
+#define FA_BWS_KEEPER_READS_SHARED (!FA_BWS_DQ_BUFFER)
+
 /* A role's view of the block. In a fixed-length call it is derived from the parameters
  * and blockIdx alone, into `own`, which the compiler derives again where it is used rather
  * than keeping it in registers through the loop (the consumers have none to spare: ptxas
  * spilled them otherwise). In a ragged call the lengths come from cu_seqlens and
  * seqused_k, which it could not derive again: thread 0 found the block once into shared
  * memory (the kernel, before the roles split), from where each use loads it after the
- * loop's barriers. */
+ * loop's barriers; so it does in a fixed-length call for d256's dQ keeper
+ * (FA_BWS_KEEPER_READS_SHARED). */
 FA_DEVICE const fa_bws_block *fa_bws_find_block(const fa_bwd_args *args, const fa_bws_block *shared, int ragged,
                                                 fa_bws_block *own)
 {
@@ -418,63 +445,81 @@ FA_DEVICE int fa_bws_first_tile_after_above(const fa_bwd_args *args, const fa_bw
 }
 
 /* A deterministic call's order flag of the query tile whose first row is `row` holds
- * k + 1 once key block k has added its dQ tile there: wait for the block above, and say
- * this one has added (after its adds are complete or ordered before the release). */
-FA_DEVICE void fa_bws_wait_above(const fa_bwd_args *args, const fa_bws_block *b, long long row)
+ * k + 1 once key block k has added its dQ tile there. The value this block waits for
+ * there (the block above's) and the one it sets. */
+FA_DEVICE int *fa_bws_order_flag(const fa_bwd_args *args, long long row)
 {
-    fa_flag_wait_acquire(args->dq_order + row, b->n0 / FA_INST_N + 2);
+    return args->dq_order + row;
 }
-FA_DEVICE void fa_bws_say_added(const fa_bwd_args *args, const fa_bws_block *b, long long row)
+FA_DEVICE int fa_bws_above_added(const fa_bws_block *b) { return b->n0 / FA_INST_N + 2; }
+FA_DEVICE int fa_bws_own_added(const fa_bws_block *b) { return b->n0 / FA_INST_N + 1; }
+
+/* The step's staged dQ tile (its valid rows x the head dim as the accumulator lays them
+ * out, fa_bws_stage_dq) into the accumulator at `dst` by bulk reduction, once the
+ * consumers staged it; the place it was staged in freed once read: the dQ buffer
+ * (dq_free), or the step's stage (empty), half a tile where Q was and half where dO was. */
+FA_DEVICE void fa_bws_reduce_dq(fa_bws_ring *ring, unsigned char *tiles, int step, float *dst, int rows,
+                                int head_dim)
 {
-    fa_flag_set_release(args->dq_order + row, b->n0 / FA_INST_N + 1);
+#if FA_BWS_DQ_BUFFER
+    fa_mbar_wait(&ring->dq_full, step & 1);
+    fa_bulk_reduce_add_f32(dst, tiles + FA_BWS_DQ_AT, 4u * (unsigned)(rows * head_dim));
+    fa_bulk_commit();
+    fa_bulk_wait_reads();
+    fa_mbar_arrive(&ring->dq_free);
+#else
+    const int st = step % FA_INST_STAGES;
+    const unsigned bytes = 4u * (unsigned)(rows * head_dim), half = 2u * (unsigned)(FA_INST_M * head_dim);
+    const unsigned char *q_place = tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES;
+    fa_mbar_wait(&ring->dq_staged[st], (step / FA_INST_STAGES) & 1);
+    fa_bulk_reduce_add_f32(dst, q_place, min(bytes, half));
+    if (bytes > half) /* dO's place, FA_INST_STAGES stages of Q after Q's */
+        fa_bulk_reduce_add_f32((float *)((char *)dst + half), q_place + FA_BWS_DO_AT - FA_BWS_Q_AT, bytes - half);
+    fa_bulk_commit();
+    fa_bulk_wait_reads();
+    fa_mbar_arrive(&ring->empty[st]);
+#endif
 }
 
 /* The producer's second warp (lane 0), per step: in a deterministic call it waits for the
- * key block above first (see the header). Then, up to d192 (FA_BWS_DQ_STAGED), the step's
- * staged dQ tile (its valid rows x the head dim as the accumulator lays them out,
- * fa_bws_stage_dq) is added to the accumulator by one bulk reduction once the consumers
- * staged it, and freed once read; at d256 (deterministic calls only: the consumers add
- * from registers) it opens the consumers' adds (dq_free) and waits until
- * every consumer thread has issued its atomics (dq_full), so the polling of global memory
- * stays off the consumers. In a deterministic call it then publishes the step (the
- * release cumulates what the mbarrier ordered before it, as CUTLASS's generic barrier does
- * after a block barrier). */
+ * key block above first (see the header), then reduces the step's dQ tile
+ * (fa_bws_reduce_dq), so the polling of global memory stays off the consumers. In a
+ * deterministic call it then publishes the step once the
+ * reduction is complete (the release cumulates what the mbarrier ordered before it, as
+ * CUTLASS's generic barrier does after a block barrier), and looks at the next step's flag
+ * while that completes: the look's round trip to L2 would otherwise come after the
+ * release, every step, on the way to the next reduction (b17, bench/NOTES.md). */
 FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *shared, int ragged, fa_bws_ring *ring,
                               unsigned char *tiles)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block own;
-    const fa_bws_block *b = fa_bws_find_block(args, shared, ragged, &own);
+    const fa_bws_block *b = fa_bws_find_block(args, shared, ragged || FA_BWS_KEEPER_READS_SHARED, &own);
     if (!b->active)
         return;
     const int wait_from = fa_bws_first_tile_after_above(args, b);
     fa_bwd_cursor at = fa_bws_first_step(f, b);
+    int above_seen = 0;
     for (int i = 0; i < b->steps; ++i) {
         const int m0 = at.tile * FA_INST_M;
         const long long row = at.head_row + b->q_global_row0 + m0;
-        if (at.tile >= wait_from)
-            fa_bws_wait_above(args, b, row);
-#if FA_BWS_DQ_STAGED
-        fa_mbar_wait(&ring->dq_full, i & 1);
-        fa_bulk_reduce_add_f32(args->dq_accum + row * f->head_dim, tiles + FA_BWS_DQ_AT,
-                               4u * (unsigned)(min(FA_INST_M, b->seq.seqlen_q - m0) * f->head_dim));
-        fa_bulk_commit();
-        fa_bulk_wait_reads();
-        fa_mbar_arrive(&ring->dq_free);
-        if (args->dq_order)
-            fa_bulk_wait_all();
-#else
-        fa_mbar_arrive(&ring->dq_free);
-        fa_mbar_wait(&ring->dq_full, i & 1);
-#endif
-        if (args->dq_order)
-            fa_bws_say_added(args, b, row);
+        if (above_seen)
+            fa_flag_seen();
+        else if (at.tile >= wait_from)
+            fa_flag_wait_acquire(fa_bws_order_flag(args, row), fa_bws_above_added(b));
+        fa_bws_reduce_dq(ring, tiles, i, args->dq_accum + row * f->head_dim, min(FA_INST_M, b->seq.seqlen_q - m0),
+                         f->head_dim);
         fa_bws_next_step(f, b, &at);
+        if (args->dq_order) {
+            const int *look = i + 1 < b->steps && at.tile >= wait_from
+                                  ? fa_bws_order_flag(args, at.head_row + b->q_global_row0 + at.tile * FA_INST_M)
+                                  : NULL;
+            above_seen = fa_flag_release_bulk(fa_bws_order_flag(args, row), fa_bws_own_added(b), look) ==
+                         fa_bws_above_added(b);
+        }
     }
     fa_bulk_wait_all();
 }
-
-#if FA_BWS_DQ_STAGED
 
 /* A warp's 16 rows of its dQ share (ntiles n-tiles of FA_MMA_N columns from d0, a
  * constant at each call; rows from row0 of the step's `rows`) into the staged tile at
@@ -517,16 +562,14 @@ FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*ac
 }
 
 /* The warp's dQ share staged (fa_bws_stage_dq), made visible to the bulk reduction and
- * reported to the keeper (dq_full). */
-FA_DEVICE void fa_bws_hand_dq(fa_bws_ring *ring, uint32_t tile, int row0, int d0, const float (*acc)[FA_ACC_REGS],
+ * reported to the keeper (`staged`: dq_full or the stage's dq_staged). */
+FA_DEVICE void fa_bws_hand_dq(uint64_t *staged, uint32_t tile, int row0, int d0, const float (*acc)[FA_ACC_REGS],
                               int rows, int head_dim, int ntiles)
 {
     fa_bws_stage_dq(tile, row0, d0, acc, rows, head_dim, ntiles);
     fa_fence_async_smem();
-    fa_mbar_arrive(&ring->dq_full);
+    fa_mbar_arrive(staged);
 }
-
-#endif /* FA_BWS_DQ_STAGED */
 
 /* A consumer warp is done reading a stage: its lane 0 arrives (the warpgroup's wgmma
  * wait, which every lane passed, covers the reads). */
@@ -589,7 +632,7 @@ FA_DEVICE void fa_bws_zero_rows(unsigned char *tile, int rows, int from)
 FA_DEVICE void fa_bws_zeroed(void)
 {
     fa_fence_async_smem();
-    fa_named_sync(FA_BWS_TAIL_BARRIER, FA_BWS_CONSUMER_THREADS);
+    fa_bws_consumers_sync(FA_BWS_TAIL_BARRIER);
 }
 
 /* A consumer's dK and dV start at zero; it waits for K and V when the block has steps, and
@@ -659,12 +702,12 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
         dk_scale[g] = args->scale;
         dv_scale[g] = 1.f;
     }
-    fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
+    fa_bws_consumers_sync(FA_BWS_END_BARRIER);
     fa_wg_stage_acc(k_tile, FA_INST_N, key_row0, d0, acc_dk, ntiles, dk_scale);
     fa_wg_stage_acc(v_tile, FA_INST_N, key_row0, d0, acc_dv, ntiles, dv_scale);
     const long long k_row = b->seq.k_row0 + b->n0;
     if (ragged && args->fwd.cu_seqlens_q && b->rows_out < FA_INST_N) {
-        fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
+        fa_bws_consumers_sync(FA_BWS_END_BARRIER);
         fa_bws_store_rows((unsigned short *)args->dk + fa_row_at(&args->dk_layout, b->batch, k_row, b->kv_head),
                           args->dk_layout.row, tiles, b->rows_out, args->fwd.head_dim);
         fa_bws_store_rows((unsigned short *)args->dv + fa_row_at(&args->dv_layout, b->batch, k_row, b->kv_head),
@@ -672,7 +715,7 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
         return;
     }
     fa_fence_async_smem();
-    fa_named_sync(FA_BWS_END_BARRIER, FA_BWS_CONSUMER_THREADS);
+    fa_bws_consumers_sync(FA_BWS_END_BARRIER);
     if (threadIdx.x != FA_WARPGROUP_THREADS)
         return;
 #pragma unroll
@@ -789,7 +832,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_mbar_arrive(&ring->ds_free[buf]);
         fa_bws_release(&ring->empty[st]);
 
-        fa_bws_hand_dq(ring, k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
+        fa_bws_hand_dq(&ring->dq_full, k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
                        min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim, FA_BWS_DQ_N / FA_MMA_N);
         fa_bws_next_step(f, b, &at);
     }
@@ -804,37 +847,32 @@ FA_DEVICE int fa_bws_d_share(int consumer)
     return consumer ? FA_BWS_D_SHARE_LAST : FA_BWS_D_SHARE;
 }
 
-/* A step's dQ share (`ntiles` n-tiles from column d0, a constant at each call) on its way
- * to the accumulator: staged for the keeper's bulk reduction where the tile fits
- * (FA_BWS_DQ_STAGED, d192: once the last step's tile has been read), as the unsplit
- * consumers do; else (d256) added with vector atomics from registers, in a deterministic
- * call once the order keeper (fa_bws_keep_dq) says the key block above has added its
- * own, and reported to it. */
-FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, fa_bws_ring *ring, const fa_bws_block *b,
-                             const fa_bwd_cursor *at, int step, uint32_t dq_tile, int d0,
-                             const float (*acc)[FA_ACC_REGS], int ntiles)
+/* A step's dQ share (`ntiles` n-tiles from column d0, a constant at each call) staged for
+ * the keeper's bulk reduction: in the dQ buffer once the last step's tile has been read
+ * (FA_BWS_DQ_BUFFER, d192), as the unsplit consumers do; else (d256) in the step's stage
+ * once both consumers' products are done with it, rows below M/2 where Q was and the rest
+ * where dO was (fa_bws_reduce_dq). */
+FA_DEVICE void fa_bws_stage_dq_share(fa_bws_ring *ring, const fa_bws_block *b, const fa_bwd_cursor *at, int step,
+                                     uint32_t tiles_addr, int d0, const float (*acc)[FA_ACC_REGS], int ntiles,
+                                     int head_dim)
 {
-    const fa_fwd_args *f = &args->fwd;
-    const int m0 = at->tile * FA_INST_M;
-#if FA_BWS_DQ_STAGED
+    const int rows = min(FA_INST_M, b->seq.seqlen_q - at->tile * FA_INST_M), row0 = FA_MMA_M * (fa_warp() % 4);
+#if FA_BWS_DQ_BUFFER
     if (step > 0)
         fa_mbar_wait(&ring->dq_free, (step & 1) ^ 1);
-    fa_bws_hand_dq(ring, dq_tile, FA_MMA_M * (fa_warp() % 4), d0, acc, min(FA_INST_M, b->seq.seqlen_q - m0),
-                   f->head_dim, ntiles);
+    fa_bws_hand_dq(&ring->dq_full, tiles_addr + FA_BWS_DQ_AT, row0, d0, acc, rows, head_dim, ntiles);
 #else
-    const int whole = m0 <= b->seq.seqlen_q - FA_INST_M && f->head_dim == FA_INST_D;
-    if (args->dq_order)
-        fa_mbar_wait(&ring->dq_free, step & 1);
-    fa_bwd_dq_add(args->dq_accum + at->head_row * f->head_dim, b->q_global_row0, m0, FA_MMA_M * (fa_warp() % 4), d0,
-                  whole, b->seq.seqlen_q, f->head_dim, acc, 1, ntiles);
-    if (args->dq_order)
-        fa_mbar_arrive(&ring->dq_full);
+    const int st = step % FA_INST_STAGES, half = FA_INST_M / 2;
+    fa_mbar_wait(&ring->drained[st], (step / FA_INST_STAGES) & 1);
+    const uint32_t tile = row0 < half ? tiles_addr + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES
+                                      : tiles_addr + FA_BWS_DO_AT + st * FA_BWS_Q_BYTES - 4u * (uint32_t)(half * head_dim);
+    fa_bws_hand_dq(&ring->dq_staged[st], tile, row0, d0, acc, rows, head_dim, ntiles);
 #endif
 }
 
 /* fa_bws_consume's products under the split over a consumer's SHARE head-dim columns from
- * d0 (a literal, per consumer): dQ first, staged or its atomics issued (fa_bws_add_dq)
- * while dV and dK run. */
+ * d0 (a literal, per consumer): dQ first, staged in the dQ buffer while dV and dK run
+ * (FA_BWS_DQ_BUFFER; in the stage it waits for both consumers' products). */
 #define FA_BWS_SHARE_PRODUCTS(SHARE)                                                                  \
     do {                                                                                              \
         fa_wg_fence();                                                                                \
@@ -846,9 +884,11 @@ FA_DEVICE void fa_bws_add_dq(const fa_bwd_args *args, fa_bws_ring *ring, const f
         FA_WG_TROWS(SHARE, FA_INST_M, FA_BWS_TYPE, &acc_dk[0][0], ds_buf,                               \
                     q_stage + FA_BWS_BLOCK(FA_INST_M) * (d0 / 64), FA_BWS_BLOCK(FA_INST_M));            \
         fa_wg_commit();                                                                               \
-        fa_wg_wait(1);                                                                                \
-        fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);                                            \
-        fa_bws_add_dq(args, ring, b, &at, i, k_addr + FA_BWS_DQ_AT, d0, acc_dq, (SHARE) / FA_MMA_N);    \
+        if (FA_BWS_DQ_BUFFER) {                                                                       \
+            fa_wg_wait(1);                                                                            \
+            fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);                                        \
+            fa_bws_stage_dq_share(ring, b, &at, i, k_addr, d0, acc_dq, (SHARE) / FA_MMA_N, f->head_dim); \
+        }                                                                                             \
     } while (0)
 
 /* One consumer warpgroup's block under the head-dim split: per step the scores of its
@@ -926,7 +966,14 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_mbar_arrive(&ring->ds_free[buf]);
-        fa_bws_release(&ring->empty[st]);
+        if (FA_BWS_DQ_BUFFER) {
+            fa_bws_release(&ring->empty[st]);
+        } else {
+            fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
+            fa_bws_release(&ring->drained[st]);
+            fa_bws_stage_dq_share(ring, b, &at, i, k_addr, d0, acc_dq, fa_bws_d_share(consumer) / FA_MMA_N,
+                                  f->head_dim);
+        }
         fa_bws_next_step(f, b, &at);
     }
 
@@ -936,16 +983,16 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
 
 /* The roles of a block's warpgroups, in one inlined copy per value of `ragged` (the
  * kernel picks one per call): the fixed-length copy derives the block from its
- * parameters, the ragged one reads it from shared memory and zeroes tails. */
-FA_DEVICE void fa_bws_roles(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *ragged_block,
+ * parameters, the ragged one reads it from shared memory (`block`) and zeroes tails. */
+FA_DEVICE void fa_bws_roles(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *block,
                             int ragged, fa_bws_ring *ring, unsigned char *tiles)
 {
     if (fa_warpgroup() == 0) {
         fa_regs_shrink(FA_BWS_PRODUCER_REGS);
         if (fa_warp() == 0 || fa_warp() == 2)
-            fa_bws_produce(args, maps, ragged_block, ragged, ring, tiles, fa_warp() == 0);
-        else if (fa_warp() == 1 && fa_lane() == 0 && (FA_BWS_DQ_STAGED || args->dq_order))
-            fa_bws_keep_dq(args, ragged_block, ragged, ring, tiles);
+            fa_bws_produce(args, maps, block, ragged, ring, tiles, fa_warp() == 0);
+        else if (fa_warp() == 1 && fa_lane() == 0)
+            fa_bws_keep_dq(args, block, ragged, ring, tiles);
         return;
     }
     fa_regs_grow(FA_BWS_CONSUMER_REGS);
@@ -953,11 +1000,11 @@ FA_DEVICE void fa_bws_roles(const fa_bwd_args *args, const fa_tma_maps *maps, co
      * copy with both sizes of products on the same accumulators serialized its wgmma,
      * ptxas C7511). */
     if (!FA_BWS_UNEVEN_SHARES)
-        fa_bws_consume(args, maps, ragged_block, ragged, ring, tiles, fa_warpgroup() - 1);
+        fa_bws_consume(args, maps, block, ragged, ring, tiles, fa_warpgroup() - 1);
     else if (fa_warpgroup() == 1)
-        fa_bws_consume(args, maps, ragged_block, ragged, ring, tiles, 0);
+        fa_bws_consume(args, maps, block, ragged, ring, tiles, 0);
     else
-        fa_bws_consume(args, maps, ragged_block, ragged, ring, tiles, 1);
+        fa_bws_consume(args, maps, block, ragged, ring, tiles, 1);
 }
 
 extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
@@ -965,16 +1012,17 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
 {
     FA_DYNAMIC_SMEM(fa_smem, FA_BWS_SMEM_BYTES(FA_INST_D, FA_INST_M, FA_INST_N, FA_INST_STAGES));
     __shared__ fa_bws_ring ring;
-    __shared__ fa_bws_block ragged_block; /* a ragged call's (fa_bws_find_block) */
+    __shared__ fa_bws_block block; /* fa_bws_find_block, fa_bws_keep_dq */
     const int ragged = args.fwd.cu_seqlens_q || args.fwd.seqused_k;
 
     if (threadIdx.x == 0) {
-        if (ragged)
-            fa_bws_describe_block(&args, 1, &ragged_block);
+        fa_bws_describe_block(&args, ragged, &block);
         fa_mbar_init(&ring.kv_full, 1);
         for (int i = 0; i < FA_INST_STAGES; ++i) {
             fa_mbar_init(&ring.full[i], 2 * FA_WARP_SIZE);
-            fa_mbar_init(&ring.empty[i], FA_BWS_CONSUMERS * 4);
+            fa_mbar_init(&ring.empty[i], FA_BWS_DQ_BUFFER ? FA_BWS_CONSUMERS * 4 : 1);
+            fa_mbar_init(&ring.drained[i], FA_BWS_CONSUMERS * 4);
+            fa_mbar_init(&ring.dq_staged[i], FA_BWS_CONSUMER_THREADS);
         }
         for (int i = 0; i < 2; ++i) {
             fa_mbar_init(&ring.ds_full[i], FA_BWS_CONSUMER_THREADS);
@@ -986,7 +1034,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     }
     __syncthreads();
     if (ragged)
-        fa_bws_roles(&args, &maps, &ragged_block, 1, &ring, fa_bws_tiles(fa_smem));
+        fa_bws_roles(&args, &maps, &block, 1, &ring, fa_bws_tiles(fa_smem));
     else
-        fa_bws_roles(&args, &maps, &ragged_block, 0, &ring, fa_bws_tiles(fa_smem));
+        fa_bws_roles(&args, &maps, &block, 0, &ring, fa_bws_tiles(fa_smem));
 }

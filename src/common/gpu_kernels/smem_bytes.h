@@ -64,7 +64,8 @@
  * as in the forward), two dSᵀ tiles [resident][streamed] (one per step in turn), the
  * stages' LSE and D rows (fp32), and 1024 bytes to align the first tile; above d128 (the
  * head-dim split) two Pᵀ tiles; up to d192 a step's dQ tile (fp32) for the bulk
- * reduction (d192's 226 KiB with it; at d256 it would not fit, and dQ goes by atomics). */
+ * reduction (d192's 226 KiB with it; at d256 it would not fit, and the tile is staged in
+ * the step's Q/dO stage instead). */
 #define FA_BWS_UNSPLIT_MAX_D 128
 #define FA_BWS_DQ_STAGED_MAX_D 192
 #define FA_BWS_SMEM_BYTES(head_dim, streamed, resident, stages)                                   \
