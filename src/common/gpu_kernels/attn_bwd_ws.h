@@ -255,6 +255,9 @@ typedef struct fa_bws_ring {
 #define FA_BWS_LSE_AT (FA_BWS_PT_AT + FA_BWS_PT_BUFFERS * FA_BWS_DS_BYTES) /* [stages][FA_INST_M] */
 #define FA_BWS_DELTA_AT (FA_BWS_LSE_AT + 4 * FA_INST_STAGES * FA_INST_M)
 #define FA_BWS_DQ_AT (FA_BWS_DELTA_AT + 4 * FA_INST_STAGES * FA_INST_M) /* M x D, dq_accum.h's; FA_BWS_DQ_BUFFER */
+/* Without the buffer: where stage st's dQ rows below FA_INST_M / 2 (upper 0: Q's place)
+ * or from there on (upper 1: dO's) are staged. */
+#define FA_BWS_DQ_HALF_AT(st, upper) (((upper) ? FA_BWS_DO_AT : FA_BWS_Q_AT) + (st) * FA_BWS_Q_BYTES)
 /* The layout ends within what the launch gives (smem_bytes.h's rule, which keeps 1024
  * bytes for the alignment of the first tile): the two are written apart. */
 #if FA_BWS_DQ_AT + (FA_BWS_DQ_BUFFER ? 4 * FA_INST_M * FA_INST_D : 0) + 1024 > \
@@ -360,6 +363,13 @@ FA_DEVICE fa_bwd_cursor fa_bws_first_step(const fa_fwd_args *f, const fa_bws_blo
     return c;
 }
 
+/* The first row of the step's query tile among the [heads][total_q] rows (LSE, D, the dQ
+ * accumulator and the order flags). */
+FA_DEVICE long long fa_bws_step_row(const fa_bws_block *b, const fa_bwd_cursor *at)
+{
+    return at->head_row + b->q_global_row0 + at->tile * FA_INST_M;
+}
+
 FA_DEVICE void fa_bws_next_step(const fa_fwd_args *f, const fa_bws_block *b, fa_bwd_cursor *c)
 {
     fa_bwd_cursor_next(c, b->visits.m_first, b->visits.m_first + b->visits.m_tiles, f->total_q);
@@ -418,7 +428,7 @@ FA_DEVICE void fa_bws_produce(const fa_bwd_args *args, const fa_tma_maps *maps, 
             fa_bws_load(tiles + FA_BWS_DO_AT + st * FA_BWS_Q_BYTES, maps->dout, FA_INST_M, at.head, q_row,
                         b->map_batch, &ring->full[st]);
         }
-        const long long row = at.head_row + b->q_global_row0 + m0;
+        const long long row = fa_bws_step_row(b, &at);
         if (copies_tiles)
             fa_bws_copy_rows(fa_bws_rows(tiles, FA_BWS_LSE_AT, st), args->lse_log2, row, m0, b->seq.seqlen_q);
         else
@@ -445,8 +455,8 @@ FA_DEVICE int fa_bws_first_tile_after_above(const fa_bwd_args *args, const fa_bw
 }
 
 /* A deterministic call's order flag of the query tile whose first row is `row` holds
- * k + 1 once key block k has added its dQ tile there. The value this block waits for
- * there (the block above's) and the one it sets. */
+ * k + 1 once key block k has added its dQ tile there; then the value this block waits
+ * for there (the block above's) and the one it sets. */
 FA_DEVICE int *fa_bws_order_flag(const fa_bwd_args *args, long long row)
 {
     return args->dq_order + row;
@@ -470,11 +480,10 @@ FA_DEVICE void fa_bws_reduce_dq(fa_bws_ring *ring, unsigned char *tiles, int ste
 #else
     const int st = step % FA_INST_STAGES;
     const unsigned bytes = 4u * (unsigned)(rows * head_dim), half = 2u * (unsigned)(FA_INST_M * head_dim);
-    const unsigned char *q_place = tiles + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES;
     fa_mbar_wait(&ring->dq_staged[st], (step / FA_INST_STAGES) & 1);
-    fa_bulk_reduce_add_f32(dst, q_place, min(bytes, half));
-    if (bytes > half) /* dO's place, FA_INST_STAGES stages of Q after Q's */
-        fa_bulk_reduce_add_f32((float *)((char *)dst + half), q_place + FA_BWS_DO_AT - FA_BWS_Q_AT, bytes - half);
+    fa_bulk_reduce_add_f32(dst, tiles + FA_BWS_DQ_HALF_AT(st, 0), min(bytes, half));
+    if (bytes > half)
+        fa_bulk_reduce_add_f32((float *)((char *)dst + half), tiles + FA_BWS_DQ_HALF_AT(st, 1), bytes - half);
     fa_bulk_commit();
     fa_bulk_wait_reads();
     fa_mbar_arrive(&ring->empty[st]);
@@ -502,7 +511,7 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *share
     int above_seen = 0;
     for (int i = 0; i < b->steps; ++i) {
         const int m0 = at.tile * FA_INST_M;
-        const long long row = at.head_row + b->q_global_row0 + m0;
+        const long long row = fa_bws_step_row(b, &at);
         if (above_seen)
             fa_flag_seen();
         else if (at.tile >= wait_from)
@@ -512,7 +521,7 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *share
         fa_bws_next_step(f, b, &at);
         if (args->dq_order) {
             const int *look = i + 1 < b->steps && at.tile >= wait_from
-                                  ? fa_bws_order_flag(args, at.head_row + b->q_global_row0 + at.tile * FA_INST_M)
+                                  ? fa_bws_order_flag(args, fa_bws_step_row(b, &at))
                                   : NULL;
             above_seen = fa_flag_release_bulk(fa_bws_order_flag(args, row), fa_bws_own_added(b), look) ==
                          fa_bws_above_added(b);
@@ -864,8 +873,8 @@ FA_DEVICE void fa_bws_stage_dq_share(fa_bws_ring *ring, const fa_bws_block *b, c
 #else
     const int st = step % FA_INST_STAGES, half = FA_INST_M / 2;
     fa_mbar_wait(&ring->drained[st], (step / FA_INST_STAGES) & 1);
-    const uint32_t tile = row0 < half ? tiles_addr + FA_BWS_Q_AT + st * FA_BWS_Q_BYTES
-                                      : tiles_addr + FA_BWS_DO_AT + st * FA_BWS_Q_BYTES - 4u * (uint32_t)(half * head_dim);
+    const uint32_t tile = row0 < half ? tiles_addr + FA_BWS_DQ_HALF_AT(st, 0)
+                                      : tiles_addr + FA_BWS_DQ_HALF_AT(st, 1) - 4u * (uint32_t)(half * head_dim);
     fa_bws_hand_dq(&ring->dq_staged[st], tile, row0, d0, acc, rows, head_dim, ntiles);
 #endif
 }
@@ -1016,7 +1025,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     const int ragged = args.fwd.cu_seqlens_q || args.fwd.seqused_k;
 
     if (threadIdx.x == 0) {
-        fa_bws_describe_block(&args, ragged, &block);
+        if (ragged || FA_BWS_KEEPER_READS_SHARED)
+            fa_bws_describe_block(&args, ragged, &block);
         fa_mbar_init(&ring.kv_full, 1);
         for (int i = 0; i < FA_INST_STAGES; ++i) {
             fa_mbar_init(&ring.full[i], 2 * FA_WARP_SIZE);
