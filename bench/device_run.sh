@@ -17,7 +17,8 @@
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
-[[ -f .carry/carry.tgz ]] && tar -xzf .carry/carry.tgz -C .carry && rm .carry/carry.tgz
+[[ -f .carry/carry.txz ]] && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+  .carry/carry.txz .carry && rm .carry/carry.txz
 export FLASHATTN_LIBRARY=$PWD/.carry/libflashattn.so PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 if [[ $what == hopper ]]; then
@@ -82,7 +83,7 @@ if [[ $what == backward ]]; then
   fi
   if [[ $parts == *" sanitize "* ]]; then
     for tool in memcheck racecheck synccheck; do
-      (cd .carry && timeout 200 compute-sanitizer --tool $tool --kernel-regex kns=bws --error-exitcode 9 \
+      (cd .carry && timeout 200 compute-sanitizer --tool $tool --kernel-name kns=bws --error-exitcode 9 \
          ./flashattn_gpu_tests "cuda backward: sm_90 runs*" > "$OUT/bws_$tool.log" 2>&1; echo $? > "$OUT/bws_$tool.rc") &
     done
     wait
