@@ -374,7 +374,14 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_tma_maps *maps, c
             FA_WS_ISSUE_S(t);
             FA_WS_ISSUE_PV(t - 1);
             fa_ws_turn_pass(consumer);
-            fa_wg_wait(1); /* S(t) is done; P·V(t-1) still runs under the softmax */
+            /* S(t) is done; P·V(t-1) still runs under the softmax. Not at d64: its short
+             * P·V, waited for before the exponentials anyway (the compiler hoists the wait
+             * below, ws7a), is waited for with S, which frees P's registers through the
+             * softmax: what lets the 192 x 128 tile compile without spills (ws10). */
+            if (FA_INST_D == 64)
+                fa_wg_wait(0);
+            else
+                fa_wg_wait(1);
             fa_wg_pin(&acc_s[0][0][0], FA_NF * FA_ACC_REGS);
             fa_ws_release(&ring->k_empty[fa_ws_stage(kv + t)]);
             if (t == n_tiles - 1)
