@@ -125,7 +125,7 @@ function(fa_instance_rows pass out)
   if(NOT CMAKE_SCRIPT_MODE_FILE) # a configure re-runs when a list changes
     set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${list_file})
   endif()
-  file(STRINGS ${list_file} lines)
+  file(STRINGS ${list_file} lines ENCODING UTF-8) # the lists' comments hold UTF-8
   set(rows "")
   set(names "")
   foreach(line IN LISTS lines)
