@@ -369,6 +369,11 @@ FA_DEVICE long long fa_bws_step_row(const fa_bws_block *b, const fa_bwd_cursor *
 {
     return at->head_row + b->q_global_row0 + at->tile * FA_INST_M;
 }
+/* The step's query rows in its sequence: FA_INST_M but at a sequence's last tile. */
+FA_DEVICE int fa_bws_step_rows(const fa_bws_block *b, const fa_bwd_cursor *at)
+{
+    return min(FA_INST_M, b->seq.seqlen_q - at->tile * FA_INST_M);
+}
 
 FA_DEVICE void fa_bws_next_step(const fa_fwd_args *f, const fa_bws_block *b, fa_bwd_cursor *c)
 {
@@ -493,11 +498,11 @@ FA_DEVICE void fa_bws_reduce_dq(fa_bws_ring *ring, unsigned char *tiles, int ste
 /* The producer's second warp (lane 0), per step: in a deterministic call it waits for the
  * key block above first (see the header), then reduces the step's dQ tile
  * (fa_bws_reduce_dq), so the polling of global memory stays off the consumers. In a
- * deterministic call it then publishes the step once the
- * reduction is complete (the release cumulates what the mbarrier ordered before it, as
- * CUTLASS's generic barrier does after a block barrier), and looks at the next step's flag
- * while that completes: the look's round trip to L2 would otherwise come after the
- * release, every step, on the way to the next reduction (b17, bench/NOTES.md). */
+ * deterministic call it then publishes the step once the reduction is complete (the
+ * release cumulates what the mbarrier ordered before it, as CUTLASS's generic barrier
+ * does after a block barrier), and looks at the next step's flag while that completes:
+ * the look's round trip to L2 would otherwise come after the release, every step, on the
+ * way to the next reduction (b17, bench/NOTES.md). */
 FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *shared, int ragged, fa_bws_ring *ring,
                               unsigned char *tiles)
 {
@@ -510,14 +515,12 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *share
     fa_bwd_cursor at = fa_bws_first_step(f, b);
     int above_seen = 0;
     for (int i = 0; i < b->steps; ++i) {
-        const int m0 = at.tile * FA_INST_M;
         const long long row = fa_bws_step_row(b, &at);
         if (above_seen)
             fa_flag_seen();
         else if (at.tile >= wait_from)
             fa_flag_wait_acquire(fa_bws_order_flag(args, row), fa_bws_above_added(b));
-        fa_bws_reduce_dq(ring, tiles, i, args->dq_accum + row * f->head_dim, min(FA_INST_M, b->seq.seqlen_q - m0),
-                         f->head_dim);
+        fa_bws_reduce_dq(ring, tiles, i, args->dq_accum + row * f->head_dim, fa_bws_step_rows(b, &at), f->head_dim);
         fa_bws_next_step(f, b, &at);
         if (args->dq_order) {
             const int *look = i + 1 < b->steps && at.tile >= wait_from
@@ -842,7 +845,7 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_bws_release(&ring->empty[st]);
 
         fa_bws_hand_dq(&ring->dq_full, k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
-                       min(FA_INST_M, b->seq.seqlen_q - m0), f->head_dim, FA_BWS_DQ_N / FA_MMA_N);
+                       fa_bws_step_rows(b, &at), f->head_dim, FA_BWS_DQ_N / FA_MMA_N);
         fa_bws_next_step(f, b, &at);
     }
 
@@ -865,7 +868,7 @@ FA_DEVICE void fa_bws_stage_dq_share(fa_bws_ring *ring, const fa_bws_block *b, c
                                      uint32_t tiles_addr, int d0, const float (*acc)[FA_ACC_REGS], int ntiles,
                                      int head_dim)
 {
-    const int rows = min(FA_INST_M, b->seq.seqlen_q - at->tile * FA_INST_M), row0 = FA_MMA_M * (fa_warp() % 4);
+    const int rows = fa_bws_step_rows(b, at), row0 = FA_MMA_M * (fa_warp() % 4);
 #if FA_BWS_DQ_BUFFER
     if (step > 0)
         fa_mbar_wait(&ring->dq_free, (step & 1) ^ 1);
