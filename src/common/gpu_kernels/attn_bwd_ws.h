@@ -12,8 +12,8 @@
  * TMA, then per step the Q and dO tiles of FA_INST_M query rows into a ring of
  * FA_INST_STAGES stages ("full" mbarriers the copies complete, "empty" ones the consumers
  * release), while its warp copies the step's LSE rows beside them and its third warp the
- * D rows; a thread of its second warp adds each step's dQ tile to the accumulator
- * (below). Warpgroups
+ * D rows; a thread of its second warp (in a deterministic call, one of its second and
+ * one of its fourth, in turn) adds each step's dQ tile to the accumulator (below). Warpgroups
  * 1 .. FA_BWS_CONSUMERS each own 64 of the keys. A step is one query tile of one query
  * head of the GQA group (attn_bwd_parts.h's walk); in it each consumer computes
  *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma, both operands in shared memory);
@@ -66,7 +66,9 @@
  * FlashAttention-3's deterministic backward relies on too), and under a causal mask or a
  * window, where a higher key block's query tiles start later in the sequence, the block
  * above reaches a shared tile at an earlier step of its walk: the wait is the add's
- * latency, not a step.
+ * latency, not a step. What a block's order costs is then its own wait for each add's
+ * completion before the release; two keepers take the steps in turn, so that one waits
+ * while the other reduces (FA_BWS_ORDERED_KEEPERS).
  *
  * Ragged calls (varlen, seqused_k). A fixed-length map ends with the sequence, and TMA
  * loads the rows past it as zeros; a varlen map is the packed tensor, whose rows after a
@@ -131,6 +133,16 @@
  * the accumulator's layout. The stage then goes back to the producer from the keeper,
  * once the reduction has read it. */
 #define FA_BWS_DQ_BUFFER (FA_INST_D <= FA_BWS_DQ_STAGED_MAX_D)
+/* The dQ keepers of a deterministic call (fa_bws_keep_dq): two, lane 0 of the producer
+ * warpgroup's second and fourth warps, so that one keeper's wait for its reduction's
+ * completion (the release) runs under the other's reduction. Keeper j takes the steps
+ * i = j (mod 2) and waits on its own barriers in consecutive phases only: with the dQ
+ * buffer, dq_full[j]; with dQ staged in the stages (d256), its stage's. A default call
+ * keeps one: two cost its d256 rows 4-9% (bench/NOTES.md, session 13, d4). */
+#define FA_BWS_ORDERED_KEEPERS 2
+#if !FA_BWS_DQ_BUFFER && FA_INST_STAGES != FA_BWS_ORDERED_KEEPERS
+#error "with dQ staged in the stages, a keeper per stage"
+#endif
 /* Consumer 1's share differs from consumer 0's (d192): its products name their own N
  * (literals both: fa_hopper.h pastes them into the instructions' names). */
 #define FA_BWS_UNEVEN_SHARES (FA_BWS_D_SHARE_LAST != FA_BWS_D_SHARE)
@@ -231,16 +243,18 @@ FA_DEVICE void fa_bws_consumers_sync(int id)
  * empty: one arrival per consumer warp once its products are done with the stage (with
  * dQ staged in the stage, the keeper's one, once the reduction has read it).
  * ds_full / ds_free, per dSᵀ buffer: every consumer thread arrives once its part of dSᵀ
- * is stored, and once its dQ product (which reads every part) is done. dq_full: every
- * consumer thread, its part of the dQ tile staged; dq_free: the reducing thread, once the
- * bulk reduction has read the tile (FA_BWS_DQ_BUFFER). With dQ staged in the stage, per
- * stage: drained, one arrival per consumer warp once its products are done with it (the
- * consumers wait for each other's before they write dQ there), and dq_staged as dq_full. */
+ * is stored, and once its dQ product (which reads every part) is done. dq_full, per
+ * keeper (of its steps): every consumer thread, its part of the dQ tile staged; dq_free:
+ * the reducing keeper, once the bulk reduction has read the tile (FA_BWS_DQ_BUFFER; the
+ * next step is staged only then, so the keepers' arrivals come in step order). With dQ
+ * staged in the stage, per stage: drained, one arrival per consumer warp once its
+ * products are done with it (the consumers wait for each other's before they write dQ
+ * there), and dq_staged as dq_full. */
 typedef struct fa_bws_ring {
     uint64_t kv_full;
     uint64_t full[FA_INST_STAGES], empty[FA_INST_STAGES];
     uint64_t ds_full[2], ds_free[2];
-    uint64_t dq_full, dq_free;
+    uint64_t dq_full[FA_BWS_ORDERED_KEEPERS], dq_free;
     uint64_t drained[FA_INST_STAGES], dq_staged[FA_INST_STAGES];
 } fa_bws_ring;
 
@@ -346,7 +360,7 @@ FA_DEVICE void fa_bws_describe_block(const fa_bwd_args *args, int ragged, fa_bws
  * seqused_k, which it could not derive again: thread 0 found the block once into shared
  * memory (the kernel, before the roles split), from where each use loads it after the
  * loop's barriers; so it does in a fixed-length call for d256's dQ keeper
- * (FA_BWS_KEEPER_READS_SHARED). */
+ * (FA_BWS_KEEPER_READS_SHARED) and a deterministic call's keepers (fa_bws_keep_dq). */
 FA_DEVICE const fa_bws_block *fa_bws_find_block(const fa_bwd_args *args, const fa_bws_block *shared, int ragged,
                                                 fa_bws_block *own)
 {
@@ -378,6 +392,11 @@ FA_DEVICE int fa_bws_step_rows(const fa_bws_block *b, const fa_bwd_cursor *at)
 FA_DEVICE void fa_bws_next_step(const fa_fwd_args *f, const fa_bws_block *b, fa_bwd_cursor *c)
 {
     fa_bwd_cursor_next(c, b->visits.m_first, b->visits.m_first + b->visits.m_tiles, f->total_q);
+}
+FA_DEVICE void fa_bws_skip_steps(const fa_fwd_args *f, const fa_bws_block *b, fa_bwd_cursor *c, int steps)
+{
+    for (int i = 0; i < steps; ++i)
+        fa_bws_next_step(f, b, c);
 }
 
 /* A tile of `rows` rows at (row, head, batch) of an operand's map, as D / 64 boxes of 64
@@ -467,17 +486,18 @@ FA_DEVICE int *fa_bws_order_flag(const fa_bwd_args *args, long long row)
     return args->dq_order + row;
 }
 FA_DEVICE int fa_bws_above_added(const fa_bws_block *b) { return b->n0 / FA_INST_N + 2; }
+FA_DEVICE int fa_bws_keepers(const fa_bwd_args *args) { return args->dq_order ? FA_BWS_ORDERED_KEEPERS : 1; }
 FA_DEVICE int fa_bws_own_added(const fa_bws_block *b) { return b->n0 / FA_INST_N + 1; }
 
 /* The step's staged dQ tile (its valid rows x the head dim as the accumulator lays them
  * out, fa_bws_stage_dq) into the accumulator at `dst` by bulk reduction, once the
  * consumers staged it; the place it was staged in freed once read: the dQ buffer
  * (dq_free), or the step's stage (empty), half a tile where Q was and half where dO was. */
-FA_DEVICE void fa_bws_reduce_dq(fa_bws_ring *ring, unsigned char *tiles, int step, float *dst, int rows,
-                                int head_dim)
+FA_DEVICE void fa_bws_reduce_dq(fa_bws_ring *ring, unsigned char *tiles, int step, int keepers, float *dst,
+                                int rows, int head_dim)
 {
 #if FA_BWS_DQ_BUFFER
-    fa_mbar_wait(&ring->dq_full, step & 1);
+    fa_mbar_wait(&ring->dq_full[step % keepers], (step / keepers) & 1);
     fa_bulk_reduce_add_f32(dst, tiles + FA_BWS_DQ_AT, 4u * (unsigned)(rows * head_dim));
     fa_bulk_commit();
     fa_bulk_wait_reads();
@@ -495,35 +515,38 @@ FA_DEVICE void fa_bws_reduce_dq(fa_bws_ring *ring, unsigned char *tiles, int ste
 #endif
 }
 
-/* The producer's second warp (lane 0), per step: in a deterministic call it waits for the
- * key block above first (see the header), then reduces the step's dQ tile
- * (fa_bws_reduce_dq), so the polling of global memory stays off the consumers. In a
- * deterministic call it then publishes the step once the reduction is complete (the
- * release cumulates what the mbarrier ordered before it, as CUTLASS's generic barrier
- * does after a block barrier), and looks at the next step's flag while that completes:
- * the look's round trip to L2 would otherwise come after the release, every step, on the
- * way to the next reduction (b17, bench/NOTES.md). */
-FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *shared, int ragged, fa_bws_ring *ring,
-                              unsigned char *tiles)
+/* Keeper `keeper` of `keepers` (FA_BWS_ORDERED_KEEPERS), over its steps i = keeper (mod
+ * keepers): in a deterministic call it waits for the key block above first (see the
+ * header), then reduces the step's dQ tile (fa_bws_reduce_dq), so the polling of global
+ * memory stays off the consumers. In a deterministic call it then publishes the step once
+ * the reduction is complete (the release cumulates what the mbarrier ordered before it,
+ * as CUTLASS's generic barrier does after a block barrier; the other keeper's reduction
+ * meanwhile in flight), and looks at its next step's flag while that completes: the
+ * look's round trip to L2 would otherwise come after the release, every step, on the way
+ * to the next reduction (b17, bench/NOTES.md). */
+FA_DEVICE void fa_bws_keep_dq_steps(const fa_bwd_args *args, const fa_bws_block *shared, int reads_shared,
+                                    fa_bws_ring *ring, unsigned char *tiles, int keeper, int keepers)
 {
     const fa_fwd_args *f = &args->fwd;
     fa_bws_block own;
-    const fa_bws_block *b = fa_bws_find_block(args, shared, ragged || FA_BWS_KEEPER_READS_SHARED, &own);
+    const fa_bws_block *b = fa_bws_find_block(args, shared, reads_shared, &own);
     if (!b->active)
         return;
     const int wait_from = fa_bws_first_tile_after_above(args, b);
     fa_bwd_cursor at = fa_bws_first_step(f, b);
+    fa_bws_skip_steps(f, b, &at, keeper);
     int above_seen = 0;
-    for (int i = 0; i < b->steps; ++i) {
+    for (int i = keeper; i < b->steps; i += keepers) {
         const long long row = fa_bws_step_row(b, &at);
         if (above_seen)
             fa_flag_seen();
         else if (at.tile >= wait_from)
             fa_flag_wait_acquire(fa_bws_order_flag(args, row), fa_bws_above_added(b));
-        fa_bws_reduce_dq(ring, tiles, i, args->dq_accum + row * f->head_dim, fa_bws_step_rows(b, &at), f->head_dim);
-        fa_bws_next_step(f, b, &at);
+        fa_bws_reduce_dq(ring, tiles, i, keepers, args->dq_accum + row * f->head_dim, fa_bws_step_rows(b, &at),
+                         f->head_dim);
+        fa_bws_skip_steps(f, b, &at, keepers);
         if (args->dq_order) {
-            const int *look = i + 1 < b->steps && at.tile >= wait_from
+            const int *look = i + keepers < b->steps && at.tile >= wait_from
                                   ? fa_bws_order_flag(args, fa_bws_step_row(b, &at))
                                   : NULL;
             above_seen = fa_flag_release_bulk(fa_bws_order_flag(args, row), fa_bws_own_added(b), look) ==
@@ -531,6 +554,19 @@ FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *share
         }
     }
     fa_bulk_wait_all();
+}
+
+/* The keepers, each copy with constant arguments: a default call's one keeper (its
+ * block derived but in ragged calls and at d256); a deterministic call's two, which read
+ * their block from shared memory (deriving it beside a run-time stride spilled 44 bytes
+ * of the producer's 24 registers). */
+FA_DEVICE void fa_bws_keep_dq(const fa_bwd_args *args, const fa_bws_block *shared, int ragged, fa_bws_ring *ring,
+                              unsigned char *tiles, int keeper)
+{
+    if (args->dq_order)
+        fa_bws_keep_dq_steps(args, shared, 1, ring, tiles, keeper, FA_BWS_ORDERED_KEEPERS);
+    else if (keeper == 0)
+        fa_bws_keep_dq_steps(args, shared, ragged || FA_BWS_KEEPER_READS_SHARED, ring, tiles, 0, 1);
 }
 
 /* A warp's 16 rows of its dQ share (ntiles n-tiles of FA_MMA_N columns from d0, a
@@ -844,8 +880,9 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_mbar_arrive(&ring->ds_free[buf]);
         fa_bws_release(&ring->empty[st]);
 
-        fa_bws_hand_dq(&ring->dq_full, k_addr + FA_BWS_DQ_AT, dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq,
-                       fa_bws_step_rows(b, &at), f->head_dim, FA_BWS_DQ_N / FA_MMA_N);
+        fa_bws_hand_dq(&ring->dq_full[i % fa_bws_keepers(args)], k_addr + FA_BWS_DQ_AT,
+                       dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq, fa_bws_step_rows(b, &at), f->head_dim,
+                       FA_BWS_DQ_N / FA_MMA_N);
         fa_bws_next_step(f, b, &at);
     }
 
@@ -865,14 +902,14 @@ FA_DEVICE int fa_bws_d_share(int consumer)
  * once both consumers' products are done with it, rows below M/2 where Q was and the rest
  * where dO was (fa_bws_reduce_dq). */
 FA_DEVICE void fa_bws_stage_dq_share(fa_bws_ring *ring, const fa_bws_block *b, const fa_bwd_cursor *at, int step,
-                                     uint32_t tiles_addr, int d0, const float (*acc)[FA_ACC_REGS], int ntiles,
-                                     int head_dim)
+                                     int keepers, uint32_t tiles_addr, int d0, const float (*acc)[FA_ACC_REGS],
+                                     int ntiles, int head_dim)
 {
     const int rows = fa_bws_step_rows(b, at), row0 = FA_MMA_M * (fa_warp() % 4);
 #if FA_BWS_DQ_BUFFER
     if (step > 0)
         fa_mbar_wait(&ring->dq_free, (step & 1) ^ 1);
-    fa_bws_hand_dq(&ring->dq_full, tiles_addr + FA_BWS_DQ_AT, row0, d0, acc, rows, head_dim, ntiles);
+    fa_bws_hand_dq(&ring->dq_full[step % keepers], tiles_addr + FA_BWS_DQ_AT, row0, d0, acc, rows, head_dim, ntiles);
 #else
     const int st = step % FA_INST_STAGES, half = FA_INST_M / 2;
     fa_mbar_wait(&ring->drained[st], (step / FA_INST_STAGES) & 1);
@@ -899,7 +936,8 @@ FA_DEVICE void fa_bws_stage_dq_share(fa_bws_ring *ring, const fa_bws_block *b, c
         if (FA_BWS_DQ_BUFFER) {                                                                       \
             fa_wg_wait(1);                                                                            \
             fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);                                        \
-            fa_bws_stage_dq_share(ring, b, &at, i, k_addr, d0, acc_dq, (SHARE) / FA_MMA_N, f->head_dim); \
+            fa_bws_stage_dq_share(ring, b, &at, i, fa_bws_keepers(args), k_addr, d0, acc_dq,          \
+                                  (SHARE) / FA_MMA_N, f->head_dim);                                   \
         }                                                                                             \
     } while (0)
 
@@ -983,8 +1021,8 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         } else {
             fa_wg_pin(&acc_dq[0][0], FA_BWS_DF * FA_ACC_REGS);
             fa_bws_release(&ring->drained[st]);
-            fa_bws_stage_dq_share(ring, b, &at, i, k_addr, d0, acc_dq, fa_bws_d_share(consumer) / FA_MMA_N,
-                                  f->head_dim);
+            fa_bws_stage_dq_share(ring, b, &at, i, fa_bws_keepers(args), k_addr, d0, acc_dq,
+                                  fa_bws_d_share(consumer) / FA_MMA_N, f->head_dim);
         }
         fa_bws_next_step(f, b, &at);
     }
@@ -1003,8 +1041,8 @@ FA_DEVICE void fa_bws_roles(const fa_bwd_args *args, const fa_tma_maps *maps, co
         fa_regs_shrink(FA_BWS_PRODUCER_REGS);
         if (fa_warp() == 0 || fa_warp() == 2)
             fa_bws_produce(args, maps, block, ragged, ring, tiles, fa_warp() == 0);
-        else if (fa_warp() == 1 && fa_lane() == 0)
-            fa_bws_keep_dq(args, block, ragged, ring, tiles);
+        else if (fa_lane() == 0 && (fa_warp() == 1 || fa_warp() == 3))
+            fa_bws_keep_dq(args, block, ragged, ring, tiles, fa_warp() == 3);
         return;
     }
     fa_regs_grow(FA_BWS_CONSUMER_REGS);
@@ -1028,7 +1066,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     const int ragged = args.fwd.cu_seqlens_q || args.fwd.seqused_k;
 
     if (threadIdx.x == 0) {
-        if (ragged || FA_BWS_KEEPER_READS_SHARED)
+        if (ragged || FA_BWS_KEEPER_READS_SHARED || args.dq_order)
             fa_bws_describe_block(&args, ragged, &block);
         fa_mbar_init(&ring.kv_full, 1);
         for (int i = 0; i < FA_INST_STAGES; ++i) {
@@ -1041,7 +1079,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
             fa_mbar_init(&ring.ds_full[i], FA_BWS_CONSUMER_THREADS);
             fa_mbar_init(&ring.ds_free[i], FA_BWS_CONSUMER_THREADS);
         }
-        fa_mbar_init(&ring.dq_full, FA_BWS_CONSUMER_THREADS);
+        for (int i = 0; i < FA_BWS_ORDERED_KEEPERS; ++i)
+            fa_mbar_init(&ring.dq_full[i], FA_BWS_CONSUMER_THREADS);
         fa_mbar_init(&ring.dq_free, 1);
         fa_mbar_init_fence();
     }
