@@ -470,16 +470,28 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->warpgroup == 1);
     CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm); // one per slot
-    // Causal: persistent over at most 1024 keys, a block per work tile beyond (walk_pays).
+    CHECK(sel.walk_draws == 0);
+    CHECK(contains(sel.reason, "132 persistent blocks"));
+    CHECK(!contains(sel.reason, "drawing"));
+    // Masked: the static walk over at most 1024 keys, drawn tiles beyond (walk_draws).
     fa_problem_shape causal = shape;
     causal.has_mask = 1;
     causal.seqlen_q = causal.seqlen_k = 1024;
     REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
     CHECK(sel.persistent_blocks > 0);
+    CHECK(sel.walk_draws == 0);
     causal.seqlen_q = causal.seqlen_k = 1025;
     REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
+    INFO(sel.reason);
     CHECK(sel.config->warpgroup == 1);
-    CHECK(sel.persistent_blocks == 0);
+    CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm);
+    CHECK(sel.walk_draws == 1);
+    CHECK(contains(sel.reason, "132 persistent blocks drawing their tiles (masked, > 1024 keys)"));
+    // Not masked, any length: static.
+    causal.has_mask = 0;
+    REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
+    CHECK(sel.persistent_blocks > 0);
+    CHECK(sel.walk_draws == 0);
     // Its blocks take the whole register file (one per SM), which the estimate sees: the
     // d64 tile's shared memory alone would fit three.
     fa_problem_shape d64 = shape;

@@ -32,11 +32,12 @@ const void *const k_seq_check_pages = &k_seq_check_pages;
 
 struct event {
     std::string op;               // "alloc", "release", "prepare", "launch", "set_device", "sync",
-                                  // "host_alloc", "host_free"
+                                  // "host_alloc", "host_free", "zero"
     const void *kernel = nullptr; // launch/prepare: the kernel (*handle)
+    const void *ptr = nullptr;    // zero: the memory
     fa_grid grid = {0, 0, 0};
     unsigned threads = 0;
-    size_t bytes = 0;             // alloc size, launch's dynamic shared memory
+    size_t bytes = 0;             // alloc size, launch's dynamic shared memory, bytes zeroed
     int overlap = 0;              // launch: may overlap the previous kernel of the stream
 };
 
@@ -163,6 +164,16 @@ int fake_launch(const void *kernel, fa_grid grid, unsigned threads, void **args,
     return g_dev.launches++ == g_dev.fail_launch_at ? k_fake_error : 0;
 }
 
+int fake_zero(void *ptr, size_t bytes, void *stream)
+{
+    (void)stream;
+    event e{"zero"};
+    e.ptr = ptr;
+    e.bytes = bytes;
+    g_dev.events.push_back(e);
+    return 0;
+}
+
 const char *fake_error_text(int error) { return error == k_fake_error ? "fake error" : "unknown"; }
 
 fa_gpu_runtime fake_runtime(int dynamic_smem, const char *built_targets)
@@ -172,7 +183,7 @@ fa_gpu_runtime fake_runtime(int dynamic_smem, const char *built_targets)
             fake_release, fake_stream_sync, dynamic_smem ? fake_prepare : nullptr, fake_launch,
             fake_error_text, &k_combine, &k_preprocess, &k_convert_dq, &k_append,
             fake_host_alloc_mapped, fake_host_free, fake_stream_capturing, &k_seq_check,
-            &k_seq_check_pages};
+            &k_seq_check_pages, nullptr, fake_zero};
 }
 
 // A context bound to a fake runtime (a fresh recording per context).
@@ -510,6 +521,59 @@ fa_problem varlen_problem()
     return p;
 }
 
+// The warpgroup walk's drawn tiles (attn_fwd_ws.h): a counter after seq_ok in the
+// workspace, zeroed in the stream before the call's first kernel.
+TEST_CASE("gpu backend: a forward whose walk draws its tiles zeroes their counter first", "[gpu_backend]")
+{
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    SECTION("allocated workspace: the counter alone")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_problem p = aligned_problem();
+        fa_selection sel = selection(c, 1);
+        sel.walk_draws = 1;
+        CHECK(fa_fwd_workspace_total(&p, &sel) == 256);
+        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+        CHECK(ops() == strings{"set_device", "alloc", "zero", "prepare", "launch", "release"});
+        CHECK(g_dev.events[1].bytes == 256);
+        CHECK(g_dev.events[2].ptr == g_dev.memory);
+        CHECK(g_dev.events[2].bytes == sizeof(unsigned));
+        REQUIRE(g_dev.fwds.size() == 1);
+        CHECK(reinterpret_cast<unsigned char *>(g_dev.fwds[0].walk_tickets) == g_dev.memory);
+    }
+    SECTION("varlen split-KV: after the partials and seq_ok, zeroed before the check")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_problem p = varlen_problem();
+        fa_selection sel = selection(c, 3);
+        sel.walk_draws = 1;
+        const size_t at = fa_split_bytes(&p, 3) + fa_seq_ok_bytes(&p);
+        CHECK(fa_seq_ok_bytes(&p) == 256);
+        CHECK(fa_fwd_workspace_total(&p, &sel) == at + 256);
+        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, g_dev.memory, sizeof g_dev.memory) == FA_OK);
+        REQUIRE(ops().size() >= 2);
+        CHECK(ops()[1] == "zero");
+        CHECK(g_dev.events[1].ptr == g_dev.memory + at);
+        CHECK(launched() == std::vector<const void *>{k_seq_check, k_fwd_kernel, k_combine});
+        REQUIRE(g_dev.fwds.size() == 1);
+        CHECK(reinterpret_cast<unsigned char *>(g_dev.fwds[0].walk_tickets) == g_dev.memory + at);
+    }
+    SECTION("a static walk: no counter, nothing zeroed")
+    {
+        fake_context f;
+        REQUIRE(f.attach() == FA_OK);
+        const fa_problem p = aligned_problem();
+        const fa_selection sel = selection(c, 1);
+        CHECK(fa_fwd_workspace_total(&p, &sel) == 0);
+        REQUIRE(fa_gpu_ops.fwd(&f.ctx, &p, &sel, nullptr, 0) == FA_OK);
+        CHECK(ops() == strings{"set_device", "prepare", "launch"});
+        REQUIRE(g_dev.fwds.size() == 1);
+        CHECK(g_dev.fwds[0].walk_tickets == nullptr);
+    }
+}
+
 TEST_CASE("gpu backend: attaching allocates the device-check record, destroying frees it",
           "[gpu_backend][device_check]")
 {
@@ -565,7 +629,7 @@ TEST_CASE("gpu backend: a call with device indices runs the device check first",
         CHECK(a.block_table == nullptr);
         CHECK(a.status == &g_dev.record);
         CHECK(reinterpret_cast<unsigned char *>(a.seq_ok) == g_dev.memory + fa_split_bytes(&p, 3));
-        CHECK(fa_fwd_workspace_total(&p, 3) == fa_split_bytes(&p, 3) + 256);
+        CHECK(fa_fwd_workspace_total(&p, &sel) == fa_split_bytes(&p, 3) + 256);
     }
     SECTION("allocated workspace holds seq_ok too")
     {

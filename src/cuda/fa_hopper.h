@@ -433,6 +433,17 @@ FA_DEVICE int fa_flag_release_bulk(int *flag, int value, const int *look)
 }
 FA_DEVICE void fa_flag_seen(void) { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 
+/* The next ticket of a counter in global memory that a call's blocks share (the forward
+ * walk's drawn work tiles): atom.relaxed.gpu.global.add.u32 (PTX ISA
+ * #parallel-synchronization-and-communication-instructions-atom). Relaxed: a ticket
+ * names work, it publishes nothing. */
+FA_DEVICE unsigned fa_ticket_draw(unsigned *counter)
+{
+    unsigned ticket;
+    asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(ticket) : "l"(counter) : "memory");
+    return ticket;
+}
+
 /* st.shared.b32 / .f32 / .v4.f32: 32 bits (two packed 16-bit values), or one or four
  * consecutive fp32 values, at a shared-memory address (16-byte aligned for four), given
  * as the 32-bit address the descriptors use. */

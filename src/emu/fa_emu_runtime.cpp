@@ -85,6 +85,13 @@ static void rt_release(void *ptr, void *stream)
 
 static int rt_stream_sync(void *stream) { return (void)stream, 0; }
 
+static int rt_zero(void *ptr, size_t bytes, void *stream)
+{
+    (void)stream;
+    memset(ptr, 0, bytes);
+    return 0;
+}
+
 /* The wave order and LDS limit of the environment, read at every launch so a test may
  * change them. */
 static fa_emu_device launch_device(void)
@@ -162,4 +169,5 @@ extern "C" const fa_gpu_runtime fa_hip_runtime = {
     rt_host_alloc_mapped, rt_host_free, rt_stream_capturing,
     &fa_hip_seq_check_handle, &fa_hip_seq_check_pages_handle,
     NULL, /* encode_maps: no warpgroup (TMA) kernels on AMD */
+    rt_zero,
 };

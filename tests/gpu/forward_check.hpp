@@ -15,15 +15,28 @@ struct Outcome {
     double out_error, out_bound, lse_error, lse_bound;
 };
 
-inline Outcome run_case(const Case &c, uint64_t seed)
+// workspace_fill >= 0: the call gets a workspace of its own, every byte set to that
+// value first (what it must not count on); else the library allocates it.
+inline Outcome run_case(const Case &c, uint64_t seed, int workspace_fill = -1)
 {
     GpuProblem p(c, seed);
     Context ctx;
+    size_t bytes = 0;
+    void *workspace = nullptr;
+    if (workspace_fill >= 0) {
+        REQUIRE(fa_fwd_workspace_size(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &bytes) ==
+                FA_OK);
+        REQUIRE(cudaMalloc(&workspace, bytes ? bytes : 1) == cudaSuccess);
+        REQUIRE(cudaMemset(workspace, workspace_fill, bytes) == cudaSuccess);
+    }
     fa_status st = fa_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &p.dout->view,
-                          &p.dlse->view, nullptr, 0);
+                          &p.dlse->view, workspace, bytes);
     INFO("fa_fwd: " << fa_status_string(st) << ": " << fa_last_error(ctx.ctx));
+    const cudaError_t synced = cudaDeviceSynchronize();
+    if (workspace)
+        cudaFree(workspace);
     REQUIRE(st == FA_OK);
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(synced == cudaSuccess);
     p.dout->copy_back();
     p.dlse->copy_back();
 
@@ -57,9 +70,9 @@ inline Plan plan_of(const Case &c)
     return {plan.kernel, plan.reason};
 }
 
-inline void check_case(const Case &c, uint64_t seed)
+inline void check_case(const Case &c, uint64_t seed, int workspace_fill = -1)
 {
-    Outcome o = run_case(c, seed);
+    Outcome o = run_case(c, seed, workspace_fill);
     INFO(describe(c));
     INFO("out error " << o.out_error << " (bound " << o.out_bound << "), lse error " << o.lse_error
                       << " (bound " << o.lse_bound << ")");

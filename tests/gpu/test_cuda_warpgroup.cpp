@@ -4,7 +4,8 @@
 // stride of 0, which TMA cannot address), head dims below their instance's, and every
 // compiled forward tile of both families, forced with FLASHATTN_FORCE_TILE, against the
 // fp64 oracle on odd lengths, GQA 6/2, causal both ways and varlen with seqused_k (the V
-// tail the kernel zeroes). The rest of the GPU
+// tail the kernel zeroes), and masked calls past 1024 keys, whose blocks draw their work
+// tiles from a counter the call zeroes in its workspace. The rest of the GPU
 // sweep (test_cuda_forward.cpp) runs on this family already wherever the dispatcher
 // picks it. On a device other than sm_90, or a build without sm_90a code, each case
 // WARNs and passes (Catch2 2 has no skip). Exits with code 4 without a CUDA device.
@@ -153,4 +154,51 @@ TEST_CASE("cuda warpgroup: more query tiles than SMs, Inf past the used keys", "
     v.heads = 16;
     v.heads_k = 4;
     check_case(v, seed++);
+}
+
+// Masked calls past 1024 keys: the persistent blocks draw their work tiles from a counter
+// in the workspace, which the call zeroes first. Most cases get a workspace of their own
+// filled with 0x7F bytes: a counter left at 0x7F7F7F7F would end every block after its
+// first tile, and the rows of the rest would stay poisoned. Each has more work tiles than
+// the 132 blocks: causal both ways, a window, GQA, lengths off the tiles, and a varlen
+// call with an empty sequence.
+TEST_CASE("cuda warpgroup: masked calls past 1024 keys draw their tiles, from a zeroed counter",
+          "[cuda][warpgroup]")
+{
+    if (!warpgroup_device(FA_PASS_FWD)) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
+        return;
+    }
+    struct Shape {
+        int d, seqlen_q, seqlen_k, window_left, fill;
+    };
+    const Shape shapes[] = {{64, 1100, 1100, -1, 0x7F}, {128, 1300, 1100, -1, 0x7F}, {128, 1100, 1200, 500, -1}};
+    uint64_t seed = 5400;
+    for (const Shape &sh : shapes) {
+        Case c = prefill_case(sh.d, sh.d == 64 ? FA_DTYPE_F16 : FA_DTYPE_BF16);
+        c.batch = 2;
+        c.heads = 16;
+        c.heads_k = 4;
+        c.seqlen_q = sh.seqlen_q;
+        c.seqlen_k = sh.seqlen_k;
+        c.causal = sh.window_left < 0;
+        if (!c.causal) {
+            c.window_left = sh.window_left;
+            c.window_right = 60;
+        }
+        INFO(describe(c));
+        const Plan plan = plan_of(c);
+        INFO(plan.reason);
+        CHECK(starts(plan.kernel, "fa_cuda_ws_"));
+        CHECK(plan.reason.find("persistent blocks drawing their tiles") != std::string::npos);
+        check_case(c, seed++, sh.fill);
+    }
+    Case v = prefill_case(128, FA_DTYPE_BF16);
+    v.cu_q = {0, 1300, 1300, 2500};
+    v.cu_k = {0, 1500, 1520, 3000};
+    v.heads = 16;
+    v.heads_k = 16;
+    v.causal = true;
+    CHECK(plan_of(v).reason.find("persistent blocks drawing their tiles") != std::string::npos);
+    check_case(v, seed++, 0x7F);
 }

@@ -41,9 +41,18 @@ size_t fa_seq_ok_bytes(const fa_problem *p)
     return fa_has_device_indices(p) ? fa_align256((size_t)p->batch * sizeof(int)) : 0;
 }
 
-size_t fa_fwd_workspace_total(const fa_problem *p, int splits)
+size_t fa_walk_tickets_bytes(const fa_selection *sel) { return sel->walk_draws ? 256 : 0; }
+
+unsigned *fa_walk_tickets_at(const fa_problem *p, const fa_selection *sel, void *workspace)
 {
-    return fa_split_bytes(p, splits) + fa_seq_ok_bytes(p);
+    return sel->walk_draws && workspace != NULL
+               ? (unsigned *)((char *)workspace + fa_split_bytes(p, sel->num_splits) + fa_seq_ok_bytes(p))
+               : NULL;
+}
+
+size_t fa_fwd_workspace_total(const fa_problem *p, const fa_selection *sel)
+{
+    return fa_split_bytes(p, sel->num_splits) + fa_seq_ok_bytes(p) + fa_walk_tickets_bytes(sel);
 }
 
 size_t fa_bwd_workspace_total(const fa_problem *p, const fa_kernel_config *cfg)
@@ -474,7 +483,7 @@ fa_status fa_gpu_fwd_workspace(fa_context *ctx, const fa_problem *p, const fa_se
     fa_status st = fa_gpu_check_paging(ctx, p, sel, backend);
     if (st == FA_OK)
         st = fa_fwd_limits(ctx, p, sel, backend);
-    *bytes = st == FA_OK ? fa_fwd_workspace_total(p, sel->num_splits) : 0;
+    *bytes = st == FA_OK ? fa_fwd_workspace_total(p, sel) : 0;
     return st;
 }
 

@@ -35,9 +35,14 @@ int fa_has_device_indices(const fa_problem *p);
 /* Bytes of seq_ok (0 without device indices). */
 size_t fa_seq_ok_bytes(const fa_problem *p);
 
-/* The whole workspaces of a forward with `splits` splits (fa_split_bytes + seq_ok) and of
- * a backward (fa_bwd_workspace_bytes + seq_ok), as the queries report them. */
-size_t fa_fwd_workspace_total(const fa_problem *p, int splits);
+/* Bytes of the warpgroup forward walk's ticket counter (256, or 0 unless sel->walk_draws),
+ * after seq_ok in the workspace; where it is (NULL without it or without a workspace). */
+size_t fa_walk_tickets_bytes(const fa_selection *sel);
+unsigned *fa_walk_tickets_at(const fa_problem *p, const fa_selection *sel, void *workspace);
+
+/* The whole workspaces of a forward as `sel` runs it (fa_split_bytes + seq_ok + the walk's
+ * tickets) and of a backward (fa_bwd_workspace_bytes + seq_ok), as the queries report them. */
+size_t fa_fwd_workspace_total(const fa_problem *p, const fa_selection *sel);
 size_t fa_bwd_workspace_total(const fa_problem *p, const fa_kernel_config *cfg);
 
 /* The device check's arguments for what fa_problem holds: the call's batch, cu_seqlens

@@ -409,6 +409,16 @@ static fa_status launch_bwd(fa_context *ctx, const fa_selection *sel, const fa_p
     return st;
 }
 
+/* The forward walk's ticket counter (fa_walk_tickets_at) zeroed in the stream, ahead of
+ * the call's kernels: its blocks count on it starting at 0. */
+static fa_status zero_walk_tickets(fa_context *ctx, unsigned *tickets)
+{
+    if (tickets == NULL)
+        return FA_OK;
+    return runtime_status(ctx, state_of(ctx)->rt->zero(tickets, sizeof *tickets, ctx->stream),
+                          "zeroing the forward walk's tickets");
+}
+
 /* One pass: its checks, the device, its workspace, its launches. */
 static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, const fa_selection *sel,
                           void *workspace)
@@ -422,7 +432,7 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
                         "backward workspace");
     } else {
         st = fa_gpu_check_fwd(ctx, p, sel, backend);
-        st = begin_pass(ctx, st, fa_fwd_workspace_total(p, sel->num_splits), &workspace, &owned,
+        st = begin_pass(ctx, st, fa_fwd_workspace_total(p, sel), &workspace, &owned,
                         "forward workspace");
     }
     if (st == FA_OK && pass == FA_PASS_BWD) {
@@ -432,6 +442,7 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
             st = launch_bwd(ctx, sel, p, &args);
     } else if (st == FA_OK) {
         fa_fwd_args args = fa_make_args(p, sel->num_splits, workspace);
+        args.walk_tickets = fa_walk_tickets_at(p, sel, workspace);
         /* Fixed-length sequences: seqused_k and the block table are the only device
          * indices, and the kernels clamp them, so the decode family checks them itself
          * and the other kernels let the check run beside them. */
@@ -439,7 +450,8 @@ static fa_status run_pass(fa_context *ctx, fa_pass pass, const fa_problem *p, co
         args.checked_late = !args.checks_itself && fa_has_device_indices(p) && !p->varlen;
         args.check_call = FA_CHECK_CALL_FWD;
         args.status = state_of(ctx)->status_device;
-        if (!args.checks_itself)
+        st = zero_walk_tickets(ctx, args.walk_tickets);
+        if (st == FA_OK && !args.checks_itself)
             st = check_indices(ctx, p, FA_CHECK_CALL_FWD, args.seq_ok);
         if (st == FA_OK)
             st = launch_fwd(ctx, sel, p, &args, fa_has_device_indices(p) && !args.checks_itself);
@@ -479,13 +491,17 @@ static fa_status gpu_fwd_kvcache(fa_context *ctx, const fa_kvcache_problem *p, c
         fa_seq_check_args check = fa_make_kvcache_check_args(p, seq_ok, state->status_device);
         fa_append_args append = fa_make_append_args(p, workspace, seq_ok);
         void *append_args[] = {&append};
-        st = launch_check(ctx, &check);
+        unsigned *tickets = fa_kvcache_walk_tickets(p, sel, workspace);
+        st = zero_walk_tickets(ctx, tickets);
+        if (st == FA_OK)
+            st = launch_check(ctx, &check);
         if (st == FA_OK)
             st = launch_next(ctx, state->rt->kv_append, fa_append_grid(p), FA_APPEND_THREADS, append_args, 0,
                              "kvcache append");
         if (st == FA_OK && p->attn.total_q > 0) {
             fa_problem attn = fa_kvcache_attention(p, &append);
             fa_fwd_args args = fa_make_args(&attn, sel->num_splits, fa_kvcache_split_workspace(p, workspace));
+            args.walk_tickets = tickets;
             st = launch_fwd(ctx, sel, &attn, &args, 1);
         }
     }

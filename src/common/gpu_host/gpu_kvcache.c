@@ -37,10 +37,19 @@ static size_t split_bytes(const fa_kvcache_problem *p, const fa_selection *sel)
 
 /* seqused, the rotated q, the partials, then seq_ok: where fa_make_args puts it for the
  * attention problem over the appended cache (whose seqused_k makes it a call with device
- * indices), so the device check, the append and the attention share one array. */
+ * indices), so the device check, the append and the attention share one array; then
+ * the forward walk's tickets (fa_walk_tickets_bytes). */
 size_t fa_kvcache_workspace_bytes(const fa_kvcache_problem *p, const fa_selection *sel)
 {
-    return seqused_bytes(p) + q_rot_bytes(p) + split_bytes(p, sel) + seqused_bytes(p);
+    return seqused_bytes(p) + q_rot_bytes(p) + split_bytes(p, sel) + seqused_bytes(p) + fa_walk_tickets_bytes(sel);
+}
+
+unsigned *fa_kvcache_walk_tickets(const fa_kvcache_problem *p, const fa_selection *sel, void *workspace)
+{
+    return sel->walk_draws && p->attn.total_q > 0
+               ? (unsigned *)((char *)workspace + seqused_bytes(p) + q_rot_bytes(p) + split_bytes(p, sel) +
+                              seqused_bytes(p))
+               : NULL;
 }
 
 int *fa_kvcache_seq_ok(const fa_kvcache_problem *p, const fa_selection *sel, void *workspace)

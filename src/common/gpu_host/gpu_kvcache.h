@@ -18,12 +18,14 @@ extern "C" {
 /* The workspace of a kvcache call, in order, each part 256-byte aligned: seqused int32
  * [b] (n_b + s_new, the attention's seqused_k), the rotated q [b, s_q, h, d] in q's dtype
  * (rotary only), the forward's split-KV partials (fa_split_bytes), then seq_ok int32
- * [b] (fa_kvcache_seq_ok). */
+ * [b] (fa_kvcache_seq_ok), then the forward walk's tickets (fa_kvcache_walk_tickets). */
 size_t fa_kvcache_workspace_bytes(const fa_kvcache_problem *p, const fa_selection *sel);
 
 /* seq_ok in the call's workspace (the device check writes it, the append and the
  * attention read it). */
 int *fa_kvcache_seq_ok(const fa_kvcache_problem *p, const fa_selection *sel, void *workspace);
+/* The attention's walk tickets (fa_walk_tickets_bytes) after seq_ok, or NULL. */
+unsigned *fa_kvcache_walk_tickets(const fa_kvcache_problem *p, const fa_selection *sel, void *workspace);
 /* The device check of an fa_fwd_kvcache call: cache_seqlens (>= 0, + s_new within the
  * capacity, and >= s_q with rotary), cache_batch_idx, and the paged table. */
 fa_seq_check_args fa_make_kvcache_check_args(const fa_kvcache_problem *p, int *seq_ok,

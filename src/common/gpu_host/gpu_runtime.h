@@ -89,6 +89,9 @@ typedef struct fa_gpu_runtime {
      * Host work only. NULL: the runtime has no such kernels. */
     int (*encode_maps)(const fa_fwd_args *args, const fa_bwd_args *bwd, int bf16, long long rows_q,
                        long long rows_k, int tile_m, int tile_n, fa_tma_maps *maps);
+    /* Sets `bytes` of device memory to zero in the stream's order (a counter the next
+     * kernel of the call counts on: the forward walk's tickets). */
+    int (*zero)(void *ptr, size_t bytes, void *stream);
 } fa_gpu_runtime;
 
 /* Binds ctx (backend and device set) to a runtime: finds the device, fills ctx->row and

@@ -72,6 +72,11 @@ static int rt_launch(const void *kernel, fa_grid grid, unsigned threads, void **
                                as_stream(stream));
 }
 
+static int rt_zero(void *ptr, size_t bytes, void *stream)
+{
+    return FA_RT(MemsetAsync)(ptr, 0, bytes, as_stream(stream));
+}
+
 static const char *rt_error_text(int error) { return FA_RT(GetErrorString)((FA_RT(Error_t))error); }
 
 extern "C" const fa_gpu_runtime FA_RT_TABLE = {
@@ -82,5 +87,5 @@ extern "C" const fa_gpu_runtime FA_RT_TABLE = {
     &FA_RT_HANDLE(kv_append),
     rt_host_alloc_mapped, rt_host_free, rt_stream_capturing,
     &FA_RT_HANDLE(seq_check), &FA_RT_HANDLE(seq_check_pages),
-    FA_RT_ENCODE_MAPS,
+    FA_RT_ENCODE_MAPS, rt_zero,
 };

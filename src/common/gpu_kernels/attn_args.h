@@ -88,6 +88,9 @@ typedef struct fa_fwd_args {
     /* 1: the warpgroup forward stores O by TMA through its map (fa_tma_maps.out): one  */
     /* split, and O's pointer and strides as TMA takes them (the host checks).           */
     int out_by_tma;
+    /* NULL, or a counter the host zeroed for this call: the warpgroup forward's          */
+    /* persistent blocks draw their next work tiles from it (attn_fwd_ws.h, the walk).     */
+    unsigned *walk_tickets;
 } fa_fwd_args;
 
 /* The warpgroup kernels' second parameter: the TMA tensor maps of q, k, v, the

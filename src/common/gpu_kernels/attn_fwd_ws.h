@@ -14,8 +14,9 @@
  * 64 query rows of the tile and compute S = Q·Kᵀ and O += P·V with wgmma, P staying in
  * registers; they take turns issuing them (ping-pong). Up to d128 (FA_WS_PERSISTENT) the
  * blocks walk work tiles (fa_ws_span) along x: persistent ones (one per SM, the producer
- * running ahead into the next tile) where the dispatcher finds it pays, else a block per
- * work tile; above d128, a block per query tile on the mma.sync kernels' grid.
+ * running ahead into the next tile), each tile handed to the roles by a scheduler thread
+ * (fa_ws_schedule), statically or drawn from a counter; above d128, a block per query
+ * tile on the mma.sync kernels' grid.
  *
  * Overlap inside a consumer: S of tile t is issued before P·V of tile t-1, and the softmax
  * of tile t runs while that P·V is still in the tensor cores; O is rescaled once it is
@@ -74,8 +75,12 @@
 
 /* Register budgets of the roles (setmaxnreg): the producer keeps what issuing copies
  * and walking the work needs, the consumers share the rest (FA3's counts: 24 / 240 for
- * two consumers, 32 / 160 for three). */
-#if FA_WS_CONSUMERS == 2
+ * two consumers, 32 / 160 for three). The walk's producer, which takes its tiles from
+ * the mailbox, spilled 24 bytes in 24 at d128 (ptxas); 40 / 232 spills nothing. */
+#if FA_WS_CONSUMERS == 2 && FA_WS_PERSISTENT(FA_INST_D)
+#define FA_WS_PRODUCER_REGS 40
+#define FA_WS_CONSUMER_REGS 232
+#elif FA_WS_CONSUMERS == 2
 #define FA_WS_PRODUCER_REGS 24
 #define FA_WS_CONSUMER_REGS 240
 #elif FA_WS_CONSUMERS == 3
@@ -86,8 +91,8 @@
 #endif
 /* setmaxnreg moves registers within the block's allocation at launch: ptxas gives each
  * thread the most the launch bound allows (65536 / threads, in steps of 8), and a .inc
- * past what the others gave back waits for ever. 24 + 2 x 240 (x 128) is 384 threads at
- * 168; 32 + 3 x 160 is 512 at 128. */
+ * past what the others gave back waits for ever. 24 + 2 x 240 and 40 + 2 x 232 (x 128)
+ * are 384 threads at 168; 32 + 3 x 160 is 512 at 128. */
 #if FA_WARPGROUP_THREADS * (FA_WS_PRODUCER_REGS + FA_WS_CONSUMERS * FA_WS_CONSUMER_REGS) > \
     FA_THREADS * FA_WS_REGS_PER_THREAD(FA_THREADS)
 #error "the roles' register budgets exceed the block's registers at launch"
@@ -111,6 +116,11 @@ typedef struct fa_ws_ring {
     uint64_t q_full, q_empty;
     uint64_t k_full[FA_INST_STAGES], v_full[FA_INST_STAGES];
     uint64_t k_empty[FA_INST_STAGES], v_empty[FA_INST_STAGES];
+    /* The walk's mailbox (FA_WS_PERSISTENT): the block's next work tile (past the walk:
+     * the end); walk_full once the scheduler put it there, walk_empty once every consumer
+     * warp has read it and the producer has issued the tile's copies. */
+    uint64_t walk_full, walk_empty;
+    unsigned walk_tile;
 } fa_ws_ring;
 
 /* Stage and phase parity of the g-th K/V tile through the ring (counted over all the
@@ -119,15 +129,20 @@ FA_DEVICE unsigned fa_ws_stage(unsigned g) { return g % FA_INST_STAGES; }
 FA_DEVICE unsigned fa_ws_parity(unsigned g) { return (g / FA_INST_STAGES) & 1u; }
 
 /* The block's work: a persistent grid (at most one block per SM) walks the work tiles
- * w = blockIdx.x, + gridDim.x, ... of x_blocks * pairs. They are ordered in sections of
- * a few pairs whose K/V fit in L2 together (FA_WS_L2_SECTION_BYTES), and within a section
- * by the query tile, the last (heaviest when causal) first, then the pair: the blocks
- * running at a time read the K/V of one section, and each round of gridDim.x tiles
- * costs about the same in every block. Measured on the H200 (bench/NOTES.md, ws3): pairs
- * fastest over all pairs lost 15% at d128 (132 K/V streams at once, no L2 reuse); query
- * tiles fastest lost up to 45% when causal (with gridDim.x a multiple of x_blocks each
- * block always drew the same query tile). The producer starts loading a work tile while
- * the consumers finish the one before. */
+ * of x_blocks * pairs, each block its blockIdx.x-th first, then (fa_ws_schedule) every
+ * gridDim.x-th, or in a call with args->walk_tickets the one its draw names: the block
+ * that finishes first takes the next tile in this order. They are ordered in sections
+ * of a few pairs whose K/V fit in L2 together (FA_WS_L2_SECTION_BYTES), and within a
+ * section by the query tile, the last (heaviest when causal) first, then the pair: the
+ * blocks running at a time read the K/V of one section, and without a mask each round
+ * of gridDim.x tiles costs about the same in every block. Measured on the H200
+ * (bench/NOTES.md, ws3): pairs fastest over all pairs lost 15% at d128 (132 K/V streams
+ * at once, no L2 reuse); query tiles fastest lost up to 45% when causal (with gridDim.x
+ * a multiple of x_blocks each block always drew the same query tile). Causal tiles
+ * still differ within a round, and a static walk gave some blocks the heavier tile of
+ * each round (5-15% slower than a block per tile at 4k-16k keys): drawn, the heaviest go
+ * first wherever a block is free (bench/NOTES.md, issue 13 session 14). The producer
+ * starts loading a work tile while the consumers finish the one before. */
 #define FA_WS_L2_SECTION_BYTES (24ll << 20)
 
 /* All computed from args at each use, not kept, and in 32 bits (the dispatcher keeps
@@ -419,12 +434,37 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_tma_maps *maps, c
     fa_write_output(args, s, warp_row0, 0, acc_o, row_max, row_sum, o_stored);
 }
 
-/* The work tiles of this block, each as its span `s`: every gridDim.x-th one of the walk
- * (FA_WS_PERSISTENT, launch_grid.h; one tile when the grid has a block per tile), or the
- * block's own one. */
 #if FA_WS_PERSISTENT(FA_INST_D)
-#define FA_WS_FOR_EACH_WORK_TILE(s)                                                 \
-    for (unsigned w = blockIdx.x; w < fa_ws_total(&args); w += gridDim.x)          \
+/* The reader's `taken`-th work tile (counted from 0) from the mailbox; past the walk at
+ * its end. A consumer warp releases walk_empty once it has read it, the producer once it
+ * has issued the tile's copies. */
+FA_DEVICE unsigned fa_ws_take_tile(fa_ws_ring *ring, unsigned taken)
+{
+    fa_mbar_wait(&ring->walk_full, taken & 1u);
+    return *(volatile unsigned *)&ring->walk_tile;
+}
+
+/* The scheduler (one thread): puts the block's work tiles in the mailbox one at a time,
+ * the next once every reader is done with the last. The producer's arrival comes once it
+ * has issued the tile's copies, so that a drawn tile is drawn as late as the ring lets
+ * the producer start it. */
+FA_DEVICE void fa_ws_schedule(const fa_fwd_args *args, fa_ws_ring *ring)
+{
+    unsigned w = blockIdx.x;
+    for (unsigned j = 0;; ++j) {
+        *(volatile unsigned *)&ring->walk_tile = w;
+        fa_mbar_arrive(&ring->walk_full);
+        if (w >= fa_ws_total(args))
+            return;
+        fa_mbar_wait(&ring->walk_empty, j & 1u);
+        w = args->walk_tickets ? gridDim.x + fa_ticket_draw(args->walk_tickets) : w + gridDim.x;
+    }
+}
+/* Every work tile of the block, each as its span `s`: the mailbox's, or the block's own
+ * one where the grid has a block per work tile. */
+#define FA_WS_FOR_EACH_WORK_TILE(s)                                                            \
+    for (unsigned taken = 0, w = fa_ws_take_tile(&ring, 0); w < fa_ws_total(&args);              \
+         w = fa_ws_take_tile(&ring, ++taken))                                                    \
         for (fa_block_span s = fa_ws_span(&args, w), *once = &s; once; once = NULL)
 #else
 #define FA_WS_FOR_EACH_WORK_TILE(s) \
@@ -457,6 +497,8 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
             fa_mbar_init(&ring.k_empty[i], FA_WS_CONSUMERS * 4);
             fa_mbar_init(&ring.v_empty[i], FA_WS_CONSUMERS * 4);
         }
+        fa_mbar_init(&ring.walk_full, 1);
+        fa_mbar_init(&ring.walk_empty, FA_WS_CONSUMERS * 4 + 1);
         fa_mbar_init_fence();
     }
     __syncthreads();
@@ -466,17 +508,22 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     unsigned kv = 0, q_loads = 0; /* K/V tiles through the ring, Q tiles loaded */
     if (fa_warpgroup() == 0) {
         fa_regs_shrink(FA_WS_PRODUCER_REGS);
+#if FA_WS_PERSISTENT(FA_INST_D)
+        if (threadIdx.x == FA_WARP_SIZE)
+            fa_ws_schedule(&args, &ring);
+#endif
         if (threadIdx.x != 0)
             return;
         fa_tma_prefetch_map(maps.q);
         fa_tma_prefetch_map(maps.k);
         fa_tma_prefetch_map(maps.v);
         FA_WS_FOR_EACH_WORK_TILE(s) {
-            if (fa_ws_block_idle(&args, &s) || s.tile_hi <= s.tile_lo)
-                continue;
-            fa_ws_produce(&args, &maps, &s, &ring, smem_q, smem_k, smem_v, kv, q_loads);
-            kv += s.tile_hi - s.tile_lo;
-            ++q_loads;
+            if (!fa_ws_block_idle(&args, &s) && s.tile_hi > s.tile_lo) {
+                fa_ws_produce(&args, &maps, &s, &ring, smem_q, smem_k, smem_v, kv, q_loads);
+                kv += s.tile_hi - s.tile_lo;
+                ++q_loads;
+            }
+            fa_mbar_arrive(&ring.walk_empty); /* its copies issued */
         }
         return;
     }
@@ -486,6 +533,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     if (consumer == FA_WS_CONSUMERS - 1)
         fa_named_arrive(FA_WS_BAR_TURN + 0, 2 * FA_WARPGROUP_THREADS);
     FA_WS_FOR_EACH_WORK_TILE(s) {
+        fa_ws_release(&ring.walk_empty); /* read */
         if (fa_ws_block_idle(&args, &s))
             continue;
         fa_ws_consume(&args, &maps, &s, &ring, smem_q, smem_k, smem_v, smem_o, consumer, kv, q_loads);

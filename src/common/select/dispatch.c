@@ -463,17 +463,19 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
     return shape->paged || (long long)(shape->heads / shape->heads_k) * shape->seqlen_q <= FA_DECODE_PACKED_ROWS;
 }
 
-/* 1 when the warpgroup walk's blocks should be persistent (one per slot, each walking
- * many work tiles) rather than one per work tile, which the hardware hands out as blocks
- * finish. Measured on the H200 (bench/NOTES.md, ws3): persistent is 1.09-1.20x faster
- * at 512 - 1k keys, masked or not, and within 3% without a mask at 2k - 16k, but its
- * static round robin balances causal tiles worse than the hardware does: 5-15% slower at
- * 4k - 16k causal keys, and 3.5-4.4% at 2k since O goes out by TMA (H100, issue 13
- * session 6). Sliding windows count as masks here; only causal was measured. */
+/* The warpgroup walk's blocks are persistent (one per slot, each walking many work
+ * tiles). Masked calls past WALK_MASKED_KEYS_MAX keys draw each next tile from a counter
+ * (1), the others take every gridDim.x-th one (0). Measured (bench/NOTES.md): persistent
+ * is 1.09-1.20x faster than a block per work tile at 512 - 1k keys, masked or not, and
+ * within 3% without a mask at 2k - 16k (H200, ws3); but the static walk balances causal
+ * tiles worse than the hardware hands out blocks: 5-15% slower at 4k - 16k causal keys
+ * (H100, issue 13 session 6), while the drawn walk is +3.5 to +12.6% faster than a block
+ * per tile at 2k - 4k causal keys and within 1% at 8k (H100, session 14). Sliding windows
+ * count as masks here; only causal was measured. */
 #define WALK_MASKED_KEYS_MAX 1024
-static int walk_pays(const fa_problem_shape *shape)
+static int walk_draws(const fa_problem_shape *shape)
 {
-    return !shape->has_mask || shape->seqlen_k <= WALK_MASKED_KEYS_MAX;
+    return shape->has_mask && shape->seqlen_k > WALK_MASKED_KEYS_MAX;
 }
 
 /* 1 when a warpgroup launch of this shape could walk FA_WS_WALK_TILES work tiles or more:
@@ -591,11 +593,16 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     out->config = best;
     out->blocks_per_sm = best_e.blocks_per_sm;
     out->num_splits = best_e.splits;
-    out->persistent_blocks =
-        best->warpgroup && best->pass == FA_PASS_FWD && FA_WS_PERSISTENT(best->head_dim) && walk_pays(shape)
-            ? sm_count_of(row) * best_e.blocks_per_sm
-            : 0;
+    out->persistent_blocks = best->warpgroup && best->pass == FA_PASS_FWD && FA_WS_PERSISTENT(best->head_dim)
+                                 ? sm_count_of(row) * best_e.blocks_per_sm
+                                 : 0;
+    out->walk_draws = out->persistent_blocks > 0 && walk_draws(shape);
     describe_choice(row, best, shape, &best_e, family_note, out->reason, sizeof out->reason);
+    if (out->persistent_blocks > 0) {
+        const size_t n = strlen(out->reason);
+        snprintf(out->reason + n, sizeof out->reason - n, ", %d persistent blocks%s", out->persistent_blocks,
+                 out->walk_draws ? " drawing their tiles (masked, > 1024 keys)" : "");
+    }
     return FA_OK;
 }
 

@@ -84,7 +84,9 @@ typedef struct fa_selection {
     int num_splits;
     int persistent_blocks;   /* warpgroup family, FA_WS_PERSISTENT instances: the grid  */
                              /* (SMs x blocks per SM) whose blocks walk the work tiles, */
-                             /* or 0: a block per work tile (walk_pays in dispatch.c)   */
+                             /* or 0: a block per work tile                             */
+    int walk_draws;          /* 1: those blocks draw their tiles from a counter the     */
+                             /* call zeroes in its workspace (walk_draws in dispatch.c) */
     char reason[256];
 } fa_selection;
 
