@@ -118,7 +118,8 @@ typedef struct fa_ws_ring {
     uint64_t k_empty[FA_INST_STAGES], v_empty[FA_INST_STAGES];
     /* The walk's mailbox (FA_WS_PERSISTENT): the block's next work tile (past the walk:
      * the end); walk_full once the scheduler put it there, walk_empty once every consumer
-     * warp has read it and the producer has issued the tile's copies. */
+     * thread has read it (each its own arrival: racecheck reported the reads of lanes
+     * behind a warp's one arrival as hazards) and the producer has issued its copies. */
     uint64_t walk_full, walk_empty;
     unsigned walk_tile;
 } fa_ws_ring;
@@ -436,8 +437,8 @@ FA_DEVICE void fa_ws_consume(const fa_fwd_args *args, const fa_tma_maps *maps, c
 
 #if FA_WS_PERSISTENT(FA_INST_D)
 /* The reader's `taken`-th work tile (counted from 0) from the mailbox; past the walk at
- * its end. A consumer warp releases walk_empty once it has read it, the producer once it
- * has issued the tile's copies. */
+ * its end. A consumer thread arrives on walk_empty once it has read it, the producer once
+ * it has issued the tile's copies. */
 FA_DEVICE unsigned fa_ws_take_tile(fa_ws_ring *ring, unsigned taken)
 {
     fa_mbar_wait(&ring->walk_full, taken & 1u);
@@ -498,7 +499,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
             fa_mbar_init(&ring.v_empty[i], FA_WS_CONSUMERS * 4);
         }
         fa_mbar_init(&ring.walk_full, 1);
-        fa_mbar_init(&ring.walk_empty, FA_WS_CONSUMERS * 4 + 1);
+        fa_mbar_init(&ring.walk_empty, FA_WS_CONSUMER_THREADS + 1);
         fa_mbar_init_fence();
     }
     __syncthreads();
@@ -533,7 +534,7 @@ extern "C" FA_GLOBAL void __launch_bounds__(FA_THREADS, 1)
     if (consumer == FA_WS_CONSUMERS - 1)
         fa_named_arrive(FA_WS_BAR_TURN + 0, 2 * FA_WARPGROUP_THREADS);
     FA_WS_FOR_EACH_WORK_TILE(s) {
-        fa_ws_release(&ring.walk_empty); /* read */
+        fa_mbar_arrive(&ring.walk_empty); /* read */
         if (fa_ws_block_idle(&args, &s))
             continue;
         fa_ws_consume(&args, &maps, &s, &ring, smem_q, smem_k, smem_v, smem_o, consumer, kv, q_loads);
