@@ -877,6 +877,32 @@ TEST_CASE("gpu backend: kvcache runs the device check, the append, then the forw
     // The attention reads what the append wrote: it waits for the kernels before it first.
     REQUIRE(g_dev.fwds.size() == 1);
     CHECK(g_dev.fwds[0].checked_late == 0);
+    CHECK(g_dev.fwds[0].walk_tickets == nullptr);
+}
+
+TEST_CASE("gpu backend: kvcache whose attention draws its tiles zeroes their counter after seq_ok first",
+          "[gpu_backend][kvcache]")
+{
+    fake_context f;
+    REQUIRE(f.attach() == FA_OK);
+    const fa_kvcache_problem kp = kvcache_problem();
+    const fa_kernel_config c = config(FA_PASS_FWD, 0);
+    const fa_selection plain = selection(c, 1);
+    fa_selection sel = plain;
+    sel.walk_draws = 1;
+    size_t bytes = 0;
+    REQUIRE(fa_gpu_ops.fwd_kvcache_workspace(&f.ctx, &kp, &sel, &bytes) == FA_OK);
+    CHECK(bytes == fa_kvcache_workspace_bytes(&kp, &plain) + 256);
+    REQUIRE(fa_gpu_ops.fwd_kvcache(&f.ctx, &kp, &sel, nullptr, 0) == FA_OK);
+    CHECK(ops() == strings{"set_device", "alloc", "zero", "launch", "launch", "prepare", "launch", "release"});
+    CHECK(g_dev.events[2].ptr == g_dev.memory + fa_kvcache_workspace_bytes(&kp, &plain));
+    CHECK(g_dev.events[2].bytes == sizeof(unsigned));
+    REQUIRE(g_dev.checks.size() == 1);
+    CHECK(reinterpret_cast<unsigned char *>(g_dev.checks[0].seq_ok) ==
+          g_dev.memory + (fa_kvcache_workspace_bytes(&kp, &plain) - 256));
+    REQUIRE(g_dev.fwds.size() == 1);
+    CHECK(reinterpret_cast<unsigned char *>(g_dev.fwds[0].walk_tickets) ==
+          g_dev.memory + fa_kvcache_workspace_bytes(&kp, &plain));
 }
 
 TEST_CASE("gpu backend: paged caches and cache_batch_idx run only on a decode config", "[gpu_backend][kvcache]")

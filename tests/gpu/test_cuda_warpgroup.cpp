@@ -17,6 +17,7 @@
 
 #include "forward_check.hpp"
 #include "gpu_case.hpp"
+#include "graph_capture.hpp"
 
 namespace {
 
@@ -201,4 +202,64 @@ TEST_CASE("cuda warpgroup: masked calls past 1024 keys draw their tiles, from a 
     v.causal = true;
     CHECK(plan_of(v).reason.find("persistent blocks drawing their tiles") != std::string::npos);
     check_case(v, seed++, 0x7F);
+}
+
+// The counter a drawn call leaves: every block draws until its ticket lies past the walk,
+// so a call draws exactly one ticket per work tile (its blocks' first tiles are not drawn,
+// and each block's last draw is past the walk). A walk that did not draw would leave 0; a
+// replay that did not zero it again would start past the walk, end each block after its
+// first tile and leave more. Fixed length, one split: the workspace is the counter alone.
+TEST_CASE("cuda warpgroup: a drawn walk draws one ticket per work tile, in a replayed graph too",
+          "[cuda][warpgroup]")
+{
+    if (!warpgroup_device(FA_PASS_FWD)) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
+        return;
+    }
+    Case c = prefill_case(128, FA_DTYPE_BF16);
+    c.batch = 2;
+    c.heads = 16;
+    c.heads_k = 4;
+    c.seqlen_q = 1300;
+    c.seqlen_k = 1100;
+    c.causal = true;
+    const Plan plan = plan_of(c);
+    INFO(plan.kernel << ": " << plan.reason);
+    REQUIRE(starts(plan.kernel, "fa_cuda_ws_d128_bf16_"));
+    const int tile_m = std::stoi(plan.kernel.substr(std::string("fa_cuda_ws_d128_bf16_").size()));
+    const unsigned work_tiles = static_cast<unsigned>((c.seqlen_q + tile_m - 1) / tile_m * c.heads * c.batch);
+
+    GpuProblem p(c, 5500);
+    Context ctx;
+    Stream stream;
+    REQUIRE(fa_set_stream(ctx.ctx, stream.s) == FA_OK);
+    size_t bytes = 0;
+    REQUIRE(fa_fwd_workspace_size(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &bytes) == FA_OK);
+    REQUIRE(bytes == 256);
+    DeviceBuffer workspace(bytes);
+    const auto tickets = [&]() {
+        unsigned drawn = 0;
+        REQUIRE(cudaMemcpy(&drawn, workspace.ptr, sizeof drawn, cudaMemcpyDeviceToHost) == cudaSuccess);
+        return drawn;
+    };
+    const auto call = [&]() {
+        return fa_fwd(ctx.ctx, &p.dq->view, &p.dk->view, &p.dv->view, &p.dev_params, &p.dout->view, &p.dlse->view,
+                      workspace.ptr, bytes);
+    };
+
+    REQUIRE(cudaMemset(workspace.ptr, 0x7F, bytes) == cudaSuccess);
+    REQUIRE(call() == FA_OK);
+    REQUIRE(cudaStreamSynchronize(stream.s) == cudaSuccess);
+    CHECK(tickets() == work_tiles);
+    const std::vector<unsigned char> first = download(*p.dout);
+
+    Graph g;
+    REQUIRE(cudaMemset(workspace.ptr, 0x7F, bytes) == cudaSuccess);
+    capture(ctx.ctx, stream.s, g, call);
+    for (int replay = 0; replay < 2; ++replay) {
+        reset(*p.dout);
+        g.replay(stream.s);
+        CHECK(tickets() == work_tiles);
+        CHECK(same_bytes(download(*p.dout), first));
+    }
 }

@@ -461,8 +461,8 @@ FA_DEVICE void fa_ws_schedule(const fa_fwd_args *args, fa_ws_ring *ring)
         w = args->walk_tickets ? gridDim.x + fa_ticket_draw(args->walk_tickets) : w + gridDim.x;
     }
 }
-/* Every work tile of the block, each as its span `s`: the mailbox's, or the block's own
- * one where the grid has a block per work tile. */
+/* Every work tile of the block, each as its span `s`: the mailbox's (FA_WS_PERSISTENT
+ * instances, whatever their grid), or the block's own query tile (d192, d256). */
 #define FA_WS_FOR_EACH_WORK_TILE(s)                                                            \
     for (unsigned taken = 0, w = fa_ws_take_tile(&ring, 0); w < fa_ws_total(&args);              \
          w = fa_ws_take_tile(&ring, ++taken))                                                    \

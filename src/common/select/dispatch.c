@@ -469,9 +469,9 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
  * is 1.09-1.20x faster than a block per work tile at 512 - 1k keys, masked or not, and
  * within 3% without a mask at 2k - 16k (H200, ws3); but the static walk balances causal
  * tiles worse than the hardware hands out blocks: 5-15% slower at 4k - 16k causal keys
- * (H100, issue 13 session 6), while the drawn walk is +3.5 to +12.6% faster than a block
- * per tile at 2k - 4k causal keys and within 1% at 8k (H100, session 14). Sliding windows
- * count as masks here; only causal was measured. */
+ * (H100, issue 13 session 6), while the drawn walk is 5-12% faster than a block per tile
+ * at 2k - 4k causal keys and 2-6% at 8k - 16k (H100, session 14). Sliding windows count
+ * as masks here; only causal was measured. */
 #define WALK_MASKED_KEYS_MAX 1024
 static int walk_draws(const fa_problem_shape *shape)
 {

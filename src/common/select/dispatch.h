@@ -83,8 +83,8 @@ typedef struct fa_selection {
     int blocks_per_sm;
     int num_splits;
     int persistent_blocks;   /* warpgroup family, FA_WS_PERSISTENT instances: the grid  */
-                             /* (SMs x blocks per SM) whose blocks walk the work tiles, */
-                             /* or 0: a block per work tile                             */
+                             /* (SMs x blocks per SM) whose blocks walk the work tiles; */
+                             /* 0 for every other config (their own grids)              */
     int walk_draws;          /* 1: those blocks draw their tiles from a counter the     */
                              /* call zeroes in its workspace (walk_draws in dispatch.c) */
     char reason[256];
