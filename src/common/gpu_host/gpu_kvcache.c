@@ -47,8 +47,7 @@ size_t fa_kvcache_workspace_bytes(const fa_kvcache_problem *p, const fa_selectio
 unsigned *fa_kvcache_walk_tickets(const fa_kvcache_problem *p, const fa_selection *sel, void *workspace)
 {
     return sel->walk_draws && p->attn.total_q > 0
-               ? (unsigned *)((char *)workspace + seqused_bytes(p) + q_rot_bytes(p) + split_bytes(p, sel) +
-                              seqused_bytes(p))
+               ? (unsigned *)((char *)fa_kvcache_seq_ok(p, sel, workspace) + seqused_bytes(p))
                : NULL;
 }
 

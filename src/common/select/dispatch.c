@@ -600,8 +600,12 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     describe_choice(row, best, shape, &best_e, family_note, out->reason, sizeof out->reason);
     if (out->persistent_blocks > 0) {
         const size_t n = strlen(out->reason);
-        snprintf(out->reason + n, sizeof out->reason - n, ", %d persistent blocks%s", out->persistent_blocks,
-                 out->walk_draws ? " drawing their tiles (masked, > 1024 keys)" : "");
+        if (out->walk_draws)
+            snprintf(out->reason + n, sizeof out->reason - n,
+                     ", %d persistent blocks drawing their tiles (masked, > %d keys)", out->persistent_blocks,
+                     WALK_MASKED_KEYS_MAX);
+        else
+            snprintf(out->reason + n, sizeof out->reason - n, ", %d persistent blocks", out->persistent_blocks);
     }
     return FA_OK;
 }
