@@ -473,20 +473,18 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(sel.walk_draws == 0);
     CHECK(contains(sel.reason, "132 persistent blocks"));
     CHECK(!contains(sel.reason, "drawing"));
-    // Masked: the static walk over at most 1024 keys, drawn tiles beyond (walk_draws).
+    // Masked, short or long: drawn tiles (walk_draws).
     fa_problem_shape causal = shape;
     causal.has_mask = 1;
-    causal.seqlen_q = causal.seqlen_k = 1024;
-    REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
-    CHECK(sel.persistent_blocks > 0);
-    CHECK(sel.walk_draws == 0);
-    causal.seqlen_q = causal.seqlen_k = 1025;
-    REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
-    INFO(sel.reason);
-    CHECK(sel.config->warpgroup == 1);
-    CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm);
-    CHECK(sel.walk_draws == 1);
-    CHECK(contains(sel.reason, "132 persistent blocks drawing their tiles (masked, > 1024 keys)"));
+    for (int keys : {100, 1024, 1025}) {
+        causal.seqlen_q = causal.seqlen_k = keys;
+        REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
+        INFO(keys << " keys: " << sel.reason);
+        CHECK(sel.config->warpgroup == 1);
+        CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm);
+        CHECK(sel.walk_draws == 1);
+        CHECK(contains(sel.reason, "132 persistent blocks drawing their tiles (masked)"));
+    }
     // Not masked, any length: static.
     causal.has_mask = 0;
     REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);

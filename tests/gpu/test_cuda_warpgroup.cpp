@@ -4,8 +4,8 @@
 // stride of 0, which TMA cannot address), head dims below their instance's, and every
 // compiled forward tile of both families, forced with FLASHATTN_FORCE_TILE, against the
 // fp64 oracle on odd lengths, GQA 6/2, causal both ways and varlen with seqused_k (the V
-// tail the kernel zeroes), and masked calls past 1024 keys, whose blocks draw their work
-// tiles from a counter the call zeroes in its workspace. The rest of the GPU
+// tail the kernel zeroes), and masked calls, whose blocks draw their work tiles from a
+// counter the call zeroes in its workspace. The rest of the GPU
 // sweep (test_cuda_forward.cpp) runs on this family already wherever the dispatcher
 // picks it. On a device other than sm_90, or a build without sm_90a code, each case
 // WARNs and passes (Catch2 2 has no skip). Exits with code 4 without a CUDA device.
@@ -157,13 +157,13 @@ TEST_CASE("cuda warpgroup: more query tiles than SMs, Inf past the used keys", "
     check_case(v, seed++);
 }
 
-// Masked calls past 1024 keys: the persistent blocks draw their work tiles from a counter
-// in the workspace, which the call zeroes first. Most cases get a workspace of their own
-// filled with 0x7F bytes: a counter left at 0x7F7F7F7F would end every block after its
-// first tile, and the rows of the rest would stay poisoned. Each has more work tiles than
-// the 132 blocks: causal both ways, a window, GQA, lengths off the tiles, and a varlen
-// call with an empty sequence.
-TEST_CASE("cuda warpgroup: masked calls past 1024 keys draw their tiles, from a zeroed counter",
+// Masked calls: the persistent blocks draw their work tiles from a counter in the
+// workspace, which the call zeroes first. Most cases get a workspace of their own filled
+// with 0x7F bytes: a counter left at 0x7F7F7F7F would end every block after its first
+// tile, and the rows of the rest would stay poisoned. Each has more work tiles than the
+// 132 blocks: causal both ways, short and long, a window, GQA, lengths off the tiles, and
+// a varlen call with an empty sequence.
+TEST_CASE("cuda warpgroup: masked calls draw their tiles, from a zeroed counter",
           "[cuda][warpgroup]")
 {
     if (!warpgroup_device(FA_PASS_FWD)) {
@@ -173,7 +173,10 @@ TEST_CASE("cuda warpgroup: masked calls past 1024 keys draw their tiles, from a 
     struct Shape {
         int d, seqlen_q, seqlen_k, window_left, fill;
     };
-    const Shape shapes[] = {{64, 1100, 1100, -1, 0x7F}, {128, 1300, 1100, -1, 0x7F}, {128, 1100, 1200, 500, -1}};
+    const Shape shapes[] = {{64, 1100, 1100, -1, 0x7F},
+                            {128, 1300, 1100, -1, 0x7F},
+                            {128, 1100, 1200, 500, -1},
+                            {64, 1500, 333, -1, 0x7F}};
     uint64_t seed = 5400;
     for (const Shape &sh : shapes) {
         Case c = prefill_case(sh.d, sh.d == 64 ? FA_DTYPE_F16 : FA_DTYPE_BF16);

@@ -464,19 +464,16 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
 }
 
 /* The warpgroup walk's blocks are persistent (one per slot, each walking many work
- * tiles). Masked calls past WALK_MASKED_KEYS_MAX keys draw each next tile from a counter
- * (1), the others take every gridDim.x-th one (0). Measured (bench/NOTES.md): persistent
- * is 1.09-1.20x faster than a block per work tile at 512 - 1k keys, masked or not, and
- * within 3% without a mask at 2k - 16k (H200, ws3); but the static walk balances causal
- * tiles worse than the hardware hands out blocks: 5-15% slower at 4k - 16k causal keys
- * (H100, issue 13 session 6), while the drawn walk is 5-12% faster than a block per tile
- * at 2k - 4k causal keys and 2-6% at 8k - 16k (H100, session 14). Sliding windows count
- * as masks here; only causal was measured. */
-#define WALK_MASKED_KEYS_MAX 1024
-static int walk_draws(const fa_problem_shape *shape)
-{
-    return shape->has_mask && shape->seqlen_k > WALK_MASKED_KEYS_MAX;
-}
+ * tiles). Masked calls draw each next tile from a counter (1), the others take every
+ * gridDim.x-th one (0). Measured (bench/NOTES.md): persistent is 1.09-1.20x faster than a
+ * block per work tile at 512 - 1k keys, masked or not, and within 3% without a mask at
+ * 2k - 16k (H200, ws3); but the static walk balances causal tiles worse than the hardware
+ * hands out blocks: 5-15% slower at 4k - 16k causal keys (H100, issue 13 session 6),
+ * while the drawn walk is 5-12% faster than a block per tile at 2k - 4k causal keys and
+ * 2-6% at 8k - 16k (H100, session 14), and 2-9% faster than the static walk at 1k causal
+ * keys, -1% to +4% at 512 (H100, session 15; the counter's memset included). Sliding
+ * windows count as masks here; only causal was measured. */
+static int walk_draws(const fa_problem_shape *shape) { return shape->has_mask; }
 
 /* 1 when a warpgroup launch of this shape could walk FA_WS_WALK_TILES work tiles or more:
  * its smallest query tile (64 rows) and every split there could be. In double: the
@@ -602,8 +599,7 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
         const size_t n = strlen(out->reason);
         if (out->walk_draws)
             snprintf(out->reason + n, sizeof out->reason - n,
-                     ", %d persistent blocks drawing their tiles (masked, > %d keys)", out->persistent_blocks,
-                     WALK_MASKED_KEYS_MAX);
+                     ", %d persistent blocks drawing their tiles (masked)", out->persistent_blocks);
         else
             snprintf(out->reason + n, sizeof out->reason - n, ", %d persistent blocks", out->persistent_blocks);
     }
