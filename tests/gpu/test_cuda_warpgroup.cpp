@@ -207,6 +207,40 @@ TEST_CASE("cuda warpgroup: masked calls draw their tiles, from a zeroed counter"
     check_case(v, seed++, 0x7F);
 }
 
+// A walking block meets work tiles without keys (batch entries whose seqused_k is 0)
+// between tiles with keys (1 key up to all 1000), single-key tiles right after long ones,
+// and the V tail past each used count with +Inf beyond it; many tiles per block (16 heads
+// over 4 x 10 batch entries, 2-3 query tiles each: 320-480 tiles on 132 blocks),
+// statically and drawn. Every tile must be written once, the keyless ones as rows that
+// saw no key.
+TEST_CASE("cuda warpgroup: walks through tiles without keys write each tile once",
+          "[cuda][warpgroup]")
+{
+    if (!warpgroup_device(FA_PASS_FWD)) {
+        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
+        return;
+    }
+    uint64_t seed = 5600;
+    for (int d : {64, 128})
+        for (bool causal : {false, true}) {
+            Case c = prefill_case(d, d == 64 ? FA_DTYPE_F16 : FA_DTYPE_BF16);
+            c.batch = 10;
+            c.heads = 16;
+            c.heads_k = 4;
+            c.seqlen_q = 333;
+            c.seqlen_k = 1000;
+            c.causal = causal;
+            c.seqused_k = {0, 1000, 0, 0, 65, 1, 0, 999, 128, 0};
+            c.inf_past_used_keys = true;
+            INFO(describe(c));
+            const Plan plan = plan_of(c);
+            INFO(plan.kernel << ": " << plan.reason);
+            CHECK(starts(plan.kernel, "fa_cuda_ws_"));
+            CHECK(plan.reason.find("persistent blocks") != std::string::npos);
+            check_case(c, seed++);
+        }
+}
+
 // The counter a drawn call leaves: every block draws until its ticket lies past the walk,
 // so a call draws exactly one ticket per work tile (its blocks' first tiles are not drawn,
 // and each block's last draw is past the walk). A walk that did not draw would leave 0; a

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# ptxas_check.sh BUILD_DIR - compiles every warpgroup unit the instance lists declare
+# (ws_instances.txt: forward; bws_instances.txt: backward) from BUILD_DIR/generated/cuda
+# for sm_90a with ptxas's report, and fails if any spills or has its wgmma serialised
+# (ptxas's "Potential Performance Loss" advisories C7514 / C7515 and the like: a path
+# the compiler cannot rule out touches an accumulator before the wait for its product,
+# and then it waits after every wgmma of the kernel; one such build lost 20-25%,
+# bench/NOTES.md issue 13 ws12). Runs the units in parallel (nproc). Needs nvcc.
+set -euo pipefail
+build=${1:?usage: ptxas_check.sh BUILD_DIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+units=()
+while read -r vendor d m n _ stages _ dtypes; do
+    for t in ${dtypes//,/ }; do units+=("fa_cuda_ws_d${d}_${t}_${m}x${n}x${stages}"); done
+done < <(grep -v '^#' "$root/src/common/select/ws_instances.txt" | awk 'NF >= 8 && $1 == "cuda"')
+while read -r vendor d m n _ stages _ dtypes; do
+    for t in ${dtypes//,/ }; do units+=("fa_cuda_bws_d${d}_${t}_${m}x${n}x${stages}"); done
+done < <(grep -v '^#' "$root/src/common/select/bws_instances.txt" 2>/dev/null | awk 'NF >= 8 && $1 == "cuda"')
+check() {
+    local unit=$1 src="$build/generated/cuda/$1.cu" report
+    [[ -f $src ]] || { echo "$unit: no $src"; return 1; }
+    report=$(nvcc -c -x cu -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -Xptxas=-v -std=c++14 \
+        -I"$root/include" -I"$root/src/common" -I"$root/src/cuda" -DFA_HAVE_CUDA=1 "$src" -o /dev/null 2>&1)
+    local spills advisories
+    spills=$(grep -o '[0-9]* bytes spill stores' <<< "$report" | awk '{s += $1} END {print s + 0}')
+    advisories=$(grep -c 'Potential Performance Loss' <<< "$report" || true)
+    echo "$unit: spill stores $spills bytes, serialisation advisories $advisories"
+    [[ $spills == 0 && $advisories == 0 ]]
+}
+export -f check
+export build root
+printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} bash -c 'check {}' && echo "ptxas_check: all ${#units[@]} units clean"
