@@ -9,23 +9,34 @@
 set -euo pipefail
 build=${1:?usage: ptxas_check.sh BUILD_DIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
+for list in ws_instances.txt bws_instances.txt; do
+    [[ -f $root/src/common/select/$list ]] || { echo "no src/common/select/$list"; exit 1; }
+done
 units=()
 while read -r vendor d m n _ stages _ dtypes; do
     for t in ${dtypes//,/ }; do units+=("fa_cuda_ws_d${d}_${t}_${m}x${n}x${stages}"); done
 done < <(grep -v '^#' "$root/src/common/select/ws_instances.txt" | awk 'NF >= 8 && $1 == "cuda"')
 while read -r vendor d m n _ stages _ dtypes; do
     for t in ${dtypes//,/ }; do units+=("fa_cuda_bws_d${d}_${t}_${m}x${n}x${stages}"); done
-done < <(grep -v '^#' "$root/src/common/select/bws_instances.txt" 2>/dev/null | awk 'NF >= 8 && $1 == "cuda"')
+done < <(grep -v '^#' "$root/src/common/select/bws_instances.txt" | awk 'NF >= 8 && $1 == "cuda"')
 check() {
     local unit=$1 src="$build/generated/cuda/$1.cu" report
     [[ -f $src ]] || { echo "$unit: no $src"; return 1; }
-    report=$(nvcc -c -x cu -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -Xptxas=-v -std=c++14 \
-        -I"$root/include" -I"$root/src/common" -I"$root/src/cuda" -DFA_HAVE_CUDA=1 "$src" -o /dev/null 2>&1)
+    if ! report=$(nvcc -c -x cu -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -Xptxas=-v -std=c++14 \
+        -I"$root/include" -I"$root/src/common" -I"$root/src/cuda" -DFA_HAVE_CUDA=1 "$src" -o /dev/null 2>&1) ||
+        ! grep -q 'Used [0-9]* registers' <<< "$report"; then
+        echo "$unit: nvcc failed or reported no kernel"
+        printf '%s\n' "$report"
+        return 1
+    fi
     local spills advisories
     spills=$(grep -o '[0-9]* bytes spill stores' <<< "$report" | awk '{s += $1} END {print s + 0}')
     advisories=$(grep -c 'Potential Performance Loss' <<< "$report" || true)
     echo "$unit: spill stores $spills bytes, serialisation advisories $advisories"
-    [[ $spills == 0 && $advisories == 0 ]]
+    if [[ $spills != 0 || $advisories != 0 ]]; then
+        grep -E 'spill stores|Potential Performance Loss' <<< "$report"
+        return 1
+    fi
 }
 export -f check
 export build root

@@ -287,7 +287,11 @@ FA_API const char *fa_status_string(fa_status status);
 FA_API const char *fa_backend_name(fa_backend backend);
 FA_API const char *fa_dtype_name(fa_dtype dtype);
 
-/* Bytes of workspace the forward needs for these arguments (0 is possible). */
+/* Bytes of workspace the forward needs for these arguments (0 is possible). It depends
+ * on the shape, the mask and the device, not only on the sizes: split-KV partials, the
+ * device check's per-sequence flags, and on sm_90 a 256-byte tile counter for masked
+ * calls whose query tiles (over all heads, batch entries and splits) outnumber the SMs.
+ * Query it for each shape a buffer will serve. */
 FA_API fa_status fa_fwd_workspace_size(fa_context *ctx, const fa_tensor *q, const fa_tensor *k,
                                 const fa_tensor *v, const fa_params *params, size_t *bytes);
 

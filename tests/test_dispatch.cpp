@@ -473,17 +473,21 @@ TEST_CASE("the reason explains the choice in words", "[dispatch]")
     CHECK(sel.walk_draws == 0);
     CHECK(contains(sel.reason, "132 persistent blocks"));
     CHECK(!contains(sel.reason, "drawing"));
-    // Masked, short or long: drawn tiles (walk_draws).
+    // Masked, short or long: drawn tiles (walk_draws), once there are more work tiles
+    // (128-row query tiles of 32 heads x 2 batch entries) than the 132 blocks.
     fa_problem_shape causal = shape;
     causal.has_mask = 1;
-    for (int keys : {100, 1024, 1025}) {
+    for (int keys : {100, 256, 300, 1024, 1025}) {
         causal.seqlen_q = causal.seqlen_k = keys;
         REQUIRE(select(fa_arch_find("sm_90"), reg, causal, &sel) == FA_OK);
         INFO(keys << " keys: " << sel.reason);
         CHECK(sel.config->warpgroup == 1);
+        CHECK(sel.config->tile_m == 128);
         CHECK(sel.persistent_blocks == fa_arch_find("sm_90")->sm_count * sel.blocks_per_sm);
-        CHECK(sel.walk_draws == 1);
-        CHECK(contains(sel.reason, "132 persistent blocks drawing their tiles (masked)"));
+        const bool more_tiles_than_blocks = (keys + 127) / 128 * 64 > 132;
+        CHECK(sel.num_splits == 1);
+        CHECK(sel.walk_draws == more_tiles_than_blocks);
+        CHECK(contains(sel.reason, "132 persistent blocks drawing their tiles (masked)") == more_tiles_than_blocks);
     }
     // Not masked, any length: static.
     causal.has_mask = 0;

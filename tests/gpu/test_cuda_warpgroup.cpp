@@ -208,12 +208,12 @@ TEST_CASE("cuda warpgroup: masked calls draw their tiles, from a zeroed counter"
 }
 
 // A walking block meets work tiles without keys (batch entries whose seqused_k is 0)
-// between tiles with keys (1 key up to all 1000), single-key tiles right after long ones,
-// and the V tail past each used count with +Inf beyond it; many tiles per block (16 heads
-// over 4 x 10 batch entries, 2-3 query tiles each: 320-480 tiles on 132 blocks),
-// statically and drawn. Every tile must be written once, the keyless ones as rows that
-// saw no key.
-TEST_CASE("cuda warpgroup: walks through tiles without keys write each tile once",
+// among tiles with keys (1 key up to all 1000), single-key tiles among long ones, and
+// the V tail past each used count with +Inf beyond it; many tiles per block (16 query
+// heads over 4 KV heads, 10 batch entries, 2-3 query tiles each: 320-480 tiles on 132
+// blocks), static without a mask and drawn with one. Every tile must be written (the
+// outputs start as NaN), the keyless ones as rows that saw no key.
+TEST_CASE("cuda warpgroup: walks through tiles without keys write every tile",
           "[cuda][warpgroup]")
 {
     if (!warpgroup_device(FA_PASS_FWD)) {
@@ -230,13 +230,14 @@ TEST_CASE("cuda warpgroup: walks through tiles without keys write each tile once
             c.seqlen_q = 333;
             c.seqlen_k = 1000;
             c.causal = causal;
-            c.seqused_k = {0, 1000, 0, 0, 65, 1, 0, 999, 128, 0};
+            c.seqused_k = {0, 1000, 1, 0, 65, 0, 0, 999, 128, 0};
             c.inf_past_used_keys = true;
             INFO(describe(c));
             const Plan plan = plan_of(c);
             INFO(plan.kernel << ": " << plan.reason);
             CHECK(starts(plan.kernel, "fa_cuda_ws_"));
             CHECK(plan.reason.find("persistent blocks") != std::string::npos);
+            CHECK((plan.reason.find("drawing their tiles") != std::string::npos) == causal);
             check_case(c, seed++);
         }
 }

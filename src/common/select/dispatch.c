@@ -464,16 +464,22 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
 }
 
 /* The warpgroup walk's blocks are persistent (one per slot, each walking many work
- * tiles). Masked calls draw each next tile from a counter (1), the others take every
- * gridDim.x-th one (0). Measured (bench/NOTES.md): persistent is 1.09-1.20x faster than a
+ * tiles). Masked calls with more work tiles than blocks draw each next tile from a
+ * counter (1); the others take every gridDim.x-th one (0): with no more tiles than
+ * blocks each block takes its own (fa_fwd_grid) and a draw would only cost the
+ * counter's memset. Measured (bench/NOTES.md): persistent is 1.09-1.20x faster than a
  * block per work tile at 512 - 1k keys, masked or not, and within 3% without a mask at
- * 2k - 16k (H200, ws3); but the static walk balances causal tiles worse than the hardware
- * hands out blocks: 5-15% slower at 4k - 16k causal keys (H100, issue 13 session 6),
- * while the drawn walk is 5-12% faster than a block per tile at 2k - 4k causal keys and
- * 2-6% at 8k - 16k (H100, session 14), and 2-9% faster than the static walk at 1k causal
- * keys, -1% to +4% at 512 (H100, session 15; the counter's memset included). Sliding
- * windows count as masks here; only causal was measured. */
-static int walk_draws(const fa_problem_shape *shape) { return shape->has_mask; }
+ * 2k - 16k (H200, ws3); but the static walk balances causal tiles worse than the
+ * hardware hands out blocks: 5-15% slower at 4k - 16k causal keys (H100, issue 13
+ * session 6), while the drawn walk is 5-12% faster than a block per tile at 2k - 4k
+ * causal keys and 2-6% at 8k - 16k (H100, session 14), and 2-9% faster than the static
+ * walk at 1k causal keys, -1% to +4% at 512 (H100, session 15; the counter's memset
+ * included). Sliding windows count as masks here; only causal was measured. */
+static int walk_draws(const fa_problem_shape *shape, const fa_kernel_config *c, int splits, int blocks)
+{
+    const double tiles = (double)((shape->seqlen_q + c->tile_m - 1) / c->tile_m) * shape->heads * shape->batch * splits;
+    return shape->has_mask && tiles > blocks;
+}
 
 /* 1 when a warpgroup launch of this shape could walk FA_WS_WALK_TILES work tiles or more:
  * its smallest query tile (64 rows) and every split there could be. In double: the
@@ -593,7 +599,8 @@ fa_status fa_select_config(const fa_arch_row *row, const fa_kernel_config *regis
     out->persistent_blocks = best->warpgroup && best->pass == FA_PASS_FWD && FA_WS_PERSISTENT(best->head_dim)
                                  ? sm_count_of(row) * best_e.blocks_per_sm
                                  : 0;
-    out->walk_draws = out->persistent_blocks > 0 && walk_draws(shape);
+    out->walk_draws =
+        out->persistent_blocks > 0 && walk_draws(shape, best, best_e.splits, out->persistent_blocks);
     describe_choice(row, best, shape, &best_e, family_note, out->reason, sizeof out->reason);
     if (out->persistent_blocks > 0) {
         const size_t n = strlen(out->reason);
