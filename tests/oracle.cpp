@@ -1,15 +1,22 @@
 // oracle.cpp - oracle.hpp's tensor helpers and metrics, and its fp64 / same-precision
 // attention (forward and backward) as whole-tensor calls over the project's one reference,
-// tests/reference/fa_reference.c, row by row.
+// tests/reference/fa_reference.c, row by row, its heads spread over the host's cores
+// (results bitwise the same as one thread's: every output element has one writer, summed
+// in the same order).
 #include "oracle.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <thread>
+#include <vector>
 
 #include "fa_reference.h"
 
@@ -145,6 +152,37 @@ private:
     fa_ref_head head_;
 };
 
+// body(i) for every i in [0, n), on up to the host's core count of threads, each taking
+// the next i in turn; the first exception a body throws is rethrown once all have ended.
+// The GPU tests' oracle time was most of a GPU sweep's (the device host has 16 cores).
+template <class Body>
+void for_each_index(int n, Body body)
+{
+    const int threads = std::max(1, std::min<int>(n, static_cast<int>(std::thread::hardware_concurrency())));
+    std::atomic<int> next(0);
+    std::exception_ptr failure;
+    std::mutex failure_lock;
+    const auto work = [&]() {
+        for (int i = next++; i < n; i = next++) {
+            try {
+                body(i);
+            } catch (...) {
+                std::lock_guard<std::mutex> hold(failure_lock);
+                if (!failure)
+                    failure = std::current_exception();
+            }
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t)
+        pool.emplace_back(work);
+    work();
+    for (std::thread &t : pool)
+        t.join();
+    if (failure)
+        std::rethrow_exception(failure);
+}
+
 // Scratch of one key per entry; never empty, so data() is a real pointer.
 std::vector<double> per_key(const fa_ref_head *head)
 {
@@ -252,18 +290,18 @@ Reference reference_attention(const fa_tensor &q, const fa_tensor &k, const fa_t
     ref.dim = p.dim;
     ref.out.assign(static_cast<size_t>(ref.rows * p.heads * p.dim), kNaN);
     ref.lse.assign(static_cast<size_t>(ref.rows * p.heads), kNaN);
-    for (int b = 0; b < p.batch; ++b)
-        for (int h = 0; h < p.heads; ++h) {
-            LoadedHead loaded(p, b, h, precision);
-            const fa_ref_head *head = loaded.get();
-            std::vector<double> prob = per_key(head), slope = per_key(head);
-            for (int64_t i = 0; i < head->seq.q_len; ++i) {
-                int64_t g = head->seq.q_begin + i;
-                ref.lse[g * p.heads + h] =
-                    fa_ref_row_probabilities(head, i, prob.data(), slope.data());
-                fa_ref_row_output(head, i, prob.data(), &ref.out[(g * p.heads + h) * p.dim]);
-            }
+    // A (batch, head) pair's rows are its own.
+    for_each_index(p.batch * p.heads, [&](int pair) {
+        const int b = pair / p.heads, h = pair % p.heads;
+        LoadedHead loaded(p, b, h, precision);
+        const fa_ref_head *head = loaded.get();
+        std::vector<double> prob = per_key(head), slope = per_key(head);
+        for (int64_t i = 0; i < head->seq.q_len; ++i) {
+            int64_t g = head->seq.q_begin + i;
+            ref.lse[g * p.heads + h] = fa_ref_row_probabilities(head, i, prob.data(), slope.data());
+            fa_ref_row_output(head, i, prob.data(), &ref.out[(g * p.heads + h) * p.dim]);
         }
+    });
     return ref;
 }
 
@@ -283,26 +321,30 @@ GradReference reference_backward(const fa_tensor &q, const fa_tensor &k, const f
     g.dk.assign(static_cast<size_t>(g.rows_k * p.heads_k * p.dim), 0.0);
     g.dv.assign(g.dk.size(), 0.0);
     const int64_t kv_row_stride = static_cast<int64_t>(p.heads_k) * p.dim;
-    for (int b = 0; b < p.batch; ++b)
-        for (int h = 0; h < p.heads; ++h) {
-            LoadedHead loaded(p, b, h, precision);
-            const fa_ref_head *head = loaded.get();
-            std::unique_ptr<double, void (*)(void *)> dout_rows(
-                fa_ref_head_query_rows(head, &dout), std::free);
-            if (!dout_rows)
-                throw std::bad_alloc();
-            // dk and dv rows of this head's kv head: the query heads of a GQA group add up.
-            const int64_t first_kv = (head->seq.k_begin * p.heads_k + head->head_k) * p.dim;
-            std::vector<double> prob = per_key(head), slope = per_key(head), out(p.dim);
-            for (int64_t i = 0; i < head->seq.q_len; ++i) {
-                int64_t row = head->seq.q_begin + i;
-                fa_ref_row_probabilities(head, i, prob.data(), slope.data());
-                fa_ref_row_output(head, i, prob.data(), out.data());
-                fa_ref_row_backward(head, i, prob.data(), slope.data(), dout_rows.get() + i * p.dim,
-                                    out.data(), &g.dq[(row * p.heads + h) * p.dim],
-                                    g.dk.data() + first_kv, g.dv.data() + first_kv, kv_row_stride);
+    // One KV head's dk and dv rows take every query head of its group (and, with a batch
+    // stride of 0, every batch entry): one thread per KV head, which adds them in the
+    // order of a single thread's walk over (batch, head).
+    const int group = p.heads_k > 0 ? p.heads / p.heads_k : 0;
+    for_each_index(p.heads_k, [&](int kv_head) {
+        for (int b = 0; b < p.batch; ++b)
+            for (int h = kv_head * group; h < (kv_head + 1) * group; ++h) {
+                LoadedHead loaded(p, b, h, precision);
+                const fa_ref_head *head = loaded.get();
+                std::unique_ptr<double, void (*)(void *)> dout_rows(fa_ref_head_query_rows(head, &dout), std::free);
+                if (!dout_rows)
+                    throw std::bad_alloc();
+                const int64_t first_kv = (head->seq.k_begin * p.heads_k + head->head_k) * p.dim;
+                std::vector<double> prob = per_key(head), slope = per_key(head), out(p.dim);
+                for (int64_t i = 0; i < head->seq.q_len; ++i) {
+                    int64_t row = head->seq.q_begin + i;
+                    fa_ref_row_probabilities(head, i, prob.data(), slope.data());
+                    fa_ref_row_output(head, i, prob.data(), out.data());
+                    fa_ref_row_backward(head, i, prob.data(), slope.data(), dout_rows.get() + i * p.dim,
+                                        out.data(), &g.dq[(row * p.heads + h) * p.dim], g.dk.data() + first_kv,
+                                        g.dv.data() + first_kv, kv_row_stride);
+                }
             }
-        }
+    });
     // The softmax scale of dK and the final rounding, once every query head is summed.
     const bool naive = precision == Precision::Naive;
     const double scale = naive ? double(float(p.scale)) : p.scale;
