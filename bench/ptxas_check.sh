@@ -9,16 +9,14 @@
 set -euo pipefail
 build=${1:?usage: ptxas_check.sh BUILD_DIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
-for list in ws_instances.txt bws_instances.txt; do
-    [[ -f $root/src/common/select/$list ]] || { echo "no src/common/select/$list"; exit 1; }
+units=() # fa_cuda_<family>_d<D>_<dtype>_<M>x<N>x<stages>, as the build generates them
+for family in ws bws; do
+    list=$root/src/common/select/${family}_instances.txt
+    [[ -f $list ]] || { echo "no $list"; exit 1; }
+    while read -r vendor d m n _ stages _ dtypes; do
+        for t in ${dtypes//,/ }; do units+=("fa_cuda_${family}_d${d}_${t}_${m}x${n}x${stages}"); done
+    done < <(grep -v '^#' "$list" | awk 'NF >= 8 && $1 == "cuda"')
 done
-units=()
-while read -r vendor d m n _ stages _ dtypes; do
-    for t in ${dtypes//,/ }; do units+=("fa_cuda_ws_d${d}_${t}_${m}x${n}x${stages}"); done
-done < <(grep -v '^#' "$root/src/common/select/ws_instances.txt" | awk 'NF >= 8 && $1 == "cuda"')
-while read -r vendor d m n _ stages _ dtypes; do
-    for t in ${dtypes//,/ }; do units+=("fa_cuda_bws_d${d}_${t}_${m}x${n}x${stages}"); done
-done < <(grep -v '^#' "$root/src/common/select/bws_instances.txt" | awk 'NF >= 8 && $1 == "cuda"')
 check() {
     local unit=$1 src="$build/generated/cuda/$1.cu" report
     [[ -f $src ]] || { echo "$unit: no $src"; return 1; }

@@ -463,6 +463,14 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
     return shape->paged || (long long)(shape->heads / shape->heads_k) * shape->seqlen_q <= FA_DECODE_PACKED_ROWS;
 }
 
+/* The forward's work tiles of a launch with `tile_m`-row query tiles and `splits` splits:
+ * query tiles x heads x batch x splits (fa_fwd_grid's walk). In double: the product can
+ * pass 2^63, and near 2^31 it is exact. */
+static double work_tiles(const fa_problem_shape *shape, int tile_m, int splits)
+{
+    return (double)((shape->seqlen_q + tile_m - 1) / tile_m) * shape->heads * shape->batch * splits;
+}
+
 /* The warpgroup walk's blocks are persistent (one per slot, each walking many work
  * tiles). Masked calls with more work tiles than blocks draw each next tile from a
  * counter (1); the others take every gridDim.x-th one (0): with no more tiles than
@@ -477,17 +485,14 @@ static int decode_family(const fa_arch_row *row, const fa_kernel_config *reg, in
  * included). Sliding windows count as masks here; only causal was measured. */
 static int walk_draws(const fa_problem_shape *shape, const fa_kernel_config *c, int splits, int blocks)
 {
-    const double tiles = (double)((shape->seqlen_q + c->tile_m - 1) / c->tile_m) * shape->heads * shape->batch * splits;
-    return shape->has_mask && tiles > blocks;
+    return shape->has_mask && work_tiles(shape, c->tile_m, splits) > blocks;
 }
 
 /* 1 when a warpgroup launch of this shape could walk FA_WS_WALK_TILES work tiles or more:
- * its smallest query tile (64 rows) and every split there could be. In double: the
- * product can pass 2^63, and near 2^31 it is exact. */
+ * its smallest query tile (64 rows) and every split there could be. */
 static int walk_too_long(const fa_problem_shape *shape)
 {
-    return (double)((shape->seqlen_q + 63) / 64) * shape->heads * shape->batch * FA_MAX_SPLITS >=
-           (double)FA_WS_WALK_TILES;
+    return work_tiles(shape, 64, FA_MAX_SPLITS) >= (double)FA_WS_WALK_TILES;
 }
 
 /* 1 when the call goes to the warpgroup family (see the header); on a row that has
