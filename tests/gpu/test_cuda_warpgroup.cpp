@@ -161,8 +161,9 @@ TEST_CASE("cuda warpgroup: more query tiles than SMs, Inf past the used keys", "
 // workspace, which the call zeroes first. Most cases get a workspace of their own filled
 // with 0x7F bytes: a counter left at 0x7F7F7F7F would end every block after its first
 // tile, and the rows of the rest would stay poisoned. Each has more work tiles than the
-// 132 blocks: causal both ways, short and long, a window, GQA, lengths off the tiles, and
-// a varlen call with an empty sequence.
+// 132 blocks: causal both ways, short and long, a window, GQA, lengths off the tiles, a
+// forced split-KV (its partials in the same 0x7F workspace), and a varlen call with an
+// empty sequence.
 TEST_CASE("cuda warpgroup: masked calls draw their tiles, from a zeroed counter",
           "[cuda][warpgroup]")
 {
@@ -171,12 +172,13 @@ TEST_CASE("cuda warpgroup: masked calls draw their tiles, from a zeroed counter"
         return;
     }
     struct Shape {
-        int d, seqlen_q, seqlen_k, window_left, fill;
+        int d, seqlen_q, seqlen_k, window_left, fill, splits;
     };
-    const Shape shapes[] = {{64, 1100, 1100, -1, 0x7F},
-                            {128, 1300, 1100, -1, 0x7F},
-                            {128, 1100, 1200, 500, -1},
-                            {64, 1500, 333, -1, 0x7F}};
+    const Shape shapes[] = {{64, 1100, 1100, -1, 0x7F, 0},
+                            {128, 1300, 1100, -1, 0x7F, 0},
+                            {128, 1100, 1200, 500, -1, 0},
+                            {64, 1500, 333, -1, 0x7F, 0},
+                            {128, 700, 3000, -1, 0x7F, 3}};
     uint64_t seed = 5400;
     for (const Shape &sh : shapes) {
         Case c = prefill_case(sh.d, sh.d == 64 ? FA_DTYPE_F16 : FA_DTYPE_BF16);
@@ -185,6 +187,7 @@ TEST_CASE("cuda warpgroup: masked calls draw their tiles, from a zeroed counter"
         c.heads_k = 4;
         c.seqlen_q = sh.seqlen_q;
         c.seqlen_k = sh.seqlen_k;
+        c.num_splits = sh.splits;
         c.causal = sh.window_left < 0;
         if (!c.causal) {
             c.window_left = sh.window_left;
