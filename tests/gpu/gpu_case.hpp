@@ -237,7 +237,6 @@ struct GpuProblem {
     GpuProblem &operator=(const GpuProblem &) = delete;
 };
 
-// A poisoned host tensor with t's dtype, shape and strides.
 // 1 when this device runs sm_90a code and the build holds warpgroup kernels of `pass`
 // (ws_instances.txt for the forward, bws_instances.txt for the backward).
 inline bool warpgroup_device(fa_pass pass)
@@ -254,6 +253,7 @@ inline bool warpgroup_device(fa_pass pass)
     return prop.major == 9 && prop.minor == 0 && built;
 }
 
+// A poisoned host tensor with t's dtype, shape and strides.
 inline HostTensor make_like(const HostTensor &t)
 {
     std::vector<int64_t> shape(t.view.shape, t.view.shape + t.view.ndim);

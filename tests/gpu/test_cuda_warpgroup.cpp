@@ -21,6 +21,16 @@
 
 namespace {
 
+// Each case's first statement: where the warpgroup forward cannot run, the case WARNs
+// and ends.
+#define SKIP_UNLESS_WARPGROUP_FORWARD()                                                         \
+    do {                                                                                        \
+        if (!warpgroup_device(FA_PASS_FWD)) {                                                   \
+            WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");    \
+            return;                                                                             \
+        }                                                                                       \
+    } while (0)
+
 bool starts(const std::string &s, const char *prefix) { return s.rfind(prefix, 0) == 0; }
 
 Case prefill_case(int head_dim, fa_dtype dtype)
@@ -40,10 +50,7 @@ Case prefill_case(int head_dim, fa_dtype dtype)
 
 TEST_CASE("cuda warpgroup: the plan names the family and why", "[cuda][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_FWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
-        return;
-    }
+    SKIP_UNLESS_WARPGROUP_FORWARD();
     for (int d : {64, 128, 192, 256, 56, 120}) {
         const Plan plan = plan_of(prefill_case(d, FA_DTYPE_BF16));
         INFO("d" << d << ": " << plan.kernel << ": " << plan.reason);
@@ -81,10 +88,7 @@ TEST_CASE("cuda warpgroup: the plan names the family and why", "[cuda][warpgroup
 TEST_CASE("cuda warpgroup: every compiled forward tile of both families, forced, against the oracle",
           "[cuda][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_FWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
-        return;
-    }
+    SKIP_UNLESS_WARPGROUP_FORWARD();
     int count = 0;
     const fa_kernel_config *reg = fa_registry(FA_BACKEND_CUDA, &count);
     uint64_t seed = 5200;
@@ -128,10 +132,7 @@ TEST_CASE("cuda warpgroup: every compiled forward tile of both families, forced,
 
 TEST_CASE("cuda warpgroup: more query tiles than SMs, Inf past the used keys", "[cuda][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_FWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
-        return;
-    }
+    SKIP_UNLESS_WARPGROUP_FORWARD();
     // 3 x 16 heads x 6 query tiles of d128 = 288 tiles: a persistent grid of 132 blocks
     // walks two or three each, the ring and the turns running on from one to the next.
     uint64_t seed = 5300;
@@ -167,10 +168,7 @@ TEST_CASE("cuda warpgroup: more query tiles than SMs, Inf past the used keys", "
 TEST_CASE("cuda warpgroup: masked calls draw their tiles, from a zeroed counter",
           "[cuda][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_FWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
-        return;
-    }
+    SKIP_UNLESS_WARPGROUP_FORWARD();
     struct Shape {
         int d, seqlen_q, seqlen_k, window_left, fill, splits;
     };
@@ -219,10 +217,7 @@ TEST_CASE("cuda warpgroup: masked calls draw their tiles, from a zeroed counter"
 TEST_CASE("cuda warpgroup: walks through tiles without keys write every tile",
           "[cuda][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_FWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
-        return;
-    }
+    SKIP_UNLESS_WARPGROUP_FORWARD();
     uint64_t seed = 5600;
     for (int d : {64, 128})
         for (bool causal : {false, true}) {
@@ -253,10 +248,7 @@ TEST_CASE("cuda warpgroup: walks through tiles without keys write every tile",
 TEST_CASE("cuda warpgroup: a drawn walk draws one ticket per work tile, in a replayed graph too",
           "[cuda][warpgroup]")
 {
-    if (!warpgroup_device(FA_PASS_FWD)) {
-        WARN("not an sm_90 device with sm_90a kernels: the warpgroup family is not run");
-        return;
-    }
+    SKIP_UNLESS_WARPGROUP_FORWARD();
     Case c = prefill_case(128, FA_DTYPE_BF16);
     c.batch = 2;
     c.heads = 16;
