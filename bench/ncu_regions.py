@@ -13,7 +13,11 @@ with its samples and stall reasons, and its most sampled instructions. The sourc
 does not say which warp ran an instruction: the producer's spin on the ring's barriers
 (long_sb at its try-wait branch) lands in whichever class its run count falls in.
 
-    python3 bench/ncu_regions.py SOURCE.csv[.xz] [--top 12]
+    python3 bench/ncu_regions.py SOURCE.csv[.xz] [--top 12] [--per-tile RUNS]
+
+--per-tile sets the run count of once-per-tile code where the least-run HGMMA is not it (the
+backward: every product runs per step, and a rare masked path's products run least); the
+HGMMA run counts are printed to choose it from.
 """
 import argparse
 import collections
@@ -60,12 +64,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("source")
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--per-tile", type=float, default=0.0)
     a = ap.parse_args()
     ins = read_rows(a.source)
     products = [i["runs"] for i in ins if i["source"].startswith("HGMMA") and i["runs"] > 0]
     if not products:
         raise SystemExit("no HGMMA ran: not a warpgroup kernel's source page")
-    per_turn, per_tile = max(products), min(products)
+    per_turn, per_tile = max(products), a.per_tile or min(products)
+    counts = collections.Counter(products)
+    print("HGMMA run counts (runs: instructions): " + ", ".join(f"{r:.0f}: {n}" for r, n in sorted(counts.items())))
 
     def kind(runs):
         if runs >= per_turn / 2:
