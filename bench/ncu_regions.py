@@ -22,14 +22,13 @@ HGMMA run counts are printed to choose it from.
 import argparse
 import collections
 import csv
-import io
 import lzma
 
 
 def read_rows(path):
     opener = lzma.open if path.endswith(".xz") else open
-    with opener(path, "rt") as f:
-        rows = list(csv.reader(io.StringIO(f.read())))
+    with opener(path, "rt", newline="") as f:
+        rows = list(csv.reader(f))
     head = next(i for i, r in enumerate(rows) if r and r[0] == "Address")
     names = rows[head]
     col = {n: i for i, n in enumerate(names)}

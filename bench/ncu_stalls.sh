@@ -1,18 +1,11 @@
 #!/usr/bin/env bash
 # ncu_stalls.sh ARGS... - issue-stall breakdown, occupancy, issue and tensor-pipe activity of
-# one kernel launch of bench/profile_one.py (ARGS go to it); the kernel is ours (_dkdv,
-# or a forward of either family, fa_cuda_fwd_d* / fa_cuda_ws_d*, with no --backward), or
-# with --fa2 FlashAttention-2's, with --cudnn cuDNN's (a forward whose name says sdpa,
-# fmha or flash, a backward named bprop: its generated names vary). Compare them side by
-# side to see where a kernel waits.
+# one kernel launch of bench/profile_one.py (ARGS go to it); the kernel is ours, FA2's
+# (--fa2) or cuDNN's (--cudnn), as bench/ncu_kernel.sh picks it. Compare them side by side
+# to see where a kernel waits.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-kernel='regex:_dkdv'
-[[ " $* " == *" --backward "* ]] || kernel='regex:fa_cuda_(fwd|ws)_d'
-[[ " $* " == *" --fa2 "* ]] && kernel='regex:flash_bwd_dq_dk_dv|flash_fwd_kernel'
-[[ " $* " == *" --fa2 "* && " $* " != *" --backward "* ]] && kernel='regex:flash_fwd_kernel'
-[[ " $* " == *" --cudnn "* ]] && kernel='regex:sdpa|fmha|flash|Sdpa|Fmha|Flash'
-[[ " $* " == *" --cudnn "* && " $* " == *" --backward "* ]] && kernel='regex:bprop'
+source bench/ncu_kernel.sh
 ncu --kernel-name "$kernel" --launch-skip 3 --launch-count 1 --csv --page raw \
     --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio',smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,smsp__inst_executed.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,gpu__time_duration.sum,launch__grid_size,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem \
     python3 bench/profile_one.py "$@" 2>/dev/null |
