@@ -5,7 +5,9 @@
 # (ptxas's "Potential Performance Loss" advisories C7514 / C7515 and the like: a path
 # the compiler cannot rule out touches an accumulator before the wait for its product,
 # and then it waits after every wgmma of the kernel; one such build lost 20-25%,
-# bench/NOTES.md issue 13 ws12). Runs the units in parallel (nproc). Needs nvcc.
+# bench/NOTES.md issue 13 ws12), and, in the d128 and d256 forward units' machine code, that
+# the loop waits for P·V after the softmax's exponentials (bench/sass_pv_wait.py). Runs the
+# units in parallel (nproc). Needs nvcc, and fetches nvdisasm once (bench/sass_local.sh).
 set -euo pipefail
 build=${1:?usage: ptxas_check.sh BUILD_DIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,3 +41,12 @@ check() {
 export -f check
 export build root
 printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} bash -c 'check {}' && echo "ptxas_check: all ${#units[@]} units clean"
+# The forward units whose P·V must run under the softmax (d128, d256: attn_fwd_ws.h waits for it
+# there): their machine code, and where the loop waits (bench/sass_pv_wait.py).
+sass=()
+for unit in "${units[@]}"; do
+    [[ $unit =~ ^fa_cuda_ws_d(128|256)_ ]] || continue
+    FA_SASS_SM90A=1 bash "$root/bench/sass_local.sh" "$build/generated/cuda/$unit.cu" "/tmp/$unit.sass" > /dev/null
+    sass+=("/tmp/$unit.sass")
+done
+python3 "$root/bench/sass_pv_wait.py" "${sass[@]}"
