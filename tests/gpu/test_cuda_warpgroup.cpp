@@ -5,7 +5,8 @@
 // compiled forward tile of both families, forced with FLASHATTN_FORCE_TILE, against the
 // fp64 oracle on odd lengths, GQA 6/2, causal both ways and varlen with seqused_k (the V
 // tail the kernel zeroes), and masked calls, whose blocks draw their work tiles from a
-// counter the call zeroes in its workspace. The rest of the GPU
+// counter the call zeroes in its workspace; calls of one key tile, split-KV with one tile
+// per split, and windows that leave a warp's first tile all masked. The rest of the GPU
 // sweep (test_cuda_forward.cpp) runs on this family already wherever the dispatcher
 // picks it. On a device other than sm_90, or a build without sm_90a code, each case
 // WARNs and passes (Catch2 2 has no skip). Exits with code 4 without a CUDA device.
@@ -238,6 +239,53 @@ TEST_CASE("cuda warpgroup: walks through tiles without keys write every tile",
             CHECK((plan.reason.find("drawing their tiles") != std::string::npos) == causal);
             check_case(c, seed++);
         }
+}
+
+// Calls whose walk is short at the edges of the consumer's loop: one key tile in all (a
+// single key, and exactly one tile: the first turn is also the last), split-KV with one
+// key tile per split, and windows narrower than a key tile, whose first processed tile is
+// all masked for some warps' 16 rows while others see keys in it (and the last tile the
+// other way round), off the tiles in both lengths. The tile widths are ws_instances.txt's.
+TEST_CASE("cuda warpgroup: one key tile, one tile per split, and windows that mask a warp's first tile",
+          "[cuda][warpgroup]")
+{
+    SKIP_UNLESS_WARPGROUP_FORWARD();
+    struct Instance {
+        int d, tile_n;
+    };
+    const Instance instances[] = {{64, 128}, {128, 128}, {192, 112}, {256, 80}};
+    uint64_t seed = 5700;
+    for (const Instance &in : instances) {
+        const fa_dtype dtype = in.d % 128 == 0 ? FA_DTYPE_BF16 : FA_DTYPE_F16;
+        for (int seqlen_k : {1, in.tile_n})
+            for (bool causal : {false, true}) {
+                Case c = prefill_case(in.d, dtype);
+                c.seqlen_k = seqlen_k;
+                c.causal = causal;
+                INFO(describe(c));
+                CHECK(starts(plan_of(c).kernel, "fa_cuda_ws_"));
+                check_case(c, seed++);
+            }
+        Case split = prefill_case(in.d, dtype);
+        split.seqlen_k = 3 * in.tile_n - 7;
+        split.num_splits = 3;
+        INFO(describe(split));
+        CHECK(starts(plan_of(split).kernel, "fa_cuda_ws_"));
+        check_case(split, seed++, 0x7F);
+        split.causal = true;
+        check_case(split, seed++, 0x7F);
+        const int windows[][2] = {{20, 0}, {0, 30}, {3, 5}};
+        for (const auto &w : windows) {
+            Case c = prefill_case(in.d, dtype);
+            c.seqlen_q = 517;
+            c.seqlen_k = 450;
+            c.window_left = w[0];
+            c.window_right = w[1];
+            INFO(describe(c));
+            CHECK(starts(plan_of(c).kernel, "fa_cuda_ws_"));
+            check_case(c, seed++, 0x7F);
+        }
+    }
 }
 
 // The counter a drawn call leaves: every block draws until its ticket lies past the walk,
