@@ -3,9 +3,10 @@
 with FA_SASS_SM90A=1), that the consumer loop waits for P·V(t-1) after the softmax's exponentials of
 tile t, so that the product runs under them. The loop's exponentials are the first run of 32 or more
 MUFU.EX2 after its `WARPGROUP.DEPBAR.LE gsb0, 0x1` (S(t) waited, P·V(t-1) still running); the check
-wants that wait as the last one before the run and a `WARPGROUP.DEPBAR.LE gsb0, 0x0` as the first wait after it. ptxas hoists a
-plain wait above straight-line code that leaves the accumulators alone (bench/NOTES.md, issue 13 ws7
-and ws16), which costs 1-3% at d128 and d256 and no test can see; exits 1 if that happened."""
+wants that wait as the last one before the run and a `WARPGROUP.DEPBAR.LE gsb0, 0x0` as the first
+wait after it. ptxas hoists a plain wait above straight-line code that leaves the accumulators alone
+(bench/NOTES.md, issue 13 ws7 and ws16), which costs 1-3% at d128 and d256 and which no test can see;
+exits 1 if that happened."""
 import re
 import sys
 
@@ -30,7 +31,8 @@ def check(path):
     lo, hi = run
     before = [kind for i, kind in waits if i < lo][-1]
     after = next(((i, kind) for i, kind in waits if i > hi), (hi, None))
-    where = f"S waited at {s_wait}, exponentials at {lo}-{hi}, last wait before them {before}, first after {after[1]} at +{after[0] - hi}"
+    where = (f"S waited at {s_wait}, exponentials at {lo}-{hi}, last wait before them {before}, "
+             f"first after {after[1]} at +{after[0] - hi}")
     if before != "0x1" or after[1] != "0x0":
         return f"{path}: P·V's wait is not after the exponentials: {where}"
     print(f"{path}: P·V's wait follows the exponentials: {where}")

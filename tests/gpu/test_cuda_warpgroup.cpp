@@ -47,6 +47,14 @@ Case prefill_case(int head_dim, fa_dtype dtype)
     return c;
 }
 
+// The key tile width of the warpgroup kernel the dispatcher picks for c, from its name
+// (fa_cuda_ws_d<head_dim>_<dtype>_<tile_m>x<tile_n>x<stages>).
+int planned_tile_n(const Case &c)
+{
+    const std::string name = plan_of(c).kernel;
+    return std::stoi(name.substr(name.find('x', name.rfind('_')) + 1));
+}
+
 }  // namespace
 
 TEST_CASE("cuda warpgroup: the plan names the family and why", "[cuda][warpgroup]")
@@ -245,29 +253,27 @@ TEST_CASE("cuda warpgroup: walks through tiles without keys write every tile",
 // single key, and exactly one tile: the first turn is also the last), split-KV with one
 // key tile per split, and windows narrower than a key tile, whose first processed tile is
 // all masked for some warps' 16 rows while others see keys in it (and the last tile the
-// other way round), off the tiles in both lengths. The tile widths are ws_instances.txt's.
+// other way round), off the tiles in both lengths.
 TEST_CASE("cuda warpgroup: one key tile, one tile per split, and windows that mask a warp's first tile",
           "[cuda][warpgroup]")
 {
     SKIP_UNLESS_WARPGROUP_FORWARD();
-    struct Instance {
-        int d, tile_n;
-    };
-    const Instance instances[] = {{64, 128}, {128, 128}, {192, 112}, {256, 80}};
     uint64_t seed = 5700;
-    for (const Instance &in : instances) {
-        const fa_dtype dtype = in.d % 128 == 0 ? FA_DTYPE_BF16 : FA_DTYPE_F16;
-        for (int seqlen_k : {1, in.tile_n})
+    for (int d : {64, 128, 192, 256}) {
+        const fa_dtype dtype = d % 128 == 0 ? FA_DTYPE_BF16 : FA_DTYPE_F16;
+        const int tile_n = planned_tile_n(prefill_case(d, dtype));
+        INFO("d" << d << ": key tiles of " << tile_n);
+        for (int seqlen_k : {1, tile_n})
             for (bool causal : {false, true}) {
-                Case c = prefill_case(in.d, dtype);
+                Case c = prefill_case(d, dtype);
                 c.seqlen_k = seqlen_k;
                 c.causal = causal;
                 INFO(describe(c));
                 CHECK(starts(plan_of(c).kernel, "fa_cuda_ws_"));
                 check_case(c, seed++);
             }
-        Case split = prefill_case(in.d, dtype);
-        split.seqlen_k = 3 * in.tile_n - 7;
+        Case split = prefill_case(d, dtype);
+        split.seqlen_k = 3 * tile_n - 7;
         split.num_splits = 3;
         INFO(describe(split));
         CHECK(starts(plan_of(split).kernel, "fa_cuda_ws_"));
@@ -276,7 +282,7 @@ TEST_CASE("cuda warpgroup: one key tile, one tile per split, and windows that ma
         check_case(split, seed++, 0x7F);
         const int windows[][2] = {{20, 0}, {0, 30}, {3, 5}};
         for (const auto &w : windows) {
-            Case c = prefill_case(in.d, dtype);
+            Case c = prefill_case(d, dtype);
             c.seqlen_q = 517;
             c.seqlen_k = 450;
             c.window_left = w[0];
