@@ -53,6 +53,8 @@ def main():
     ap.add_argument("--b", required=True)
     a = ap.parse_args()
     libs = Library(a.a), Library(a.b)
+    if os.path.realpath(a.a) != os.path.realpath(a.b) and libs[0].lib._handle == libs[1].lib._handle:
+        sys.exit("same_bits: both paths opened one library (the comparison would be empty)")
     differ = 0
     for i, case in enumerate(CASES):
         for dtype in (torch.float16, torch.bfloat16):
