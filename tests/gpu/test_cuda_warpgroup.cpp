@@ -47,12 +47,15 @@ Case prefill_case(int head_dim, fa_dtype dtype)
     return c;
 }
 
-// The key tile width of the warpgroup kernel the dispatcher picks for c, from its name
+// The query and key tile sizes of a warpgroup kernel, from its name
 // (fa_cuda_ws_d<head_dim>_<dtype>_<tile_m>x<tile_n>x<stages>).
-int planned_tile_n(const Case &c)
+struct Tile {
+    int m, n;
+};
+Tile tile_of(const std::string &kernel)
 {
-    const std::string name = plan_of(c).kernel;
-    return std::stoi(name.substr(name.find('x', name.rfind('_')) + 1));
+    const size_t m_at = kernel.rfind('_') + 1, n_at = kernel.find('x', m_at) + 1;
+    return {std::stoi(kernel.substr(m_at)), std::stoi(kernel.substr(n_at))};
 }
 
 }  // namespace
@@ -261,7 +264,7 @@ TEST_CASE("cuda warpgroup: one key tile, one tile per split, and windows that ma
     uint64_t seed = 5700;
     for (int d : {64, 128, 192, 256}) {
         const fa_dtype dtype = d % 128 == 0 ? FA_DTYPE_BF16 : FA_DTYPE_F16;
-        const int tile_n = planned_tile_n(prefill_case(d, dtype));
+        const int tile_n = tile_of(plan_of(prefill_case(d, dtype)).kernel).n;
         INFO("d" << d << ": key tiles of " << tile_n);
         for (int seqlen_k : {1, tile_n})
             for (bool causal : {false, true}) {
@@ -313,7 +316,7 @@ TEST_CASE("cuda warpgroup: a drawn walk draws one ticket per work tile, in a rep
     const Plan plan = plan_of(c);
     INFO(plan.kernel << ": " << plan.reason);
     REQUIRE(starts(plan.kernel, "fa_cuda_ws_d128_bf16_"));
-    const int tile_m = std::stoi(plan.kernel.substr(std::string("fa_cuda_ws_d128_bf16_").size()));
+    const int tile_m = tile_of(plan.kernel).m;
     const unsigned work_tiles = static_cast<unsigned>((c.seqlen_q + tile_m - 1) / tile_m * c.heads * c.batch);
 
     GpuProblem p(c, 5500);
