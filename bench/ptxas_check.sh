@@ -22,8 +22,8 @@ done
 check() {
     local unit=$1 src="$build/generated/cuda/$1.cu" report
     [[ -f $src ]] || { echo "$unit: no $src"; return 1; }
-    if ! report=$(nvcc -c -x cu -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -Xptxas=-v -std=c++14 \
-        -I"$root/include" -I"$root/src/common" -I"$root/src/cuda" -DFA_HAVE_CUDA=1 "$src" -o /dev/null 2>&1) ||
+    if ! report=$(nvcc -x cu -O3 -DNDEBUG -gencode=arch=compute_90a,code=sm_90a -Xptxas=-v -std=c++14 \
+        -I"$root/include" -I"$root/src/common" -I"$root/src/cuda" -DFA_HAVE_CUDA=1 "$src" -cubin -o "$cubins/$unit.cubin" 2>&1) ||
         ! grep -q 'Used [0-9]* registers' <<< "$report"; then
         echo "$unit: nvcc failed or reported no kernel"
         printf '%s\n' "$report"
@@ -39,14 +39,16 @@ check() {
     fi
 }
 export -f check
-export build root
+cubins=$(mktemp -d) # each unit's machine code, kept for the SASS check below
+trap 'rm -rf "$cubins"' EXIT
+export build root cubins
 printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} bash -c 'check {}' && echo "ptxas_check: all ${#units[@]} units clean"
 # The forward units whose P·V must run under the softmax (d128, d256: attn_fwd_ws.h waits for it
 # there): their machine code, and where the loop waits (bench/sass_pv_wait.py).
 sass=()
 for unit in "${units[@]}"; do
     [[ $unit =~ ^fa_cuda_ws_d(128|256)_ ]] || continue
-    FA_SASS_SM90A=1 bash "$root/bench/sass_local.sh" "$build/generated/cuda/$unit.cu" "/tmp/$unit.sass" > /dev/null
+    bash "$root/bench/sass_local.sh" "$cubins/$unit.cubin" "/tmp/$unit.sass" > /dev/null
     sass+=("/tmp/$unit.sass")
 done
 python3 "$root/bench/sass_pv_wait.py" "${sass[@]}"

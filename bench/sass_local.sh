@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sass_local.sh GENERATED.cu [OUT.sass] - machine code of one CUDA kernel instance without
+# sass_local.sh GENERATED.cu|CUBIN [OUT.sass] - machine code of one CUDA kernel instance without
 # a GPU machine: compiles the generated translation unit (build*/generated/cuda/*.cu) for
 # sm_90 with this machine's nvcc, disassembles it and prints each kernel's opcode
 # histogram (the full listing goes to OUT.sass, default /tmp/<name>.sass).
@@ -15,6 +15,9 @@
 # wgmma/TMA/setmaxnreg code of src/cuda/fa_hopper.h); the same header patch serves, since
 # the old nvdisasm decodes sm_90a's instructions (HGMMA, UTMALDG, SYNCS, USETMAXREG) once
 # the file says sm_90.
+#
+# GENERATED may also be a cubin already compiled (bench/ptxas_check.sh passes its own): it is
+# disassembled as it is.
 set -euo pipefail
 src=$1
 out=${2:-/tmp/$(basename "$src" .cu).sass}
@@ -36,8 +39,12 @@ target=-arch=sm_90
 [[ ${FA_SASS_SM90A:-0} == 1 ]] && target=-gencode=arch=compute_90a,code=sm_90a
 cubin=$(mktemp --suffix=.cubin)
 trap 'rm -f "$cubin"' EXIT
-nvcc -DFA_HAVE_CUDA=1 -I"$root/include" -I"$root/src/common" -I"$root/src/cuda" -O3 -DNDEBUG \
-     $target -std=c++14 -cubin -o "$cubin" -x cu "$src"
+if [[ $src == *.cubin ]]; then
+  cp "$src" "$cubin"
+else
+  nvcc -DFA_HAVE_CUDA=1 -I"$root/include" -I"$root/src/common" -I"$root/src/cuda" -O3 -DNDEBUG \
+       $target -std=c++14 -cubin -o "$cubin" -x cu "$src"
+fi
 python3 - "$cubin" <<'PY'
 import struct, sys
 b = bytearray(open(sys.argv[1], "rb").read())
