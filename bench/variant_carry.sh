@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# variant_carry.sh NAME=PATCH[+PATCH...] ... - builds HEAD's library and, for each NAME, the
+# library and the GPU test binary with those bench/patches applied to HEAD's src/, then
+# packs them into .carry/carry.txz (git-ignored) for bench/ab_call.sh on the GPU machine:
+# lib_main.so, lib_NAME.so and flashattn_gpu_tests_NAME, stripped, one xz archive with a
+# dictionary larger than a binary (what they share is stored once: ~2 MiB a build).
+# src/ is restored after each variant; uncommitted changes under src/ are refused, since
+# they would leak into every build. A fresh checkout's first build takes ~7 minutes
+# (bench/prepare_device.sh's configuration), each variant 1-2 more.
+#   bash bench/variant_carry.sh b19d64=issue14_b19d64_ds_stmatrix_d64.patch \
+#        b20=issue14_b19d64_ds_stmatrix_d64.patch+issue14_b20_dq_staged_under_dk.patch
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ -z $(git status --porcelain src) ]] || { echo "variant_carry: src/ has uncommitted changes"; exit 1; }
+build=build-device stage=$build/variant-stage
+[[ -f $build/build.ninja ]] ||
+    cmake -S . -B $build -G Ninja -DFA_ENABLE_CUDA=ON -DFA_CUDA_ARCHS="${FA_CUDA_ARCHS:-90}" -DFA_USE_BLAS=OFF \
+          -DFA_BUILD_TESTS=ON -DFA_BUILD_BENCH=ON > /dev/null
+rm -rf "$stage" && mkdir -p "$stage" .carry
+restore() { git checkout -q -- src; }
+trap restore EXIT
+keep() { # keep NAME WITH_TESTS
+    ninja -C $build flashattn_shared flashattn_gpu_tests > "$stage/build_$1.log" 2>&1 ||
+        { tail -20 "$stage/build_$1.log"; exit 1; }
+    cp $build/libflashattn.so.0.1.0 "$stage/lib_$1.so"
+    [[ $2 == 1 ]] && cp $build/tests/flashattn_gpu_tests "$stage/flashattn_gpu_tests_$1"
+    return 0
+}
+keep main 0
+for spec in "$@"; do
+    name=${spec%%=*} patches=${spec#*=}
+    for p in ${patches//+/ }; do git apply "bench/patches/$p"; done
+    keep "$name" 1
+    restore
+    echo "variant_carry: $name built ($patches)"
+done
+rm -f "$stage"/build_*.log
+strip "$stage"/*
+tar -cf - -C "$stage" . | xz -T2 --lzma2=preset=6,dict=256MiB > .carry/carry.txz
+du -h .carry/carry.txz
