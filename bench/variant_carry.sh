@@ -4,8 +4,9 @@
 # packs them into .carry/carry.txz (git-ignored) for bench/ab_call.sh on the GPU machine:
 # lib_main.so, lib_NAME.so and flashattn_gpu_tests_NAME, stripped, one xz archive with a
 # dictionary larger than a binary (what they share is stored once: ~2 MiB a build).
-# src/ is restored after each variant; uncommitted changes under src/ are refused, since
-# they would leak into every build. A fresh checkout's first build takes ~7 minutes
+# Each variant's patches are taken back (git apply -R, last first) once it is built, also
+# when its build fails; uncommitted changes under src/ are refused, since they would leak
+# into every build. A fresh checkout's first build takes ~7 minutes
 # (bench/prepare_device.sh's configuration), each variant 1-2 more.
 #   bash bench/variant_carry.sh b19d64=issue14_b19d64_ds_stmatrix_d64.patch \
 #        b20=issue14_b19d64_ds_stmatrix_d64.patch+issue14_b20_dq_staged_under_dk.patch
@@ -17,8 +18,13 @@ build=build-device stage=$build/variant-stage
     cmake -S . -B $build -G Ninja -DFA_ENABLE_CUDA=ON -DFA_CUDA_ARCHS="${FA_CUDA_ARCHS:-90}" -DFA_USE_BLAS=OFF \
           -DFA_BUILD_TESTS=ON -DFA_BUILD_BENCH=ON > /dev/null
 rm -rf "$stage" && mkdir -p "$stage" .carry
-restore() { git checkout -q -- src; }
-trap restore EXIT
+applied=() # this variant's patches, in the order applied
+take_back() {
+    local i
+    for ((i = ${#applied[@]} - 1; i >= 0; i--)); do git apply -R "bench/patches/${applied[i]}"; done
+    applied=()
+}
+trap take_back EXIT
 keep() { # keep NAME WITH_TESTS
     ninja -C $build flashattn_shared flashattn_gpu_tests > "$stage/build_$1.log" 2>&1 ||
         { tail -20 "$stage/build_$1.log"; exit 1; }
@@ -29,9 +35,12 @@ keep() { # keep NAME WITH_TESTS
 keep main 0
 for spec in "$@"; do
     name=${spec%%=*} patches=${spec#*=}
-    for p in ${patches//+/ }; do git apply "bench/patches/$p"; done
+    for p in ${patches//+/ }; do
+        git apply "bench/patches/$p" # a patch that does not apply stops the script here
+        applied+=("$p")
+    done
     keep "$name" 1
-    restore
+    take_back
     echo "variant_carry: $name built ($patches)"
 done
 rm -f "$stage"/build_*.log
