@@ -6,8 +6,9 @@
 # the compiler cannot rule out touches an accumulator before the wait for its product,
 # and then it waits after every wgmma of the kernel; one such build lost 20-25%,
 # bench/NOTES.md issue 13 ws12), and, in the d128 and d256 forward units' machine code, that
-# the loop waits for P·V after the softmax's exponentials (bench/sass_pv_wait.py). Runs the
-# units in parallel (nproc). Needs nvcc, and fetches nvdisasm once (bench/sass_local.sh).
+# the loop waits for P·V after the softmax's exponentials (bench/sass_pv_wait.py), and in the
+# d128 backward units' that dQ is staged while dK runs (bench/sass_dq_under_dk.py). Runs
+# the units in parallel (nproc). Needs nvcc, and fetches nvdisasm once (bench/sass_local.sh).
 set -euo pipefail
 build=${1:?usage: ptxas_check.sh BUILD_DIR}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,3 +53,13 @@ for unit in "${units[@]}"; do
     sass+=("/tmp/$unit.sass")
 done
 python3 "$root/bench/sass_pv_wait.py" "${sass[@]}"
+# The d128 backward units, whose consumers stage dQ while dK runs (attn_bwd_ws.h,
+# FA_BWS_DQ_BEFORE_DK):
+# where the loop waits for dK (bench/sass_dq_under_dk.py).
+sass=()
+for unit in "${units[@]}"; do
+    [[ $unit =~ ^fa_cuda_bws_d128_ ]] || continue
+    bash "$root/bench/sass_local.sh" "$cubins/$unit.cubin" "/tmp/$unit.sass" > /dev/null
+    sass+=("/tmp/$unit.sass")
+done
+python3 "$root/bench/sass_dq_under_dk.py" "${sass[@]}"

@@ -19,7 +19,7 @@
  *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma, both operands in shared memory);
  *   Pᵀ and dSᵀ element by element (attn_bwd_parts.h: masks, softcap, ALiBi), packed as
  *   A operands in registers; dSᵀ is also stored to a shared [key][query] tile;
- *   dV += Pᵀ·dO and dK += dSᵀ·Q (A from registers);
+ *   dV += Pᵀ·dO and dK += dSᵀ·Q (A from registers; dK before or after dQ, see Overlap);
  *   once every consumer's part of dSᵀ is stored, its share of the step's dQ = dS·K (dS
  *   read through its transpose: an MN-major A), staged in shared memory in the fp32
  *   accumulator's order (dq_accum.h: a tile of whole 16-row blocks is one contiguous
@@ -49,7 +49,8 @@
  *
  * Overlap. Inside a consumer, dV += Pᵀ·dO is issued as soon as P is known and runs while
  * dS is computed (where registers allow, FA_BWS_EARLY_DV, and without softcap, whose dS
- * needs tanh of the score), and dK while the other consumers store their dSᵀ. Between
+ * needs tanh of the score), and dK while the consumer waits for the others' dSᵀ (d64) or,
+ * issued after dQ, while it stages its dQ share (d128, FA_BWS_DQ_BEFORE_DK). Between
  * consumers, no barrier holds them in step: the dSᵀ tile has two buffers used in turn,
  * each with an mbarrier that opens dQ once every part is stored and one that frees the
  * buffer once every consumer's dQ read it, so one consumer's exponentials can run under
@@ -200,6 +201,12 @@
  * which spilled 48 bytes and serialized the products (ptxas C7512, nvcc 13.0); d128's 64
  * rows fit. */
 #define FA_BWS_EARLY_DV (FA_INST_M == 64)
+
+/* dQ issued before dK and staged while dK runs (FlashAttention-3's order) at d128: 3%
+ * faster there. At d64, whose dK spans the step's 128 query rows, dK issued first and run
+ * while the consumer waits for the others' dSᵀ measured 3-4% faster (bench/NOTES.md,
+ * issue 14 b20). */
+#define FA_BWS_DQ_BEFORE_DK (FA_INST_D == 128)
 
 /* The consumers' named barriers (ids as in the forward, from 1): around dK and dV in the
  * K and V tiles (fa_bws_store_dkdv), and after zeroing rows of a tile that lie past a
@@ -778,6 +785,16 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
 }
 
 #if !FA_BWS_SPLIT_D
+/* dK += dSᵀ·Q issued (fa_bws_consume's registers), where FA_BWS_DQ_BEFORE_DK puts it. */
+#define FA_BWS_ISSUE_DK()                                                                             \
+    do {                                                                                              \
+        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);                                            \
+        fa_wg_pin_u32(&ds[0][0], FA_BWS_QK * FA_A_REGS);                                              \
+        fa_wg_fence();                                                                                \
+        FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage, FA_BWS_STEPPED_DESCRIPTORS); \
+        fa_wg_commit();                                                                               \
+    } while (0)
+
 /* One consumer warpgroup's block: every step's five products, its share of dQ staged for
  * the bulk reduction, then dK and dV. */
 FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, const fa_bws_block *shared,
@@ -851,21 +868,20 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         for (int ks = 0; ks < FA_BWS_QK; ++ks)
             fa_acc_to_a(ds[ks], acc_dp, ks);
 
-        /* dSᵀ to its buffer (free once every consumer's dQ of two steps ago is done), dK
-         * += dSᵀ·Q, then this consumer's share of dQ = dS·K once every part is stored. */
+        /* dSᵀ to its buffer (free once every consumer's dQ of two steps ago is done); once
+         * every part is stored, this consumer's share of dQ = dS·K; dK += dSᵀ·Q before it
+         * (running while the consumer waits for the others' parts) or after it (running
+         * while dQ is staged), as FA_BWS_DQ_BEFORE_DK says. */
         if (use > 0)
             fa_mbar_wait(&ring->ds_free[buf], (use & 1) ^ 1);
         fa_bws_store_ds(tiles + FA_BWS_DS_AT + buf * FA_BWS_DS_BYTES, key_row0, 0, ds);
         fa_fence_async_smem();
         fa_mbar_arrive(&ring->ds_full[buf]);
         float acc_dq[FA_BWS_DQ_N / FA_MMA_N][FA_ACC_REGS];
-        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
-        fa_wg_pin_u32(&ds[0][0], FA_BWS_QK * FA_A_REGS);
-        fa_wg_fence();
-        FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage, FA_BWS_STEPPED_DESCRIPTORS);
-        fa_wg_commit();
+        if (!FA_BWS_DQ_BEFORE_DK)
+            FA_BWS_ISSUE_DK();
         fa_mbar_wait(&ring->ds_full[buf], use & 1);
-        if (i > 0) /* the tile staged at the last step has been read */
+        if (!FA_BWS_DQ_BEFORE_DK && i > 0) /* the tile staged at the last step has been read */
             fa_mbar_wait(&ring->dq_free, (i & 1) ^ 1);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
         fa_wg_fence();
@@ -873,16 +889,28 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
                   ds_buf + FA_BWS_BLOCK(FA_INST_N) * FA_BWS_DQ_ROW_BLOCK(consumer), FA_BWS_BLOCK(FA_INST_N),
                   k_addr + FA_BWS_BLOCK(FA_INST_N) * (dq_col0 / 64));
         fa_wg_commit();
-        fa_wg_wait(0);
-        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        if (FA_BWS_DQ_BEFORE_DK) {
+            FA_BWS_ISSUE_DK();
+            fa_wg_wait(1); /* dV and dQ are done; dK runs on */
+        } else {
+            fa_wg_wait(0);
+            fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        }
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
         fa_mbar_arrive(&ring->ds_free[buf]);
-        fa_bws_release(&ring->empty[st]);
-
+        if (!FA_BWS_DQ_BEFORE_DK)
+            fa_bws_release(&ring->empty[st]);
+        if (FA_BWS_DQ_BEFORE_DK && i > 0)
+            fa_mbar_wait(&ring->dq_free, (i & 1) ^ 1);
         fa_bws_hand_dq(&ring->dq_full[i % fa_bws_keepers(args)], k_addr + FA_BWS_DQ_AT,
                        dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq, fa_bws_step_rows(b, &at), f->head_dim,
                        FA_BWS_DQ_N / FA_MMA_N);
+        if (FA_BWS_DQ_BEFORE_DK) {
+            fa_wg_wait(0);
+            fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+            fa_bws_release(&ring->empty[st]);
+        }
         fa_bws_next_step(f, b, &at);
     }
 
