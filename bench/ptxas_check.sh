@@ -6,8 +6,8 @@
 # the compiler cannot rule out touches an accumulator before the wait for its product,
 # and then it waits after every wgmma of the kernel; one such build lost 20-25%,
 # bench/NOTES.md issue 13 ws12), and, in the d128 and d256 forward units' machine code, that
-# the loop waits for P·V after the softmax's exponentials (bench/sass_pv_wait.py), and in the
-# d128 backward units' that dQ is staged while dK runs (bench/sass_dq_under_dk.py). Runs
+# the loop waits for P·V after the softmax's exponentials, and in the d128 backward units'
+# that dQ is staged while dK runs (bench/sass_waits.py). Runs
 # the units in parallel (nproc). Needs nvcc, and fetches nvdisasm once (bench/sass_local.sh).
 set -euo pipefail
 build=${1:?usage: ptxas_check.sh BUILD_DIR}
@@ -44,22 +44,17 @@ cubins=$(mktemp -d) # each unit's machine code, kept for the SASS check below
 trap 'rm -rf "$cubins"' EXIT
 export build root cubins
 printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -I{} bash -c 'check {}' && echo "ptxas_check: all ${#units[@]} units clean"
-# The forward units whose P·V must run under the softmax (d128, d256: attn_fwd_ws.h waits for it
-# there): their machine code, and where the loop waits (bench/sass_pv_wait.py).
-sass=()
-for unit in "${units[@]}"; do
-    [[ $unit =~ ^fa_cuda_ws_d(128|256)_ ]] || continue
-    bash "$root/bench/sass_local.sh" "$cubins/$unit.cubin" "/tmp/$unit.sass" > /dev/null
-    sass+=("/tmp/$unit.sass")
-done
-python3 "$root/bench/sass_pv_wait.py" "${sass[@]}"
-# The d128 backward units, whose consumers stage dQ while dK runs (attn_bwd_ws.h,
-# FA_BWS_DQ_BEFORE_DK):
-# where the loop waits for dK (bench/sass_dq_under_dk.py).
-sass=()
-for unit in "${units[@]}"; do
-    [[ $unit =~ ^fa_cuda_bws_d128_ ]] || continue
-    bash "$root/bench/sass_local.sh" "$cubins/$unit.cubin" "/tmp/$unit.sass" > /dev/null
-    sass+=("/tmp/$unit.sass")
-done
-python3 "$root/bench/sass_dq_under_dk.py" "${sass[@]}"
+# Where the loops wait (bench/sass_waits.py), in the machine code of the units matching a pattern:
+# the d128 and d256 forward units' P·V runs under the softmax (attn_fwd_ws.h), and the d128
+# backward units' dK under the dQ staging (attn_bwd_ws.h, FA_BWS_DQ_BEFORE_DK).
+check_waits() { # check_waits pv|dq UNIT_PATTERN
+    local unit sass=()
+    for unit in "${units[@]}"; do
+        [[ $unit =~ $2 ]] || continue
+        bash "$root/bench/sass_local.sh" "$cubins/$unit.cubin" "/tmp/$unit.sass" > /dev/null
+        sass+=("/tmp/$unit.sass")
+    done
+    python3 "$root/bench/sass_waits.py" "$1" "${sass[@]}"
+}
+check_waits pv '^fa_cuda_ws_d(128|256)_'
+check_waits dq '^fa_cuda_bws_d128_'
