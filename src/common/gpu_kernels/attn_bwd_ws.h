@@ -785,7 +785,9 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
 }
 
 #if !FA_BWS_SPLIT_D
-/* dK += dSᵀ·Q issued (fa_bws_consume's registers), where FA_BWS_DQ_BEFORE_DK puts it. */
+/* fa_bws_consume's step, over its registers: dK += dSᵀ·Q and this consumer's share of dQ =
+ * dS·K issued, each a commit group (in the order FA_BWS_DQ_BEFORE_DK says), and the dQ
+ * share handed to the keeper once done. */
 #define FA_BWS_ISSUE_DK()                                                                             \
     do {                                                                                              \
         fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);                                            \
@@ -794,6 +796,19 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
         FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage, FA_BWS_STEPPED_DESCRIPTORS); \
         fa_wg_commit();                                                                               \
     } while (0)
+#define FA_BWS_ISSUE_DQ()                                                                             \
+    do {                                                                                              \
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);                               \
+        fa_wg_fence();                                                                                \
+        FA_WG_DSK(FA_BWS_DQ_N, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0],                                 \
+                  ds_buf + FA_BWS_BLOCK(FA_INST_N) * FA_BWS_DQ_ROW_BLOCK(consumer), FA_BWS_BLOCK(FA_INST_N), \
+                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (dq_col0 / 64));                                  \
+        fa_wg_commit();                                                                               \
+    } while (0)
+#define FA_BWS_HAND_DQ()                                                                              \
+    fa_bws_hand_dq(&ring->dq_full[i % fa_bws_keepers(args)], k_addr + FA_BWS_DQ_AT,                   \
+                   dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq, fa_bws_step_rows(b, &at), f->head_dim, \
+                   FA_BWS_DQ_N / FA_MMA_N)
 
 /* One consumer warpgroup's block: every step's five products, its share of dQ staged for
  * the bulk reduction, then dK and dV. */
@@ -878,39 +893,34 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         fa_fence_async_smem();
         fa_mbar_arrive(&ring->ds_full[buf]);
         float acc_dq[FA_BWS_DQ_N / FA_MMA_N][FA_ACC_REGS];
-        if (!FA_BWS_DQ_BEFORE_DK)
-            FA_BWS_ISSUE_DK();
+#if FA_BWS_DQ_BEFORE_DK
         fa_mbar_wait(&ring->ds_full[buf], use & 1);
-        if (!FA_BWS_DQ_BEFORE_DK && i > 0) /* the tile staged at the last step has been read */
-            fa_mbar_wait(&ring->dq_free, (i & 1) ^ 1);
-        fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
-        fa_wg_fence();
-        FA_WG_DSK(FA_BWS_DQ_N, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0],
-                  ds_buf + FA_BWS_BLOCK(FA_INST_N) * FA_BWS_DQ_ROW_BLOCK(consumer), FA_BWS_BLOCK(FA_INST_N),
-                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (dq_col0 / 64));
-        fa_wg_commit();
-        if (FA_BWS_DQ_BEFORE_DK) {
-            FA_BWS_ISSUE_DK();
-            fa_wg_wait(1); /* dV and dQ are done; dK runs on */
-        } else {
-            fa_wg_wait(0);
-            fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
-        }
+        FA_BWS_ISSUE_DQ();
+        FA_BWS_ISSUE_DK();
+        fa_wg_wait(1); /* dV and dQ are done; dK runs on */
         fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
         fa_mbar_arrive(&ring->ds_free[buf]);
-        if (!FA_BWS_DQ_BEFORE_DK)
-            fa_bws_release(&ring->empty[st]);
-        if (FA_BWS_DQ_BEFORE_DK && i > 0)
+        if (i > 0) /* the tile staged at the last step has been read */
             fa_mbar_wait(&ring->dq_free, (i & 1) ^ 1);
-        fa_bws_hand_dq(&ring->dq_full[i % fa_bws_keepers(args)], k_addr + FA_BWS_DQ_AT,
-                       dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq, fa_bws_step_rows(b, &at), f->head_dim,
-                       FA_BWS_DQ_N / FA_MMA_N);
-        if (FA_BWS_DQ_BEFORE_DK) {
-            fa_wg_wait(0);
-            fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
-            fa_bws_release(&ring->empty[st]);
-        }
+        FA_BWS_HAND_DQ();
+        fa_wg_wait(0);
+        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_bws_release(&ring->empty[st]);
+#else
+        FA_BWS_ISSUE_DK();
+        fa_mbar_wait(&ring->ds_full[buf], use & 1);
+        if (i > 0) /* the tile staged at the last step has been read */
+            fa_mbar_wait(&ring->dq_free, (i & 1) ^ 1);
+        FA_BWS_ISSUE_DQ();
+        fa_wg_wait(0);
+        fa_wg_pin(&acc_dk[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
+        fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);
+        fa_mbar_arrive(&ring->ds_free[buf]);
+        fa_bws_release(&ring->empty[st]);
+        FA_BWS_HAND_DQ();
+#endif
         fa_bws_next_step(f, b, &at);
     }
 
