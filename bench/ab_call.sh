@@ -16,8 +16,8 @@
 set -u
 OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
 cd "$(dirname "$0")/.." || exit 1
-[[ -f .carry/carry.txz ]] && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall('.carry')" \
-    .carry/carry.txz && rm .carry/carry.txz
+source bench/carry.sh
+carry_unpack
 export PYTHONUNBUFFERED=1
 log() { echo "$SECONDS s: $*" >> "$OUT/log.txt"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader >> "$OUT/log.txt"

@@ -17,8 +17,8 @@
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
-[[ -f .carry/carry.txz ]] && python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
-  .carry/carry.txz .carry && rm .carry/carry.txz
+source bench/carry.sh # run from the repository root, as the carry is
+carry_unpack
 export FLASHATTN_LIBRARY=$PWD/.carry/libflashattn.so PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 if [[ $what == hopper ]]; then

@@ -2,22 +2,21 @@
 # variant_carry.sh NAME=PATCH[+PATCH...] ... - builds HEAD's library and, for each NAME, the
 # library and the GPU test binary with those bench/patches applied to HEAD's src/, then
 # packs them into .carry/carry.txz (git-ignored) for bench/ab_call.sh on the GPU machine:
-# lib_main.so, lib_NAME.so and flashattn_gpu_tests_NAME, stripped, one xz archive with a
-# dictionary larger than a binary (what they share is stored once: ~2 MiB a build).
+# lib_main.so, lib_NAME.so and flashattn_gpu_tests_NAME, stripped (bench/carry.sh: what the
+# builds share is stored once, ~2 MiB a build).
 # Each variant's patches are taken back (git apply -R, last first) once it is built, also
 # when its build fails; uncommitted changes under src/ are refused, since they would leak
 # into every build. A fresh checkout's first build takes ~7 minutes
-# (bench/prepare_device.sh's configuration), each variant 1-2 more.
+# (bench/carry.sh's configuration), each variant 1-2 more.
 #   bash bench/variant_carry.sh b19d64=issue14_b19d64_ds_stmatrix_d64.patch \
 #        b20=issue14_b19d64_ds_stmatrix_d64.patch+issue14_b20_dq_staged_under_dk.patch
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ -z $(git status --porcelain src) ]] || { echo "variant_carry: src/ has uncommitted changes"; exit 1; }
 build=build-device stage=$build/variant-stage
-[[ -f $build/build.ninja ]] ||
-    cmake -S . -B $build -G Ninja -DFA_ENABLE_CUDA=ON -DFA_CUDA_ARCHS="${FA_CUDA_ARCHS:-90}" -DFA_USE_BLAS=OFF \
-          -DFA_BUILD_TESTS=ON -DFA_BUILD_BENCH=ON > /dev/null
-rm -rf "$stage" && mkdir -p "$stage" .carry
+source bench/carry.sh
+carry_configure
+rm -rf "$stage" && mkdir -p "$stage"
 applied=() # this variant's patches, in the order applied
 take_back() {
     local i
@@ -45,5 +44,4 @@ for spec in "$@"; do
 done
 rm -f "$stage"/build_*.log
 strip "$stage"/*
-tar -cf - -C "$stage" . | xz -T2 --lzma2=preset=6,dict=256MiB > .carry/carry.txz
-du -h .carry/carry.txz
+carry_pack "$stage"
