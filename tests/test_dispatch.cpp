@@ -574,14 +574,14 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless padded more, determ
     shape.pass = FA_PASS_BWD;
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
     INFO(sel.reason);
-    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_64x128x2");
+    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_80x128x2");
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->atomic_dq == 1);
     CHECK(sel.config->ordered_dq == 1);
     CHECK(sel.persistent_blocks == 0); // a block per key tile, as the mma.sync backward
     shape.deterministic = 1; // its dQ adds in key-block order
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
-    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_64x128x2");
+    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_80x128x2");
     shape.deterministic = 0;
     shape.has_mask = 1;
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
