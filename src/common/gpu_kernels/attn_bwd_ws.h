@@ -214,7 +214,7 @@
 /* dV issued before dS is computed (see Overlap above) keeps Sᵀ, dPᵀ, P and both
  * accumulators live at once: 64 + 64 + 32 + 2 x 32 registers at d64's 128 query rows,
  * which spilled 48 bytes and serialized the products (ptxas C7512, nvcc 13.0); d128's 64
- * rows fit. */
+ * rows fit, its 80 (with dQᵀ's 40 more) serialized them again. */
 #define FA_BWS_EARLY_DV (FA_INST_M == 64)
 
 /* dQ issued before dK and staged while dK runs (FlashAttention-3's order) at d128: 3%
@@ -648,6 +648,16 @@ FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*ac
 FA_DEVICE void fa_bws_stage_dq_t(uint32_t tile, int col0, const float (*acc)[FA_ACC_REGS], int rows, int head_dim)
 {
     const int lane = fa_lane();
+    if (rows == FA_INST_M && head_dim == FA_INST_D) { /* every tile but a sequence's last */
+#pragma unroll
+        for (int nf = 0; nf < FA_INST_M / FA_MMA_N; ++nf)
+            fa_store_shared_f32x4(
+                tile + 4u * (uint32_t)(fa_dq_accum_tile_t(0, FA_MMA_M * (nf / 2), nf % 2, col0, FA_INST_D, FA_MMA_M,
+                                                          FA_MMA_N) +
+                                       lane * FA_ACC_REGS),
+                acc[nf]);
+        return;
+    }
     if (col0 >= head_dim)
         return;
 #pragma unroll
