@@ -2,6 +2,7 @@
  * gpu_args.c - the host helpers of gpu_args.h, shared by the CUDA and HIP backends.
  */
 #include "gpu_host/gpu_args.h"
+#include "gpu_kernels/smem_bytes.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -166,11 +167,10 @@ static int fa_bwd_orders_dq(const fa_problem *p, const fa_kernel_config *cfg)
 }
 
 /* 1 when the dK/dV kernel sums dQᵀ into the accumulator (dq_accum.h's transposed order):
- * a warpgroup backward whose steps are not whole 64-row blocks (attn_bwd_ws.h's
- * FA_BWS_DQ_T, derived there from the same tile). */
+ * a warpgroup backward whose steps are not whole 64-row blocks (smem_bytes.h). */
 static int fa_bwd_dq_transposed(const fa_kernel_config *cfg)
 {
-    return cfg->pass == FA_PASS_BWD && cfg->warpgroup && cfg->tile_m % 64 != 0;
+    return cfg->pass == FA_PASS_BWD && cfg->warpgroup && FA_BWS_DQ_TRANSPOSED(cfg->tile_m);
 }
 
 /* The fp32 dQ accumulator of the atomic path. */

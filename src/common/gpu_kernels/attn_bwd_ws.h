@@ -18,10 +18,12 @@
  * head of the GQA group (attn_bwd_parts.h's walk); in it each consumer computes
  *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma, both operands in shared memory);
  *   Pᵀ and dSᵀ element by element (attn_bwd_parts.h: masks, softcap, ALiBi), packed as
- *   A operands in registers; dSᵀ is also stored to a shared [key][query] tile;
+ *   A operands in registers; dSᵀ is also stored to a shared [key][query] tile (dS to a
+ *   [query][key] one where steps are not whole 64-row blocks, FA_BWS_DQ_T below);
  *   dV += Pᵀ·dO and dK += dSᵀ·Q (A from registers; dK before or after dQ, see Overlap);
  *   once every consumer's part of dSᵀ is stored, its share of the step's dQ = dS·K (dS
- *   read through its transpose: an MN-major A), staged in shared memory in the fp32
+ *   read through its transpose: an MN-major A; or its head-dim columns of dQᵀ = Kᵀ·dSᵀ),
+ *   staged in shared memory in the fp32
  *   accumulator's order (dq_accum.h: a tile of whole 16-row blocks is one contiguous
  *   stretch, and so is a sequence's last, partial tile, staged as the accumulator lays
  *   it out), which one thread of the producer's second warp adds to it with one bulk
@@ -173,7 +175,7 @@
  * consumer computes its 64 head-dim columns of dQᵀ = Kᵀ·dSᵀ instead (FA3's dQ_swapAB):
  * dS is stored [query][key] (FA_WG_KTDS reads it K-major), and the dQ tile is staged and
  * accumulated in dq_accum.h's transposed order. */
-#define FA_BWS_DQ_T (FA_INST_M % 64 != 0)
+#define FA_BWS_DQ_T FA_BWS_DQ_TRANSPOSED(FA_INST_M) /* smem_bytes.h: the host derives it there too */
 #if FA_BWS_DQ_T && (FA_BWS_SPLIT_D || FA_INST_D != 128 || FA_INST_N != 128)
 #error "steps of query rows that are not whole 64-row blocks are written for d128's 128 keys"
 #endif
@@ -679,7 +681,7 @@ FA_DEVICE void fa_bws_stage_dq_t(uint32_t tile, int col0, const float (*acc)[FA_
     }
 }
 
-/* The warp's dQ share staged (fa_bws_stage_dq), made visible to the bulk reduction and
+/* The warp's dQ share staged (fa_bws_stage_dq, or fa_bws_stage_dq_t for dQᵀ), made visible to the bulk reduction and
  * reported to the keeper (`staged`: dq_full or the stage's dq_staged). */
 FA_DEVICE void fa_bws_hand_dq(uint64_t *staged, uint32_t tile, int row0, int d0, const float (*acc)[FA_ACC_REGS],
                               int rows, int head_dim, int ntiles)
@@ -703,7 +705,8 @@ FA_DEVICE void fa_bws_release(uint64_t *empty)
 }
 
 /* A warp's 16 rows of dSᵀ or Pᵀ (its A operands, ds[ks]: queries col0 + 16 ks .. + 15)
- * into the shared [key][query] tile, rows from key_row0. Register j of an A operand holds two
+ * into the shared [key][query] tile, rows from key_row0 (with FA_BWS_DQ_T, dS into the
+ * [query][key] tile: its 16 columns from key_row0). Register j of an A operand holds two
  * adjacent queries of row (j & 1) * 8 + lane / 4, at column 8 * (j / 2) + 2 * (lane % 4)
  * of its k-step (the mma.sync A layout, fa_acc_pair_to_a). */
 FA_DEVICE void fa_bws_store_ds(unsigned char *tile, int key_row0, int col0, const uint32_t ds[FA_BWS_QK][FA_A_REGS])
