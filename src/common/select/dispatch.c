@@ -39,9 +39,7 @@
  *       the model is uniform in the mask (a causal problem scales every config alike);
  *       The decode family is memory-bound: its pairs_per_block are the K/V rows a block
  *       reads (tile_m does not change the bytes);
- *    3. warpgroup backward under a mask (causal, window): smaller tile_m (FA3's d128 rule:
- *       80-query steps without a mask, 64 with one);
- *       decode family: smaller tile_m (less padded compute), then, for paged K/V, key
+ *    3. decode family: smaller tile_m (less padded compute), then, for paged K/V, key
  *       tiles that lie inside one page (page_size a multiple of tile_n: one table read per
  *       tile instead of one per 16 keys); when none does, or the call reads fewer than
  *       DECODE_LATENCY_ROWS K/V rows per SM, more resident threads per SM (latency wants
@@ -351,11 +349,6 @@ static int outranks(const fa_kernel_config *a, const estimate *ea, const fa_kern
         (long long)ea->blocks_per_sm * a->threads != (long long)eb->blocks_per_sm * b->threads)
         return (long long)ea->blocks_per_sm * a->threads > (long long)eb->blocks_per_sm * b->threads;
     if (a->pack_gqa && a->tile_n != b->tile_n) return a->tile_n > b->tile_n;
-    /* The warpgroup backward under a mask: the shorter query step, whose steps straddle the
-     * diagonal or the window's edges less (FlashAttention-3's tile_size_bwd at d128: 64
-     * rows with a mask, 80 without; bws_instances.txt). */
-    if (a->warpgroup && a->pass == FA_PASS_BWD && shape->has_mask && a->tile_m != b->tile_m)
-        return a->tile_m < b->tile_m;
     if (area_a != area_b) return area_a > area_b;
     if (ea->cost != eb->cost) return ea->cost < eb->cost;
     return a->stages > b->stages; /* equal: the earlier entry stays */
