@@ -574,18 +574,27 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless padded more, determ
     shape.pass = FA_PASS_BWD;
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
     INFO(sel.reason);
-    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_64x128x2");
+    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_80x128x2");
     CHECK(contains(sel.reason, "warpgroup family (wgmma + TMA, sm_90a)"));
     CHECK(sel.config->atomic_dq == 1);
     CHECK(sel.config->ordered_dq == 1);
     CHECK(sel.persistent_blocks == 0); // a block per key tile, as the mma.sync backward
     shape.deterministic = 1; // its dQ adds in key-block order
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
-    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_64x128x2");
+    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_80x128x2");
     shape.deterministic = 0;
-    shape.has_mask = 1;
+    shape.has_mask = 1; // 80-query steps under a causal mask too (faster there, bws_instances.txt)
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
     CHECK(sel.config->warpgroup == 1);
+    CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_80x128x2");
+    // 64-query steps where 80 would pad the query rows by more than the cost tolerance.
+    for (int s_q : {64, 128, 192, 256}) {
+        fa_problem_shape short_q = make_shape(FA_DTYPE_BF16, 4, 16, 128, s_q, 4096);
+        short_q.pass = FA_PASS_BWD;
+        REQUIRE(select(sm90, reg, short_q, &sel) == FA_OK);
+        INFO("s_q " << s_q << ": " << sel.reason);
+        CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_64x128x2");
+    }
     shape.head_dim = 64;
     shape.dtype = FA_DTYPE_F16;
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);

@@ -8,6 +8,7 @@
 // mid-block, and head dims narrower than the instance.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 #include "../src/cuda/fa_nv_layouts.h"
@@ -95,7 +96,93 @@ void replay(const Vocabulary &v, const std::vector<int> &lengths, int hd, int d_
     }
 }
 
+// The same for the transposed order (NVIDIA's map, the only one with a kernel that uses it):
+// the warpgroup backward's steps of `step` query rows (attn_bwd_ws.h, FA_BWS_DQ_T: d128's
+// 80), each staged as fa_bws_stage_dq_t does (a warp's 16 head-dim columns of dQᵀ, n-tile
+// nf the step's rows 8 nf ..) and added at the step's first row, then the convert's reads
+// (fa_stage_dq_block with `transposed`).
+void replay_transposed(const std::vector<int> &lengths, int hd, int d_inst, int step)
+{
+    const int tile_m = 16, tile_n = 8, lanes = 32, regs = 4;
+    std::vector<int> row0(lengths.size() + 1, 0);
+    for (size_t b = 0; b < lengths.size(); ++b) row0[b + 1] = row0[b] + lengths[b];
+    std::vector<long long> mem((size_t)row0.back() * hd, 0);
+    auto add = [&](int seq, long long at, long long value) {
+        INFO("transposed hd " << hd << " sequence " << seq << " offset " << at);
+        REQUIRE(at >= (long long)row0[seq] * hd);
+        REQUIRE(at < (long long)row0[seq + 1] * hd);
+        REQUIRE(mem[(size_t)at] == 0);
+        mem[(size_t)at] = value;
+    };
+    for (size_t s = 0; s < lengths.size(); ++s)
+        for (int m0 = 0; m0 < lengths[s]; m0 += step) {
+            const int rows = std::min(step, lengths[s] - m0);
+            const long long step_at = (long long)(row0[s] + m0) * hd;
+            for (int col0 = 0; col0 < d_inst && col0 < hd; col0 += tile_m)
+                for (int nf = 0; nf < step / tile_n; ++nf) {
+                    const int row_block = tile_m * (nf / 2), h = nf % 2;
+                    if (fa_dq_accum_fragment_order_t(row_block, rows, hd, tile_m)) {
+                        const long long at = fa_dq_accum_tile_t(0, row_block, h, col0, hd, tile_m, tile_n);
+                        for (int lane = 0; lane < lanes; ++lane) {
+                            CHECK((at + lane * regs) * 4 % 16 == 0); // the 16-byte staging store
+                            for (int r = 0; r < regs; ++r)
+                                add((int)s, step_at + at + lane * regs + r,
+                                    tag((int)s, m0 + tile_n * nf + fa_nv_acc_col(lane, r),
+                                        col0 + fa_nv_acc_row(lane, r)));
+                        }
+                        continue;
+                    }
+                    for (int lane = 0; lane < lanes; ++lane)
+                        for (int r = 0; r < regs; ++r) {
+                            const int row = tile_n * nf + fa_nv_acc_col(lane, r), col = col0 + fa_nv_acc_row(lane, r);
+                            if (row < rows && col < hd)
+                                add((int)s, step_at + (long long)row * hd + col, tag((int)s, m0 + row, col));
+                        }
+                }
+        }
+    for (size_t s = 0; s < lengths.size(); ++s) {
+        const int len = lengths[s];
+        std::vector<long long> out((size_t)len * hd, 0);
+        for (int rb = 0; rb < len; rb += tile_m) {
+            const long long block = (long long)(row0[s] + rb) * hd;
+            if (fa_dq_accum_fragment_order_t(rb, len, hd, tile_m)) {
+                for (int tile = 0; tile < hd / tile_n; ++tile)
+                    for (int lane = 0; lane < lanes; ++lane)
+                        for (int r = 0; r < regs; ++r)
+                            out[(size_t)(rb + tile_n * (tile % 2) + fa_nv_acc_col(lane, r)) * hd + tile_m * (tile / 2) +
+                                fa_nv_acc_row(lane, r)] =
+                                mem[(size_t)(block + (long long)tile * tile_m * tile_n + lane * regs + r)];
+            } else {
+                for (int row = rb; row < len && row < rb + tile_m; ++row)
+                    for (int col = 0; col < hd; ++col)
+                        out[(size_t)row * hd + col] = mem[(size_t)(row0[s] + row) * hd + col];
+            }
+        }
+        for (int row = 0; row < len; ++row)
+            for (int col = 0; col < hd; ++col)
+                if (out[(size_t)row * hd + col] != tag((int)s, row, col)) {
+                    INFO("transposed hd " << hd << " sequence " << s << " row " << row << " col " << col);
+                    REQUIRE(out[(size_t)row * hd + col] == tag((int)s, row, col));
+                }
+    }
+}
+
 } // namespace
+
+TEST_CASE("dQ accumulator: the transposed order's staged steps and the convert's reads agree element by element",
+          "[backward][layout]")
+{
+    // Steps of 80 rows ending mid-block and mid-step, sequences under a block, empty ones,
+    // head dims narrower than the instance (multiples of 16 fragment-ordered, the rest
+    // row-major).
+    const std::vector<std::vector<int>> batches = {{80}, {160}, {37}, {5, 97, 0, 17, 3, 176}, {1, 16, 81, 95}};
+    for (const auto &lengths : batches)
+        for (int hd = 8; hd <= 128; hd += 8)
+            replay_transposed(lengths, hd, 128, 80);
+    CHECK(fa_dq_accum_fragment_order_t(0, 16, 128, 16));
+    CHECK_FALSE(fa_dq_accum_fragment_order_t(0, 16, 120, 16)); // a head dim not a multiple of 16
+    CHECK(fa_dq_accum_tile_t(5, 16, 1, 32, 128, 16, 8) == (5 + 16) * 128 + 32 * 16 + 16 * 8);
+}
 
 TEST_CASE("dQ accumulator: the kernels' adds and the convert's reads agree element by element",
           "[backward][layout]")

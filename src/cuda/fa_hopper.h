@@ -168,7 +168,8 @@ FA_DEVICE uint64_t fa_wg_desc_step(int stepped, uint64_t first, uint32_t addr, u
 
 /* The named forms, fa_wgmma_m64n<N>_<A source><B major>_<type>: kmaj = B K-major
  * (S = Q·Kᵀ), nmaj = B MN-major (O = P·V with V as stored), mnmaj = A and B MN-major
- * (the backward's dQ = dS·K); A K-major unless named; d holds N/2 floats. */
+ * (the backward's dQ = dS·K), mkmaj = A MN-major and B K-major (the backward's
+ * dQᵀ = Kᵀ·dSᵀ); A K-major unless named; d holds N/2 floats. */
 #define FA_WG_DEFINE(N, type, TYPE)                                                                     \
     FA_DEVICE void fa_wgmma_m64n##N##_ss_kmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)      \
     {                                                                                                   \
@@ -181,6 +182,10 @@ FA_DEVICE uint64_t fa_wg_desc_step(int stepped, uint64_t first, uint32_t addr, u
     FA_DEVICE void fa_wgmma_m64n##N##_ss_mnmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)     \
     {                                                                                                   \
         FA_WGMMA_SS(N, TYPE, 1, 1, d, a, b, scale_d);                                                   \
+    }                                                                                                   \
+    FA_DEVICE void fa_wgmma_m64n##N##_ss_mkmaj_##type(float *d, uint64_t a, uint64_t b, int scale_d)     \
+    {                                                                                                   \
+        FA_WGMMA_SS(N, TYPE, 1, 0, d, a, b, scale_d);                                                   \
     }                                                                                                   \
     FA_DEVICE void fa_wgmma_m64n##N##_rs_nmaj_##type(float *d, const uint32_t a[4], uint64_t b, int scale_d) \
     {                                                                                                   \
@@ -256,6 +261,24 @@ FA_WG_DEFINE_TYPES(256)
             FA_WG_MMA(N, ss_mnmaj, type)                                                              \
             ((acc), fa_wg_desc_sw128((ds_addr) + 2048u * (uint32_t)fa_ks, (ds_block_bytes), 1024),      \
              fa_wg_desc_sw128((k_addr) + 2048u * (uint32_t)fa_ks, (KEYS) * 128u, 1024), fa_ks > 0);       \
+    } while (0)
+
+/* dQᵀ = Kᵀ·dSᵀ (the backward with a step of N queries that is not whole 64-row blocks, which
+ * wgmma's M of 64 cannot hold: FlashAttention-3's dQ_swapAB): 64 head-dim columns of K as A,
+ * read through their transpose from the column block at k_addr of a tile of KEYS rows
+ * stored [key][d] (MN-major A, as FA_WG_DSK reads dS; its leading offset, the next
+ * 64-column block, an M of 64 never uses), against dS stored [query][key] at ds_addr
+ * (K-major B: 64-key column blocks of N rows x 128 bytes, ds_block_bytes apart; a k-step
+ * of 16 keys is 32 bytes inside the 128-byte row). acc holds N / 2 floats, element (d,
+ * query); the first step overwrites them. Issued, not waited for. */
+#define FA_WG_KTDS(N, KEYS, type, acc, k_addr, ds_addr, ds_block_bytes)                               \
+    do {                                                                                              \
+        _Pragma("unroll") for (int fa_ks = 0; fa_ks < (KEYS) / 16; ++fa_ks)                           \
+            FA_WG_MMA(N, ss_mkmaj, type)                                                              \
+            ((acc), fa_wg_desc_sw128((k_addr) + 2048u * (uint32_t)fa_ks, (KEYS) * 128u, 1024),          \
+             fa_wg_desc_sw128((ds_addr) + (uint32_t)(fa_ks / 4) * (ds_block_bytes) + 32u * (uint32_t)(fa_ks % 4), \
+                              16, 1024),                                                              \
+             fa_ks > 0);                                                                              \
     } while (0)
 
 /* dV += Pᵀ·dO and dK += dSᵀ·Q with the scores from shared memory (the d192 and d256 backward,
@@ -458,6 +481,19 @@ FA_DEVICE void fa_store_shared_f32(uint32_t addr, float v)
 FA_DEVICE void fa_store_shared_f32x4(uint32_t addr, const float v[4])
 {
     asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+                 : "memory");
+}
+
+/* stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 (PTX ISA
+ * #warp-level-matrix-instructions-stmatrix): four 8 x 8 matrices of 16-bit pairs from the
+ * warp's registers, each stored transposed. Register j of lane l holds matrix j's row l / 4,
+ * columns 2 (l % 4) and 2 (l % 4) + 1 (the mma accumulator's layout); lane 8j + r gives the
+ * address of row r of the stored matrix j, which is column r of the held one (16 bytes,
+ * 16-byte aligned). */
+FA_DEVICE void fa_stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+                 "r"(r1), "r"(r2), "r"(r3)
                  : "memory");
 }
 

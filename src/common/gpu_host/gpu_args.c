@@ -2,6 +2,7 @@
  * gpu_args.c - the host helpers of gpu_args.h, shared by the CUDA and HIP backends.
  */
 #include "gpu_host/gpu_args.h"
+#include "gpu_kernels/smem_bytes.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -165,6 +166,13 @@ static int fa_bwd_orders_dq(const fa_problem *p, const fa_kernel_config *cfg)
     return cfg->atomic_dq && cfg->ordered_dq && p->deterministic;
 }
 
+/* 1 when the dK/dV kernel sums dQᵀ into the accumulator (dq_accum.h's transposed order):
+ * a warpgroup backward whose steps are not whole 64-row blocks (smem_bytes.h). */
+static int fa_bwd_dq_transposed(const fa_kernel_config *cfg)
+{
+    return cfg->pass == FA_PASS_BWD && cfg->warpgroup && FA_BWS_DQ_TRANSPOSED(cfg->tile_m);
+}
+
 /* The fp32 dQ accumulator of the atomic path. */
 static size_t fa_bwd_dq_accum_bytes(const fa_problem *p, const fa_kernel_config *cfg)
 {
@@ -198,8 +206,10 @@ fa_bwd_args fa_make_bwd_args(const fa_problem *p, const fa_kernel_config *cfg, v
     a.dv_layout = fa_layout_of(p->dv_stride);
     a.delta = (float *)workspace;
     a.lse_log2 = (float *)((char *)workspace + fa_bwd_rows_bytes(p));
-    if (fa_bwd_uses_atomics(p, cfg))
+    if (fa_bwd_uses_atomics(p, cfg)) {
         a.dq_accum = (float *)((char *)workspace + 2 * fa_bwd_rows_bytes(p));
+        a.dq_transposed = fa_bwd_dq_transposed(cfg);
+    }
     if (fa_bwd_orders_dq(p, cfg))
         a.dq_order = (int *)((char *)workspace + 2 * fa_bwd_rows_bytes(p) + fa_bwd_dq_accum_bytes(p, cfg));
     a.scale = p->softmax_scale;

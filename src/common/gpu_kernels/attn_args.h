@@ -128,6 +128,8 @@ typedef struct fa_bwd_args {
                        /* deterministic call's ordered adds (attn_bwd_ws.h)            */
     float scale;       /* softmax_scale: dS -> dQ, dK                                  */
     int out_bf16;      /* element type, for the dtype-agnostic preprocess kernel      */
+    int dq_transposed; /* dq_accum in dq_accum.h's transposed order (attn_bwd_ws.h's    */
+                       /* FA_BWS_DQ_T kernels)                                         */
 } fa_bwd_args;
 
 /* Element offsets into the fp32 workspace arrays above, written once for the kernels

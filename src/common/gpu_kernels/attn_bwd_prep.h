@@ -136,8 +136,10 @@ FA_DEVICE uint32_t fa_pack2_dq(float lo, float hi, int bf16)
  * valid, row-major into `staged` (FA_MMA_M rows of FA_PREP_STAGE_PITCH): a
  * fragment-ordered block by one
  * lane's registers of one MMA tile per thread (contiguous reads), each register to
- * where fa_acc_row / fa_acc_col put it; a row-major one as it is. */
-FA_DEVICE void fa_stage_dq_block(float *staged, const float *acc, int fragments, int rows, int head_dim)
+ * where fa_acc_row / fa_acc_col put it (in the transposed order, dq_accum.h, the tile's
+ * FA_MMA_N rows and FA_MMA_M columns the other way round); a row-major one as it is. */
+FA_DEVICE void fa_stage_dq_block(float *staged, const float *acc, int fragments, int transposed, int rows,
+                                 int head_dim)
 {
     const int pitch = FA_PREP_STAGE_PITCH(head_dim), row_chunks = head_dim / 4;
     if (!fragments) {
@@ -150,9 +152,17 @@ FA_DEVICE void fa_stage_dq_block(float *staged, const float *acc, int fragments,
     for (int i = threadIdx.x; i < head_dim / FA_MMA_N * FA_WARP_SIZE; i += FA_PREP_THREADS) {
         const int tile = i / FA_WARP_SIZE, lane = i % FA_WARP_SIZE;
         const float *v = acc + (long long)tile * FA_MMA_M * FA_MMA_N + lane * FA_ACC_REGS;
+        /* Transposed: tile `halves` e + h holds rows h * FA_MMA_N .. and columns
+         * e * FA_MMA_M .. (dq_accum.h's order). */
+        const int halves = FA_MMA_M / FA_MMA_N;
+        const int row0 = transposed ? FA_MMA_N * (tile % halves) : 0;
+        const int col0 = transposed ? FA_MMA_M * (tile / halves) : FA_MMA_N * tile;
 #pragma unroll
-        for (int r = 0; r < FA_ACC_REGS; ++r)
-            staged[fa_acc_row(lane, r) * pitch + tile * FA_MMA_N + fa_acc_col(lane, r)] = v[r];
+        for (int r = 0; r < FA_ACC_REGS; ++r) {
+            const int row = transposed ? fa_acc_col(lane, r) : fa_acc_row(lane, r);
+            const int col = transposed ? fa_acc_row(lane, r) : fa_acc_col(lane, r);
+            staged[(row0 + row) * pitch + col0 + col] = v[r];
+        }
     }
 }
 
@@ -177,9 +187,11 @@ extern "C" FA_GLOBAL void FA_CAT(FA_KERNEL_PREFIX, bwd_convert_dq)(fa_bwd_args a
      * last row block of a sequence of nearly 2^31 rows. */
     for (int i = 0; i < rows.count; i += FA_MMA_M) {
         const int rb = rows.row0 + i, valid = min(FA_MMA_M, rows.count - i);
-        fa_stage_dq_block(staged, head_acc + (rows.q_global_row0 + rb) * f->head_dim,
-                          fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim, FA_MMA_M, FA_MMA_N), valid,
-                          f->head_dim);
+        const int fragments = args.dq_transposed
+                                  ? fa_dq_accum_fragment_order_t(rb, seq.seqlen_q, f->head_dim, FA_MMA_M)
+                                  : fa_dq_accum_fragment_order(rb, seq.seqlen_q, f->head_dim, FA_MMA_M, FA_MMA_N);
+        fa_stage_dq_block(staged, head_acc + (rows.q_global_row0 + rb) * f->head_dim, fragments, args.dq_transposed,
+                          valid, f->head_dim);
         fa_barrier();
         for (int j = threadIdx.x; j < valid * chunks; j += FA_PREP_THREADS) {
             const int r = j / chunks, c = j - r * chunks;

@@ -18,10 +18,12 @@
  * head of the GQA group (attn_bwd_parts.h's walk); in it each consumer computes
  *   Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma, both operands in shared memory);
  *   Pᵀ and dSᵀ element by element (attn_bwd_parts.h: masks, softcap, ALiBi), packed as
- *   A operands in registers; dSᵀ is also stored to a shared [key][query] tile;
+ *   A operands in registers; dSᵀ is also stored to a shared [key][query] tile (dS to a
+ *   [query][key] one where steps are not whole 64-row blocks, FA_BWS_DQ_T below);
  *   dV += Pᵀ·dO and dK += dSᵀ·Q (A from registers; dK before or after dQ, see Overlap);
  *   once every consumer's part of dSᵀ is stored, its share of the step's dQ = dS·K (dS
- *   read through its transpose: an MN-major A), staged in shared memory in the fp32
+ *   read through its transpose: an MN-major A; or its head-dim columns of dQᵀ = Kᵀ·dSᵀ),
+ *   staged in shared memory in the fp32
  *   accumulator's order (dq_accum.h: a tile of whole 16-row blocks is one contiguous
  *   stretch, and so is a sequence's last, partial tile, staged as the accumulator lays
  *   it out), which one thread of the producer's second warp adds to it with one bulk
@@ -164,8 +166,18 @@
 #elif FA_INST_N % 64 != 0 || FA_BWS_CONSUMERS < 1 || FA_INST_WARPS != 4 * (FA_BWS_CONSUMERS + 1)
 #error "a warpgroup backward instance has 64 keys per consumer warpgroup and one producer warpgroup"
 #endif
-#if FA_INST_D % 64 != 0 || FA_INST_M % 64 != 0 || FA_INST_M > 256 || FA_INST_N > 256
-#error "warpgroup tiles are whole 64-element column blocks and TMA boxes of at most 256 rows"
+#if FA_INST_D % 64 != 0 || FA_INST_M % 16 != 0 || FA_INST_M > 256 || FA_INST_N > 256
+#error "warpgroup tiles are whole 64-element column blocks, steps of whole 16-query k-steps, TMA boxes of at most 256 rows"
+#endif
+
+/* A step of query rows that are not whole 64-row blocks (d128's 80, FlashAttention-3's
+ * non-causal d128 tile) does not fit wgmma's M of 64 as the rows of dQ = dS·K, so each
+ * consumer computes its 64 head-dim columns of dQᵀ = Kᵀ·dSᵀ instead (FA3's dQ_swapAB):
+ * dS is stored [query][key] (FA_WG_KTDS reads it K-major), and the dQ tile is staged and
+ * accumulated in dq_accum.h's transposed order. */
+#define FA_BWS_DQ_T FA_BWS_DQ_TRANSPOSED(FA_INST_M) /* smem_bytes.h: the host derives it there too */
+#if FA_BWS_DQ_T && (FA_BWS_SPLIT_D || FA_INST_D != 128 || FA_INST_N != 128)
+#error "steps of query rows that are not whole 64-row blocks are written for d128's 128 keys"
 #endif
 
 #if !FA_BWS_SPLIT_D
@@ -175,7 +187,12 @@
 /* The consumers' shares of a step's dQ tile (FA_INST_M x D): 64-row blocks when there
  * are as many as consumers, else (64 query rows) head-dim columns, whole 64-column blocks
  * of K in either case (a descriptor starts on one). */
-#if FA_INST_M == 64 * FA_BWS_CONSUMERS
+#if FA_BWS_DQ_T
+/* N of the dQᵀ product: the step's queries; the consumers' shares, 64 head-dim columns each. */
+#define FA_BWS_DQ_N FA_INST_M
+#define FA_BWS_DQ_ROW_BLOCK(c) 0
+#define FA_BWS_DQ_COL0(c) ((c) * 64)
+#elif FA_INST_M == 64 * FA_BWS_CONSUMERS
 #define FA_BWS_DQ_N FA_INST_D
 #define FA_BWS_DQ_ROW_BLOCK(c) (c)
 #define FA_BWS_DQ_COL0(c) 0
@@ -191,7 +208,7 @@
 #else
 #error "the step's query rows are 64 per consumer, or 64 split by head-dim halves (d128, d256)"
 #endif
-#if FA_BWS_DQ_N % 64 != 0
+#if FA_BWS_DQ_N % 64 != 0 && !FA_BWS_DQ_T
 #error "a consumer's share of dQ must be whole 64-column blocks"
 #endif
 #endif /* !FA_BWS_SPLIT_D: the split's shares are its head-dim columns */
@@ -199,7 +216,7 @@
 /* dV issued before dS is computed (see Overlap above) keeps Sᵀ, dPᵀ, P and both
  * accumulators live at once: 64 + 64 + 32 + 2 x 32 registers at d64's 128 query rows,
  * which spilled 48 bytes and serialized the products (ptxas C7512, nvcc 13.0); d128's 64
- * rows fit. */
+ * rows fit, its 80 (with dQᵀ's 40 more) serialized them again. */
 #define FA_BWS_EARLY_DV (FA_INST_M == 64)
 
 /* dQ issued before dK and staged while dK runs (FlashAttention-3's order) at d128: 3%
@@ -241,7 +258,7 @@ FA_DEVICE void fa_bws_consumers_sync(int id)
 #define FA_BWS_BLOCK(rows) ((rows) * 128)
 #define FA_BWS_KV_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_N))
 #define FA_BWS_Q_BYTES (FA_INST_D / 64 * FA_BWS_BLOCK(FA_INST_M))
-#define FA_BWS_DS_BYTES (FA_INST_M / 64 * FA_BWS_BLOCK(FA_INST_N))
+#define FA_BWS_DS_BYTES (2 * FA_INST_M * FA_INST_N)
 /* Pᵀ tiles beside the dSᵀ ones: only the head-dim split reads P from shared memory. */
 #define FA_BWS_PT_BUFFERS (FA_BWS_SPLIT_D ? 2 : 0)
 /* The block's mbarriers. kv: the K and V tiles (one arrival and their bytes); full: the
@@ -419,8 +436,16 @@ FA_DEVICE void fa_bws_load(unsigned char *dst, const void *map, int rows, int he
 /* A warp's copy of one step's fp32 row values (LSE or D, [heads][total_q]) beside the
  * stage: rows past the sequence's end are 0 (those elements are masked:
  * fa_bwd_key_block_at). */
+#if FA_INST_M % FA_WARP_SIZE != 0
+/* Unrolled, the copy of 80 rows (a last pass of 16 lanes) spilled 16 bytes of the
+ * producer's 24 registers. */
+#define FA_BWS_COPY_ROWS_UNROLL _Pragma("unroll 1")
+#else
+#define FA_BWS_COPY_ROWS_UNROLL
+#endif
 FA_DEVICE void fa_bws_copy_rows(float *dst, const float *src, long long row, int m0, int seqlen_q)
 {
+    FA_BWS_COPY_ROWS_UNROLL
     for (int r = fa_lane(); r < FA_INST_M; r += FA_WARP_SIZE)
         dst[r] = m0 + r < seqlen_q ? src[row + r] : 0.f;
 }
@@ -616,12 +641,56 @@ FA_DEVICE void fa_bws_stage_dq(uint32_t tile, int row0, int d0, const float (*ac
     }
 }
 
-/* The warp's dQ share staged (fa_bws_stage_dq), made visible to the bulk reduction and
+/* With dQᵀ (FA_BWS_DQ_T): a warp's 16 head-dim columns of it from col0 (n-tile nf: the
+ * step's queries 8 nf .. 8 nf + 7) into the staged tile, in dq_accum.h's transposed
+ * order, so that the tile's valid part is again one stretch of rows x head_dim floats:
+ * a 16-byte store per n-tile in whole row blocks, the elements of a last partial one
+ * row-major; columns past the call's head dim (an instance wider than the call's) are
+ * not the accumulator's. */
+FA_DEVICE void fa_bws_stage_dq_t(uint32_t tile, int col0, const float (*acc)[FA_ACC_REGS], int rows, int head_dim)
+{
+    const int lane = fa_lane();
+    if (rows == FA_INST_M && head_dim == FA_INST_D) { /* every tile but a sequence's last */
+#pragma unroll
+        for (int nf = 0; nf < FA_INST_M / FA_MMA_N; ++nf)
+            fa_store_shared_f32x4(
+                tile + 4u * (uint32_t)(fa_dq_accum_tile_t(0, FA_MMA_M * (nf / 2), nf % 2, col0, FA_INST_D, FA_MMA_M,
+                                                          FA_MMA_N) +
+                                       lane * FA_ACC_REGS),
+                acc[nf]);
+        return;
+    }
+    if (col0 >= head_dim)
+        return;
+#pragma unroll
+    for (int nf = 0; nf < FA_INST_M / FA_MMA_N; ++nf) {
+        const int row_block = FA_MMA_M * (nf / 2), h = nf % 2;
+        if (fa_dq_accum_fragment_order_t(row_block, rows, head_dim, FA_MMA_M)) {
+            fa_store_shared_f32x4(
+                tile + 4u * (uint32_t)(fa_dq_accum_tile_t(0, row_block, h, col0, head_dim, FA_MMA_M, FA_MMA_N) +
+                                       lane * FA_ACC_REGS),
+                acc[nf]);
+            continue;
+        }
+#pragma unroll
+        for (int r = 0; r < FA_ACC_REGS; ++r) {
+            const int row = FA_MMA_N * nf + fa_acc_col(lane, r), col = col0 + fa_acc_row(lane, r);
+            if (row < rows && col < head_dim)
+                fa_store_shared_f32(tile + 4u * (uint32_t)(row * head_dim + col), acc[nf][r]);
+        }
+    }
+}
+
+/* The warp's dQ share staged (fa_bws_stage_dq, or fa_bws_stage_dq_t for dQᵀ), made visible to the bulk reduction and
  * reported to the keeper (`staged`: dq_full or the stage's dq_staged). */
 FA_DEVICE void fa_bws_hand_dq(uint64_t *staged, uint32_t tile, int row0, int d0, const float (*acc)[FA_ACC_REGS],
                               int rows, int head_dim, int ntiles)
 {
+#if FA_BWS_DQ_T
+    fa_bws_stage_dq_t(tile, d0, acc, rows, head_dim); /* d0: the warp's first column of dQᵀ's 16 */
+#else
     fa_bws_stage_dq(tile, row0, d0, acc, rows, head_dim, ntiles);
+#endif
     fa_fence_async_smem();
     fa_mbar_arrive(staged);
 }
@@ -636,12 +705,24 @@ FA_DEVICE void fa_bws_release(uint64_t *empty)
 }
 
 /* A warp's 16 rows of dSᵀ or Pᵀ (its A operands, ds[ks]: queries col0 + 16 ks .. + 15)
- * into the shared [key][query] tile, rows from key_row0. Register j of an A operand holds two
+ * into the shared [key][query] tile, rows from key_row0 (with FA_BWS_DQ_T, dS into the
+ * [query][key] tile: its 16 columns from key_row0). Register j of an A operand holds two
  * adjacent queries of row (j & 1) * 8 + lane / 4, at column 8 * (j / 2) + 2 * (lane % 4)
  * of its k-step (the mma.sync A layout, fa_acc_pair_to_a). */
 FA_DEVICE void fa_bws_store_ds(unsigned char *tile, int key_row0, int col0, const uint32_t ds[FA_BWS_QK][FA_A_REGS])
 {
     const int lane = fa_lane();
+#if FA_BWS_DQ_T
+    /* dS itself, [query][key] (FA_WG_KTDS's K-major B): each register's 8 x 8 matrix stored
+     * transposed, a k-step one stmatrix; lane 8 j + r gives query row r of matrix j, the
+     * 16-byte chunk of its 8 keys in the swizzled row. */
+    const int query = col0 + 8 * (lane >> 4) + (lane & 7), key = key_row0 + 8 * ((lane >> 3) & 1);
+    const uint32_t at = fa_smem_addr(tile);
+#pragma unroll
+    for (int ks = 0; ks < FA_BWS_QK; ++ks)
+        fa_stmatrix_x4_trans(at + fa_wg_tile_offset(FA_INST_M, query + 16 * ks, key), ds[ks][0], ds[ks][1], ds[ks][2],
+                             ds[ks][3]);
+#else
 #pragma unroll
     for (int ks = 0; ks < FA_BWS_QK; ++ks)
 #pragma unroll
@@ -649,6 +730,7 @@ FA_DEVICE void fa_bws_store_ds(unsigned char *tile, int key_row0, int col0, cons
             const int row = key_row0 + (j & 1) * 8 + lane / 4, col = col0 + 16 * ks + 8 * (j / 2) + 2 * (lane % 4);
             *(uint32_t *)(tile + fa_wg_tile_offset(FA_INST_N, row, col)) = ds[ks][j];
         }
+#endif
 }
 
 /* A warp's score tile of one step (attn_bwd_parts.h): its 16 keys from key_row0 of the
@@ -796,19 +878,34 @@ FA_DEVICE void fa_bws_store_dkdv(const fa_bwd_args *args, const fa_tma_maps *map
         FA_WG_PV(FA_INST_M, FA_INST_D, FA_BWS_TYPE, &acc_dk[0][0], ds, q_stage, FA_BWS_STEPPED_DESCRIPTORS); \
         fa_wg_commit();                                                                               \
     } while (0)
+#if FA_BWS_DQ_T
+#define FA_BWS_DQ_PRODUCT()                                                                           \
+    FA_WG_KTDS(FA_BWS_DQ_N, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0], k_addr + FA_BWS_BLOCK(FA_INST_N) * (dq_col0 / 64), \
+               ds_buf, FA_BWS_BLOCK(FA_INST_M))
+#else
+#define FA_BWS_DQ_PRODUCT()                                                                           \
+    FA_WG_DSK(FA_BWS_DQ_N, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0],                                     \
+              ds_buf + FA_BWS_BLOCK(FA_INST_N) * FA_BWS_DQ_ROW_BLOCK(consumer), FA_BWS_BLOCK(FA_INST_N),   \
+              k_addr + FA_BWS_BLOCK(FA_INST_N) * (dq_col0 / 64))
+#endif
 #define FA_BWS_ISSUE_DQ()                                                                             \
     do {                                                                                              \
         fa_wg_pin(&acc_dq[0][0], FA_BWS_DQ_N / FA_MMA_N * FA_ACC_REGS);                               \
         fa_wg_fence();                                                                                \
-        FA_WG_DSK(FA_BWS_DQ_N, FA_INST_N, FA_BWS_TYPE, &acc_dq[0][0],                                 \
-                  ds_buf + FA_BWS_BLOCK(FA_INST_N) * FA_BWS_DQ_ROW_BLOCK(consumer), FA_BWS_BLOCK(FA_INST_N), \
-                  k_addr + FA_BWS_BLOCK(FA_INST_N) * (dq_col0 / 64));                                  \
+        FA_BWS_DQ_PRODUCT();                                                                          \
         fa_wg_commit();                                                                               \
     } while (0)
+/* The warp's part of the consumer's share: 16 rows of it, or with dQᵀ 16 head-dim columns. */
+#if FA_BWS_DQ_T
+#define FA_BWS_WARP_DQ_ROW0 dq_row0 /* 0: every row */
+#define FA_BWS_WARP_DQ_COL0 (dq_col0 + FA_MMA_M * warp_in_group)
+#else
+#define FA_BWS_WARP_DQ_ROW0 (dq_row0 + FA_MMA_M * warp_in_group)
+#define FA_BWS_WARP_DQ_COL0 dq_col0
+#endif
 #define FA_BWS_HAND_DQ()                                                                              \
-    fa_bws_hand_dq(&ring->dq_full[i % fa_bws_keepers(args)], k_addr + FA_BWS_DQ_AT,                   \
-                   dq_row0 + FA_MMA_M * warp_in_group, dq_col0, acc_dq, fa_bws_step_rows(b, &at), f->head_dim, \
-                   FA_BWS_DQ_N / FA_MMA_N)
+    fa_bws_hand_dq(&ring->dq_full[i % fa_bws_keepers(args)], k_addr + FA_BWS_DQ_AT, FA_BWS_WARP_DQ_ROW0,  \
+                   FA_BWS_WARP_DQ_COL0, acc_dq, fa_bws_step_rows(b, &at), f->head_dim, FA_BWS_DQ_N / FA_MMA_N)
 
 /* One consumer warpgroup's block: every step's five products, its share of dQ staged for
  * the bulk reduction, then dK and dV. */
@@ -895,6 +992,11 @@ FA_DEVICE void fa_bws_consume(const fa_bwd_args *args, const fa_tma_maps *maps, 
         float acc_dq[FA_BWS_DQ_N / FA_MMA_N][FA_ACC_REGS];
 #if FA_BWS_DQ_BEFORE_DK
         fa_mbar_wait(&ring->ds_full[buf], use & 1);
+#if FA_BWS_DQ_T
+        /* dV done first: its P registers are what dQᵀ's 40 more need (ptxas C7512 else). */
+        fa_wg_wait(0);
+        fa_wg_pin(&acc_dv[0][0], FA_BWS_DF * FA_ACC_REGS);
+#endif
         FA_BWS_ISSUE_DQ();
         FA_BWS_ISSUE_DK();
         fa_wg_wait(1); /* dV and dQ are done; dK runs on */

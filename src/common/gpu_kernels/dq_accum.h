@@ -15,6 +15,15 @@
  * partial row block, and every block of a head dim that is not a multiple of FA_MMA_N,
  * stay row-major. Plain C, host and device, with the MMA tile shape as arguments so that
  * tests/test_dq_accum.cpp can replay both kernels' use of it on the CPU for every vendor.
+ *
+ * The transposed order (a warpgroup backward that computes dQᵀ, attn_bwd_ws.h's
+ * FA_BWS_DQ_T; the call says so in fa_bwd_args.dq_transposed): the same row blocks stay
+ * in place, but inside a fragment-ordered one the MMA tiles are those of dQᵀ, tile_m
+ * columns by tile_n rows: the tile of rows row_block + h * tile_n .. + tile_n - 1 and
+ * columns col_block .. col_block + tile_m - 1 (col_block a multiple of tile_m) comes at
+ * offset col_block * tile_m + h * tile_m * tile_n, and inside it lane l's register r
+ * holds element (row fa_acc_col(l, r), column fa_acc_row(l, r)) of it. Head dims that
+ * are multiples of tile_m only.
  */
 #ifndef FA_DQ_ACCUM_H
 #define FA_DQ_ACCUM_H
@@ -35,6 +44,21 @@ FA_HD int fa_dq_accum_fragment_order(int row_block, int seqlen_q, int head_dim, 
 FA_HD long long fa_dq_accum_tile(long long seq_row0, int row_block, int col_block, int head_dim, int tile_m)
 {
     return (seq_row0 + row_block) * head_dim + (long long)col_block * tile_m;
+}
+
+/* Whether that row block is fragment-ordered in the transposed order: whole, and the head
+ * dim a multiple of tile_m (the dQᵀ tiles' width). */
+FA_HD int fa_dq_accum_fragment_order_t(int row_block, int seqlen_q, int head_dim, int tile_m)
+{
+    return fa_dq_accum_fragment_order(row_block, seqlen_q, head_dim, tile_m, tile_m);
+}
+
+/* Offset of the dQᵀ tile (row_block + h * tile_n, col_block) of a fragment-ordered block
+ * in the transposed order, as fa_dq_accum_tile. */
+FA_HD long long fa_dq_accum_tile_t(long long seq_row0, int row_block, int h, int col_block, int head_dim, int tile_m,
+                                   int tile_n)
+{
+    return (seq_row0 + row_block) * head_dim + (long long)col_block * tile_m + (long long)h * tile_m * tile_n;
 }
 
 #endif /* FA_DQ_ACCUM_H */

@@ -65,12 +65,18 @@
  * stages' LSE and D rows (fp32), and 1024 bytes to align the first tile; above d128 (the
  * head-dim split) two Pᵀ tiles; up to d192 a step's dQ tile (fp32) for the bulk
  * reduction (d192's 226 KiB with it; at d256 it would not fit, and the tile is staged in
- * the step's Q/dO stage instead). */
+ * the step's Q/dO stage instead). The dSᵀ tiles are dS, [streamed][resident], where the
+ * streamed rows are not whole 64-row blocks (FA_BWS_DQ_TRANSPOSED): the same bytes. */
 #define FA_BWS_UNSPLIT_MAX_D 128
 #define FA_BWS_DQ_STAGED_MAX_D 192
 #define FA_BWS_SMEM_BYTES(head_dim, streamed, resident, stages)                                   \
     (2 * (head_dim) * (2 * (resident) + 2 * (stages) * (streamed)) + 2 * 2 * (resident) * (streamed) + \
      4 * 2 * (stages) * (streamed) + ((head_dim) > FA_BWS_UNSPLIT_MAX_D ? 2 * 2 * (resident) * (streamed) : 0) + \
      ((head_dim) <= FA_BWS_DQ_STAGED_MAX_D ? 4 * (streamed) * (head_dim) : 0) + 1024)
+
+/* A warpgroup backward whose steps of `streamed` query rows are not whole 64-row blocks
+ * (wgmma's M) computes dQᵀ and sums it in dq_accum.h's transposed order (attn_bwd_ws.h,
+ * FA_BWS_DQ_T); the host tells the conversion kernel so (gpu_args.c). */
+#define FA_BWS_DQ_TRANSPOSED(streamed) ((streamed) % 64 != 0)
 
 #endif /* FA_SMEM_BYTES_H */
