@@ -583,7 +583,7 @@ TEST_CASE("sm_90 backwards run the warpgroup backward unless padded more, determ
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
     CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_80x128x2");
     shape.deterministic = 0;
-    shape.has_mask = 1; // 80-query steps under a causal mask too (faster there, bws_instances.txt)
+    shape.has_mask = 1; // 80-query steps under a causal mask too (as fast or faster, bws_instances.txt)
     REQUIRE(select(sm90, reg, shape, &sel) == FA_OK);
     CHECK(sel.config->warpgroup == 1);
     CHECK(std::string(sel.config->name) == "fa_cuda_bws_d128_bf16_80x128x2");

@@ -681,8 +681,9 @@ FA_DEVICE void fa_bws_stage_dq_t(uint32_t tile, int col0, const float (*acc)[FA_
     }
 }
 
-/* The warp's dQ share staged (fa_bws_stage_dq, or fa_bws_stage_dq_t for dQᵀ), made visible to the bulk reduction and
- * reported to the keeper (`staged`: dq_full or the stage's dq_staged). */
+/* The warp's dQ share staged (fa_bws_stage_dq, or fa_bws_stage_dq_t for dQᵀ), made
+ * visible to the bulk reduction and reported to the keeper (`staged`: dq_full or the
+ * stage's dq_staged). */
 FA_DEVICE void fa_bws_hand_dq(uint64_t *staged, uint32_t tile, int row0, int d0, const float (*acc)[FA_ACC_REGS],
                               int rows, int head_dim, int ntiles)
 {
