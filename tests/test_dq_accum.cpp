@@ -32,21 +32,47 @@ const Vocabulary kVocabularies[] = {
 
 long long tag(int seq, int row, int col) { return 1 + (long long)seq * 1000000 + row * 1000 + col; }
 
+// One head's accumulator over a varlen batch: the kernels' adds land inside their own
+// sequence's rows and nowhere twice; expect_rows checks what a read gave back.
+struct Accumulator {
+    const char *name;
+    int hd;
+    std::vector<int> row0;
+    std::vector<long long> mem;
+    Accumulator(const char *name_, const std::vector<int> &lengths, int hd_)
+        : name(name_), hd(hd_), row0(lengths.size() + 1, 0)
+    {
+        for (size_t b = 0; b < lengths.size(); ++b) row0[b + 1] = row0[b] + lengths[b];
+        mem.assign((size_t)row0.back() * hd, 0);
+    }
+    void add(int seq, long long at, long long value)
+    {
+        INFO(name << " hd " << hd << " sequence " << seq << " offset " << at);
+        REQUIRE(at >= (long long)row0[seq] * hd); // inside its own rows
+        REQUIRE(at < (long long)row0[seq + 1] * hd);
+        REQUIRE(mem[(size_t)at] == 0); // nowhere twice
+        mem[(size_t)at] = value;
+    }
+    void expect_rows(int seq, int len, const std::vector<long long> &out) const
+    {
+        for (int row = 0; row < len; ++row)
+            for (int col = 0; col < hd; ++col)
+                if (out[(size_t)row * hd + col] != tag(seq, row, col)) {
+                    INFO(name << " hd " << hd << " sequence " << seq << " row " << row << " col " << col);
+                    REQUIRE(out[(size_t)row * hd + col] == tag(seq, row, col));
+                }
+    }
+};
+
 // One head of a varlen batch: the dK/dV kernel's adds (each MMA tile of each step that the
 // kernel runs: rows up to the sequence's end rounded to tile_m, columns up to d_inst),
 // then the convert kernel's reads, for head dim hd of an instance of d_inst columns.
 void replay(const Vocabulary &v, const std::vector<int> &lengths, int hd, int d_inst)
 {
-    std::vector<int> row0(lengths.size() + 1, 0);
-    for (size_t b = 0; b < lengths.size(); ++b) row0[b + 1] = row0[b] + lengths[b];
-    std::vector<long long> mem((size_t)row0.back() * hd, 0);
-    auto add = [&](int seq, long long at, long long value) {
-        INFO(v.name << " hd " << hd << " sequence " << seq << " offset " << at);
-        REQUIRE(at >= (long long)row0[seq] * hd);          // inside its own rows
-        REQUIRE(at < (long long)row0[seq + 1] * hd);
-        REQUIRE(mem[(size_t)at] == 0);                      // nowhere twice
-        mem[(size_t)at] = value;
-    };
+    Accumulator acc(v.name, lengths, hd);
+    const std::vector<int> &row0 = acc.row0;
+    const std::vector<long long> &mem = acc.mem;
+    auto add = [&](int seq, long long at, long long value) { acc.add(seq, at, value); };
     for (size_t s = 0; s < lengths.size(); ++s) {
         const int len = lengths[s];
         for (int rb = 0; rb < len; rb += v.tile_m)
@@ -87,12 +113,7 @@ void replay(const Vocabulary &v, const std::vector<int> &lengths, int hd, int d_
                         out[(size_t)row * hd + col] = mem[(size_t)(row0[s] + row) * hd + col];
             }
         }
-        for (int row = 0; row < len; ++row)
-            for (int col = 0; col < hd; ++col)
-                if (out[(size_t)row * hd + col] != tag((int)s, row, col)) {
-                    INFO(v.name << " hd " << hd << " sequence " << s << " row " << row << " col " << col);
-                    REQUIRE(out[(size_t)row * hd + col] == tag((int)s, row, col));
-                }
+        acc.expect_rows((int)s, len, out);
     }
 }
 
@@ -104,16 +125,10 @@ void replay(const Vocabulary &v, const std::vector<int> &lengths, int hd, int d_
 void replay_transposed(const std::vector<int> &lengths, int hd, int d_inst, int step)
 {
     const int tile_m = 16, tile_n = 8, lanes = 32, regs = 4;
-    std::vector<int> row0(lengths.size() + 1, 0);
-    for (size_t b = 0; b < lengths.size(); ++b) row0[b + 1] = row0[b] + lengths[b];
-    std::vector<long long> mem((size_t)row0.back() * hd, 0);
-    auto add = [&](int seq, long long at, long long value) {
-        INFO("transposed hd " << hd << " sequence " << seq << " offset " << at);
-        REQUIRE(at >= (long long)row0[seq] * hd);
-        REQUIRE(at < (long long)row0[seq + 1] * hd);
-        REQUIRE(mem[(size_t)at] == 0);
-        mem[(size_t)at] = value;
-    };
+    Accumulator acc("transposed", lengths, hd);
+    const std::vector<int> &row0 = acc.row0;
+    const std::vector<long long> &mem = acc.mem;
+    auto add = [&](int seq, long long at, long long value) { acc.add(seq, at, value); };
     for (size_t s = 0; s < lengths.size(); ++s)
         for (int m0 = 0; m0 < lengths[s]; m0 += step) {
             const int rows = std::min(step, lengths[s] - m0);
@@ -158,12 +173,7 @@ void replay_transposed(const std::vector<int> &lengths, int hd, int d_inst, int 
                         out[(size_t)row * hd + col] = mem[(size_t)(row0[s] + row) * hd + col];
             }
         }
-        for (int row = 0; row < len; ++row)
-            for (int col = 0; col < hd; ++col)
-                if (out[(size_t)row * hd + col] != tag((int)s, row, col)) {
-                    INFO("transposed hd " << hd << " sequence " << s << " row " << row << " col " << col);
-                    REQUIRE(out[(size_t)row * hd + col] == tag((int)s, row, col));
-                }
+        acc.expect_rows((int)s, len, out);
     }
 }
 
